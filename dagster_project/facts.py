@@ -1,0 +1,165 @@
+"""One forward pass per (model, corpus) -> every per-example attention fact of METHODS §3.
+
+Examples are batched by length (a token budget per batch) so padding stays small; the
+statistics of `metrics` run on the whole batch x layer x head block at once.
+"""
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+import torch
+
+from dagster_project.metrics import TokenMasks, head_summaries, pair_mask, relative_position_histogram
+from dagster_project.models import LoadedEncoder
+
+SCOPES = ("all", "content")
+DEFAULT_BATCH_TOKENS = 4096
+
+
+@dataclass(frozen=True)
+class Batch:
+    example_ids: torch.Tensor  # (B,)
+    inputs: dict[str, torch.Tensor]  # model inputs, (B, T) each
+    masks: TokenMasks
+
+
+@dataclass(frozen=True)
+class AttentionFacts:
+    head_summaries: pl.DataFrame
+    position_histograms: pl.DataFrame
+    n_examples: int
+    seconds: float
+
+
+_CLASS_CODES = {"cls": 1, "sep": 2, "punct": 3}
+_PAD_CODE = -1
+
+
+def length_batches(tokens: pl.DataFrame, pad_token_id: int, batch_tokens: int, with_token_types: bool) -> Iterator[Batch]:
+    """Padded batches of similar-length examples from a `tokens` frame (one row per token).
+
+    A batch holds as many examples as fit in `batch_tokens` padded positions.
+    """
+    per_example = (
+        tokens.sort("example_id", "position")
+        .with_columns(class_code=pl.col("token_class").replace_strict(_CLASS_CODES, default=0, return_dtype=pl.Int8))
+        .group_by("example_id", maintain_order=True)
+        .agg("token_id", "segment", "class_code", n=pl.len())
+        .sort("n", "example_id")
+    )
+    lengths = per_example["n"].to_numpy()
+    start = 0
+    while start < per_example.height:
+        # Sorted by length, so the last example of a batch sets its width.
+        stop = start + 1
+        while stop < per_example.height and (stop - start + 1) * lengths[stop] <= batch_tokens:
+            stop += 1
+        yield _pad(per_example[start:stop], pad_token_id, with_token_types)
+        start = stop
+
+
+def _pad(chunk: pl.DataFrame, pad_token_id: int, with_token_types: bool) -> Batch:
+    def padded(column: str, fill: int) -> torch.Tensor:
+        rows = [torch.tensor(values) for values in chunk[column].to_list()]
+        return torch.nn.utils.rnn.pad_sequence(rows, batch_first=True, padding_value=fill)
+
+    codes = padded("class_code", _PAD_CODE)
+    valid = codes != _PAD_CODE
+    inputs = {"input_ids": padded("token_id", pad_token_id), "attention_mask": valid.to(torch.int64)}
+    if with_token_types:
+        inputs["token_type_ids"] = padded("segment", 0).to(torch.int64)
+    masks = TokenMasks(
+        valid=valid,
+        cls=codes == _CLASS_CODES["cls"],
+        sep=codes == _CLASS_CODES["sep"],
+        punct=codes == _CLASS_CODES["punct"],
+    )
+    return Batch(example_ids=torch.tensor(chunk["example_id"].to_numpy()), inputs=inputs, masks=masks)
+
+
+def _grid(batch_size: int, n_layers: int, n_heads: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Broadcastable (B, L, H) index tensors: example row, 1-based layer, 1-based head."""
+    rows = torch.arange(batch_size)[:, None, None]
+    layers = torch.arange(1, n_layers + 1, dtype=torch.int16)[None, :, None]
+    heads = torch.arange(1, n_heads + 1, dtype=torch.int16)[None, None, :]
+    return rows, layers, heads
+
+
+def batch_facts(attn: torch.Tensor, batch: Batch) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Head summaries and relative-position histograms of one batch, as flat columns."""
+    n_examples, n_layers, n_heads, width = attn.shape[:4]
+    masks = batch.masks
+    rows, layers, heads = _grid(n_examples, n_layers, n_heads)
+    shape = (n_examples, n_layers, n_heads)
+    summaries = {
+        "example_id": batch.example_ids[rows].expand(shape),
+        "layer": layers.expand(shape),
+        "head": heads.expand(shape),
+        "n_tokens": masks.valid.sum(-1).to(torch.int16)[:, None, None].expand(shape),
+        **head_summaries(attn, masks),
+    }
+    scoped = [
+        relative_position_histogram(attn, pair_mask(queries, queries))
+        for queries in (masks.valid, masks.content)
+    ]
+    sums = torch.stack([scope_sums for scope_sums, _ in scoped], dim=1)  # (B, S, L, H, O)
+    counts = torch.stack([scope_counts for _, scope_counts in scoped], dim=1)  # (B, S, O)
+    # Offsets no (query, key) pair reaches (beyond the example's length) are not facts.
+    b, s, layer, head, offset = (counts[:, :, None, None, :] > 0).expand_as(sums).nonzero(as_tuple=True)
+    histograms = {
+        "example_id": batch.example_ids[b],
+        "scope_index": s.to(torch.int8),
+        "layer": (layer + 1).to(torch.int16),
+        "head": (head + 1).to(torch.int16),
+        "offset": (offset - (width - 1)).to(torch.int16),
+        "weight_sum": sums[b, s, layer, head, offset],
+        "pair_count": counts[b, s, offset].to(torch.int32),
+    }
+    flat = lambda columns: {name: value.reshape(-1).numpy() for name, value in columns.items()}  # noqa: E731
+    return flat(summaries), flat(histograms)
+
+
+def _frame(parts: list[dict[str, np.ndarray]]) -> pl.DataFrame:
+    return pl.DataFrame({name: np.concatenate([part[name] for part in parts]) for name in parts[0]})
+
+
+def extract_attention_facts(
+    encoder: LoadedEncoder,
+    tokens: pl.DataFrame,
+    batch_tokens: int = DEFAULT_BATCH_TOKENS,
+    progress: Callable[[int, int, float], None] | None = None,
+) -> AttentionFacts:
+    """Run the model once over a tokenized corpus and compute every attention fact.
+
+    `tokens` has the columns of the warehouse `tokens` table for one (model, corpus).
+    `progress(done, total, seconds)` is called after each batch.
+    """
+    started = time.perf_counter()
+    total = tokens["example_id"].n_unique()
+    summary_parts, histogram_parts = [], []
+    done = 0
+    batches = length_batches(
+        tokens, encoder.tokenizer.pad_token_id or 0, batch_tokens, encoder.spec.takes_token_types
+    )
+    with torch.inference_mode():
+        for batch in batches:
+            attentions = encoder.model(**batch.inputs, output_attentions=True).attentions
+            summaries, histograms = batch_facts(torch.stack(attentions, dim=1), batch)
+            summary_parts.append(summaries)
+            histogram_parts.append(histograms)
+            done += len(batch.example_ids)
+            if progress:
+                progress(done, total, time.perf_counter() - started)
+    histograms = _frame(histogram_parts).with_columns(
+        kind=pl.lit("attention"),
+        scope=pl.col("scope_index").replace_strict(dict(enumerate(SCOPES)), return_dtype=pl.String),
+    ).drop("scope_index")
+    return AttentionFacts(
+        head_summaries=_frame(summary_parts),
+        position_histograms=histograms,
+        n_examples=done,
+        seconds=time.perf_counter() - started,
+    )

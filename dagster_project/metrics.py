@@ -1,0 +1,102 @@
+"""Pure attention statistics: torch tensors in, tensors out, no Dagster, no storage.
+
+Shapes: attention maps are (B, L, H, T, T) with queries on dim -2 and keys on dim -1,
+padded to T. `valid` (B, T) marks real tokens; every statistic is taken on the
+cropped n x n map, so padded query rows are ignored and padded keys carry no mass.
+"""
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+
+@dataclass(frozen=True)
+class TokenMasks:
+    """Boolean (B, T) masks describing each position of a padded batch."""
+
+    valid: torch.Tensor
+    cls: torch.Tensor
+    sep: torch.Tensor
+    punct: torch.Tensor
+
+    @property
+    def content(self) -> torch.Tensor:
+        """Real tokens that are not special ([CLS]/[SEP]/...)."""
+        return self.valid & ~self.cls & ~self.sep
+
+
+def _masked_row_mean(per_row: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """Mean of (B, L, H, R) values over the rows selected by a (B, R) mask; NaN if none."""
+    weights = rows[:, None, None, :].to(per_row.dtype)
+    return (per_row * weights).sum(-1) / weights.sum(-1)
+
+
+def row_entropy(attn: torch.Tensor) -> torch.Tensor:
+    """Entropy in nats of every attention row, 0*log(0) := 0. (..., T, T) -> (..., T)."""
+    return torch.special.entr(attn).sum(-1)
+
+
+def head_summaries(attn: torch.Tensor, masks: TokenMasks) -> dict[str, torch.Tensor]:
+    """Per (example, layer, head) summaries of METHODS §3, each a (B, L, H) tensor.
+
+    Masses are means over query rows of the attention a row sends to a token type.
+    Previous/next use the rows that have such a neighbour (n - 1 rows).
+    """
+    valid = masks.valid
+    key_types = torch.stack([masks.cls, masks.sep, masks.punct], dim=-1).to(attn.dtype)
+    # One batched matmul gives every row's mass to [CLS], [SEP] and punctuation.
+    type_mass = torch.einsum("blhqk,bkc->blhqc", attn, key_types)
+    neighbour_rows = valid[:, 1:]
+    entropy = row_entropy(attn)
+    # Rows of the first [CLS] (position 0 for BERT-family inputs); NaN when a model has none.
+    has_cls = masks.cls.any(-1)
+    cls_pos = masks.cls.to(torch.int64).argmax(-1)
+    cls_entropy = entropy.gather(-1, cls_pos[:, None, None, None].expand(*entropy.shape[:3], 1))[..., 0]
+    cls_entropy = torch.where(has_cls[:, None, None], cls_entropy, torch.nan)
+    row_error = (attn.sum(-1) - 1).abs() * valid[:, None, None, :]
+    return {
+        "to_cls": _masked_row_mean(type_mass[..., 0], valid),
+        "to_sep": _masked_row_mean(type_mass[..., 1], valid),
+        "to_punct": _masked_row_mean(type_mass[..., 2], valid),
+        "to_self": _masked_row_mean(attn.diagonal(0, -2, -1), valid),
+        "to_prev": _masked_row_mean(attn.diagonal(-1, -2, -1), neighbour_rows),
+        "to_next": _masked_row_mean(attn.diagonal(1, -2, -1), neighbour_rows),
+        "sep_to_sep": _masked_row_mean(type_mass[..., 1], masks.sep),
+        "entropy": _masked_row_mean(entropy, valid),
+        "cls_entropy": cls_entropy,
+        "row_sum_error": row_error.amax(-1),
+    }
+
+
+def diagonal_sums(x: torch.Tensor) -> torch.Tensor:
+    """Sum of each diagonal of the last two dims: (..., T, T) -> (..., 2T - 1).
+
+    Output index j holds offset j - (T - 1) = key - query. The rows are shifted into
+    relative coordinates by one strided view over a padded copy, so there is no loop
+    over offsets.
+    """
+    size = x.shape[-1]
+    width = 3 * size - 2
+    padded = F.pad(x, (size - 1, size - 1)).reshape(-1, size * width)
+    skewed = padded.as_strided((padded.shape[0], size, 2 * size - 1), (size * width, width + 1, 1))
+    return skewed.sum(-2).reshape(*x.shape[:-2], 2 * size - 1)
+
+
+def pair_mask(queries: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+    """(B, T) query and key masks -> (B, T, T) mask of the (query, key) pairs counted."""
+    return queries[:, :, None] & keys[:, None, :]
+
+
+def relative_position_histogram(
+    attn: torch.Tensor, pairs: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Attention sum and pair count per relative offset (key - query).
+
+    attn (B, L, H, T, T), pairs (B, T, T) bool -> sums (B, L, H, 2T - 1), counts (B, 2T - 1).
+    Offset -(T - 1) is at index 0.
+    """
+    weights = pairs[:, None, None].to(attn.dtype)
+    sums = diagonal_sums(attn * weights)
+    counts = diagonal_sums(pairs.to(torch.int32))
+    return sums, counts

@@ -29,10 +29,14 @@ class CorpusError(RuntimeError):
 class CorpusSpec:
     name: str
     description: str
+    files: tuple[str, ...]  # relative to the data directory
     read: Callable[[Path], pl.DataFrame]
     max_len: int
     size: int
     seed: int = 13
+
+    def missing_files(self, data_dir: Path) -> list[Path]:
+        return [data_dir / name for name in self.files if not (data_dir / name).is_file()]
 
 
 @dataclass(frozen=True)
@@ -151,6 +155,7 @@ CORPORA: dict[str, CorpusSpec] = {
         CorpusSpec(
             name="demo",
             description="Built-in sentence pairs shipped with the project (no data directory needed).",
+            files=(),
             read=read_demo_pairs,
             max_len=128,
             size=1000,
@@ -158,6 +163,7 @@ CORPORA: dict[str, CorpusSpec] = {
         CorpusSpec(
             name="wiki_segments",
             description="Clark §3: consecutive same-section WikiText paragraph pairs, [CLS] p1 [SEP] p2 [SEP].",
+            files=("wikipedia/wikitext2_raw_wiki.test.raw",),
             read=lambda data_dir: read_wikitext_pairs(data_dir / "wikipedia" / "wikitext2_raw_wiki.test.raw"),
             max_len=128,
             size=1000,
@@ -165,6 +171,7 @@ CORPORA: dict[str, CorpusSpec] = {
         CorpusSpec(
             name="xnli_en",
             description="Pascual: XNLI English premise/hypothesis pairs (stand-in for MNLI-m dev).",
+            files=tuple(f"xnli/xnli_{split}_en.tsv" for split in ("validation", "test")),
             read=read_xnli_pairs,
             max_len=64,
             size=1800,

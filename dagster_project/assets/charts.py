@@ -1,0 +1,75 @@
+"""Chart assets: paper figures drawn from the SQL views, saved as HTML + PNG and shown
+in the Dagster UI as the materialization's metadata."""
+
+import base64
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import altair as alt
+import polars as pl
+from dagster import AssetExecutionContext, AssetsDefinition, MaterializeResult, MetadataValue, asset
+from dagster_duckdb import DuckDBResource
+
+from dagster_project import charts
+from dagster_project.assets.facts import fact_assets
+from dagster_project.assets.views import warehouse_views
+from dagster_project.partitions import model_partitions
+from dagster_project.resources import ChartFolder
+from dagster_project.warehouse import partition_rows
+
+
+@dataclass(frozen=True)
+class ChartSpec:
+    name: str
+    figure: str
+    view: str
+    corpora: tuple[str, ...]  # first one with rows for the model is drawn
+    draw: Callable[[pl.DataFrame, str], alt.TopLevelMixin]
+
+
+CHARTS = (
+    ChartSpec("clark_fig2_special_tokens", "Clark et al. Fig. 2", "clark_special_tokens", ("wiki_segments", "demo"), charts.clark_special_tokens_chart),
+    ChartSpec("clark_fig4_entropy", "Clark et al. Fig. 4", "clark_entropy", ("wiki_segments", "demo"), charts.clark_entropy_chart),
+    ChartSpec("pascual_fig2_attention_histograms", "Pascual et al. Fig. 2", "pascual_attention_histograms", ("xnli_en", "demo"), charts.pascual_histograms_chart),
+    ChartSpec("pascual_fig4_center_of_mass", "Pascual et al. Fig. 4", "pascual_center_of_mass", ("xnli_en", "demo"), charts.pascual_center_of_mass_chart),
+)
+
+
+def build_chart_asset(spec: ChartSpec) -> AssetsDefinition:
+    @asset(
+        name=spec.name,
+        description=f"{spec.figure}, from the `{spec.view}` view (corpus: first of {', '.join(spec.corpora)} with rows).",
+        partitions_def=model_partitions,
+        deps=[warehouse_views, *fact_assets],
+        group_name="charts",
+    )
+    def chart_asset(context: AssetExecutionContext, warehouse: DuckDBResource, chart_folder: ChartFolder) -> MaterializeResult:
+        model_id = context.partition_key
+        with warehouse.get_connection() as conn:
+            rows = partition_rows(conn, spec.view, model_id)
+        corpus = next((name for name in spec.corpora if name in set(rows["corpus"])), None)
+        if corpus is None:
+            raise ValueError(
+                f"View {spec.view} has no rows for model '{model_id}' on {spec.corpora}: "
+                "materialize the corpus and attention-fact assets first."
+            )
+        rows = rows.filter(pl.col("corpus") == corpus)
+        title = f"{rows['model'][0]} on {corpus}"
+        html, png = charts.save_chart(spec.draw(rows, title), chart_folder.for_model(model_id), spec.name)
+        context.log.info(f"Wrote {html} and {png}")
+        encoded = base64.b64encode(png.read_bytes()).decode()
+        return MaterializeResult(
+            metadata={
+                "chart": MetadataValue.md(f"![{spec.figure}](data:image/png;base64,{encoded})"),
+                "html": MetadataValue.path(str(html)),
+                "png": MetadataValue.path(str(png)),
+                "corpus": corpus,
+                "view": spec.view,
+                "view_rows": rows.height,
+            }
+        )
+
+    return chart_asset
+
+
+chart_assets = [build_chart_asset(spec) for spec in CHARTS]

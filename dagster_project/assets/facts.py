@@ -1,0 +1,70 @@
+"""Attention fact assets: one forward pass per (model, corpus) writes `head_summaries` and
+`position_histograms` for that partition in one transaction."""
+
+from dagster import AssetExecutionContext, AssetsDefinition, Config, MaterializeResult, MetadataValue, asset
+from dagster_duckdb import DuckDBResource
+
+from dagster_project.assets.corpora import corpus_assets_by_name
+from dagster_project.assets.metadata import table_preview
+from dagster_project.facts import DEFAULT_BATCH_TOKENS, extract_attention_facts
+from dagster_project.models import load_encoder
+from dagster_project.partitions import model_partitions
+from dagster_project.warehouse import model_source, partition_rows, replace_partition
+
+_PROGRESS_EVERY_SECONDS = 10.0
+
+
+class FactsConfig(Config):
+    batch_tokens: int = DEFAULT_BATCH_TOKENS  # padded positions per forward batch
+
+
+def build_fact_asset(corpus: str, corpus_asset: AssetsDefinition) -> AssetsDefinition:
+    @asset(
+        name=f"{corpus}_attention_facts",
+        description=f"Per-example, per-head attention facts of the '{corpus}' corpus (METHODS §3).",
+        partitions_def=model_partitions,
+        deps=[corpus_asset],
+        group_name="facts",
+        pool="warehouse_writer",
+    )
+    def fact_asset(context: AssetExecutionContext, config: FactsConfig, warehouse: DuckDBResource) -> MaterializeResult:
+        model_id = context.partition_key
+        with warehouse.get_connection() as conn:
+            source = model_source(conn, model_id)
+            tokens = partition_rows(
+                conn, "tokens", model_id, corpus, ("example_id", "position", "token_id", "token_class", "segment")
+            )
+        if tokens.is_empty():
+            raise ValueError(f"No tokens for model '{model_id}' and corpus '{corpus}': materialize {corpus}_examples first.")
+        last_report = [0.0]
+
+        def report(done: int, total: int, seconds: float) -> None:
+            if seconds - last_report[0] >= _PROGRESS_EVERY_SECONDS or done == total:
+                last_report[0] = seconds
+                context.log.info(f"{corpus}: {done}/{total} examples, {done / seconds:.1f} examples/s")
+
+        facts = extract_attention_facts(load_encoder(source), tokens, config.batch_tokens, report)
+        with warehouse.get_connection() as conn:
+            written = replace_partition(
+                conn,
+                {"head_summaries": facts.head_summaries, "position_histograms": facts.position_histograms},
+                model_id,
+                corpus,
+            )
+        return MaterializeResult(
+            metadata={
+                "head_summaries_rows": written["head_summaries"],
+                "position_histograms_rows": written["position_histograms"],
+                "examples": facts.n_examples,
+                "seconds": round(facts.seconds, 2),
+                "examples_per_second": round(facts.n_examples / facts.seconds, 1),
+                "max_row_sum_error": MetadataValue.float(float(facts.head_summaries["row_sum_error"].max())),
+                "preview": table_preview(facts.head_summaries),
+            }
+        )
+
+    return fact_asset
+
+
+fact_assets_by_corpus = {corpus: build_fact_asset(corpus, asset) for corpus, asset in corpus_assets_by_name.items()}
+fact_assets = list(fact_assets_by_corpus.values())

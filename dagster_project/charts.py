@@ -1,0 +1,102 @@
+"""Altair charts of the paper figures, drawn from view rows only."""
+
+from pathlib import Path
+
+import altair as alt
+import polars as pl
+
+_TOKEN_TYPES = {"to_cls": "[CLS]", "to_sep": "[SEP]", "to_punct": ". or ,"}
+
+
+def clark_special_tokens_chart(rows: pl.DataFrame, title: str) -> alt.VConcatChart:
+    """Clark Fig. 2: each head's mean attention to [CLS]/[SEP]/punctuation, and [SEP]->[SEP]."""
+    long = rows.unpivot(index=["layer", "head"], on=list(_TOKEN_TYPES), variable_name="type", value_name="attention")
+    long = long.with_columns(pl.col("type").replace_strict(_TOKEN_TYPES))
+    strip = (
+        alt.Chart(long)
+        .mark_circle(size=40, opacity=0.7)
+        .encode(
+            x=alt.X("layer:O", title="layer"),
+            xOffset=alt.XOffset("type:N"),
+            y=alt.Y("attention:Q", title="avg. attention", scale=alt.Scale(domain=[0, 1])),
+            color=alt.Color("type:N", title="token"),
+            tooltip=["layer", "head", "type", alt.Tooltip("attention:Q", format=".3f")],
+        )
+        .properties(width=420, height=220, title=f"{title}: attention to special tokens")
+    )
+    sep = (
+        alt.Chart(rows)
+        .mark_circle(size=40, opacity=0.7, color="#e45756")
+        .encode(
+            x=alt.X("layer:O", title="layer"),
+            y=alt.Y("sep_to_sep:Q", title="avg. attention [SEP] → [SEP]", scale=alt.Scale(domain=[0, 1])),
+            tooltip=["layer", "head", alt.Tooltip("sep_to_sep:Q", format=".3f")],
+        )
+        .properties(width=420, height=160, title="attention from [SEP] to [SEP]")
+    )
+    return alt.vconcat(strip, sep)
+
+
+def clark_entropy_chart(rows: pl.DataFrame, title: str) -> alt.LayerChart:
+    """Clark Fig. 4: mean entropy of each head per layer, with the uniform-attention baseline."""
+    per_layer = rows.group_by("layer").agg(
+        pl.col("uniform_entropy").mean().alias("uniform attention"),
+        pl.col("cls_entropy").mean().alias("[CLS] row (mean over heads)"),
+    )
+    lines = per_layer.unpivot(index="layer", variable_name="reference", value_name="entropy")
+    heads = (
+        alt.Chart(rows)
+        .mark_circle(size=40, opacity=0.7)
+        .encode(
+            x=alt.X("layer:O", title="layer"),
+            y=alt.Y("entropy:Q", title="avg. attention entropy (nats)"),
+            tooltip=["layer", "head", alt.Tooltip("entropy:Q", format=".2f"), alt.Tooltip("cls_entropy:Q", format=".2f")],
+        )
+    )
+    references = (
+        alt.Chart(lines)
+        .mark_line(strokeDash=[4, 3])
+        .encode(x="layer:O", y="entropy:Q", color=alt.Color("reference:N", title=None))
+    )
+    return alt.layer(heads, references).properties(width=420, height=260, title=f"{title}: attention entropy")
+
+
+def pascual_histograms_chart(rows: pl.DataFrame, title: str) -> alt.FacetChart:
+    """Pascual Fig. 2 / appendix A: a layer x head grid of max-normalized position histograms."""
+    return (
+        alt.Chart(rows)
+        .mark_line(strokeWidth=1)
+        .encode(
+            x=alt.X("offset:Q", title="relative position"),
+            y=alt.Y("value_max_normalized:Q", title=None, axis=alt.Axis(labels=False, ticks=False)),
+            color=alt.Color("scope:N"),
+        )
+        .properties(width=90, height=50)
+        .facet(row=alt.Row("layer:O"), column=alt.Column("head:O"))
+        .properties(title=f"{title}: attention histograms (each head scaled to its maximum)")
+    )
+
+
+def pascual_center_of_mass_chart(rows: pl.DataFrame, title: str) -> alt.Chart:
+    """Pascual Fig. 4: mean center of mass of the histograms per layer."""
+    return (
+        alt.Chart(rows)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("layer:O"),
+            y=alt.Y("center_of_mass:Q", title="mean center of mass (tokens)"),
+            color=alt.Color("scope:N"),
+            strokeDash=alt.StrokeDash("kind:N"),
+            tooltip=["layer", "scope", "kind", alt.Tooltip("center_of_mass:Q", format=".2f")],
+        )
+        .properties(width=420, height=260, title=f"{title}: center of mass per layer")
+    )
+
+
+def save_chart(chart: alt.TopLevelMixin, folder: Path, name: str) -> tuple[Path, Path]:
+    """Write `name`.html and `name`.png into `folder`; returns both paths."""
+    folder.mkdir(parents=True, exist_ok=True)
+    html, png = folder / f"{name}.html", folder / f"{name}.png"
+    chart.save(html)
+    chart.save(png, scale_factor=1.5)
+    return html, png

@@ -1,0 +1,106 @@
+"""`attn-warehouse`: run the main job, register models, open the UI.
+
+Sets DAGSTER_HOME to the project's .dagster folder unless it is set, so partitions and
+run history persist between commands and the UI.
+"""
+
+import argparse
+import os
+import sys
+
+from dagster_project import settings
+
+
+def _use_project_instance() -> None:
+    home = settings.dagster_home()
+    home.mkdir(parents=True, exist_ok=True)
+    os.environ["DAGSTER_HOME"] = str(home)
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
+def run(source: str) -> int:
+    """Register `source` and materialize every asset for it on the corpora available."""
+    from dagster import AssetSelection, DagsterInstance, materialize
+
+    from dagster_project.assets import (
+        all_assets,
+        chart_assets,
+        corpus_assets_by_name,
+        encoder_model,
+        fact_assets_by_corpus,
+        warehouse_views,
+    )
+    from dagster_project.corpora import CORPORA
+    from dagster_project.models import ModelLoadError
+    from dagster_project.registration import register_model
+    from dagster_project.resources import default_resources
+
+    resources = default_resources()
+    instance = DagsterInstance.get()
+    try:
+        spec = register_model(source, instance, resources["warehouse"])
+    except ModelLoadError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    data_dir = resources["data_dir"].root
+    corpora = []
+    for name, corpus in CORPORA.items():
+        missing = corpus.missing_files(data_dir)
+        if missing:
+            print(f"skipping corpus {name}: {missing[0]} not found (set ATTN_DATA_DIR)")
+        else:
+            corpora.append(name)
+    print(f"model {spec.source} -> partition {spec.model_id}; corpora: {', '.join(corpora)}")
+    materialize([warehouse_views], instance=instance, resources=resources)
+    per_corpus = [pipeline[name] for name in corpora for pipeline in (corpus_assets_by_name, fact_assets_by_corpus)]
+    selection = AssetSelection.assets(encoder_model, *per_corpus, *chart_assets)
+    materialize(all_assets, selection=selection, partition_key=spec.model_id, instance=instance, resources=resources)
+    print(f"warehouse: {resources['warehouse'].database}")
+    print(f"charts:    {resources['chart_folder'].for_model(spec.model_id)}")
+    print(f"dagster:   {os.environ['DAGSTER_HOME']} (open the UI with `attn-warehouse ui`)")
+    return 0
+
+
+def add_model(source: str) -> int:
+    from dagster import DagsterInstance
+
+    from dagster_project.models import ModelLoadError
+    from dagster_project.registration import register_model
+    from dagster_project.resources import default_resources
+
+    try:
+        spec = register_model(source, DagsterInstance.get(), default_resources()["warehouse"])
+    except ModelLoadError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(f"registered {spec.source} as partition {spec.model_id}; materialize it from the UI or `attn-warehouse run {source}`")
+    return 0
+
+
+def ui(port: int) -> int:
+    workspace = settings.PROJECT_ROOT / "workspace.yaml"
+    os.execvp("dagster", ["dagster", "dev", "-w", str(workspace), "-h", "127.0.0.1", "-p", str(port)])
+
+
+def main(argv: list[str] | None = None) -> int:
+    from dagster_project.models import DEFAULT_MODEL
+
+    parser = argparse.ArgumentParser(prog="attn-warehouse", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    run_parser = commands.add_parser("run", help="register a model and materialize every asset for it")
+    run_parser.add_argument("model", nargs="?", default=DEFAULT_MODEL, help=f"hub id or local path (default {DEFAULT_MODEL})")
+    add_parser = commands.add_parser("add-model", help="register a model as a new partition")
+    add_parser.add_argument("model", help="hub id or local path")
+    ui_parser = commands.add_parser("ui", help="start the Dagster UI on 127.0.0.1")
+    ui_parser.add_argument("--port", type=int, default=3000)
+    args = parser.parse_args(argv)
+    _use_project_instance()
+    if args.command == "run":
+        return run(args.model)
+    if args.command == "add-model":
+        return add_model(args.model)
+    return ui(args.port)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,16 @@
+-- Pascual's normalized relative-position histogram per head: the weight at an offset
+-- summed over the corpus, divided by how many (query, key) pairs sit at that offset.
+CREATE OR REPLACE VIEW position_profiles AS
+SELECT
+    model,
+    model_id,
+    corpus,
+    kind,
+    scope,
+    layer,
+    head,
+    "offset",
+    sum(weight_sum) / sum(pair_count) AS value,
+    sum(pair_count)::BIGINT AS n_pairs
+FROM stg_position_histograms
+GROUP BY ALL;

@@ -1,0 +1,20 @@
+-- Per (example, layer, head) attention summaries (METHODS §3). Layers and heads are 1-based.
+-- Masses are means over query rows; to_prev/to_next over the n - 1 rows with such a neighbour.
+CREATE TABLE IF NOT EXISTS head_summaries (
+    model_id VARCHAR NOT NULL,
+    corpus VARCHAR NOT NULL,
+    example_id INTEGER NOT NULL,
+    layer SMALLINT NOT NULL,
+    head SMALLINT NOT NULL,
+    n_tokens SMALLINT NOT NULL,
+    to_cls FLOAT,
+    to_sep FLOAT,
+    to_punct FLOAT,
+    to_self FLOAT,
+    to_prev FLOAT,
+    to_next FLOAT,
+    sep_to_sep FLOAT,                  -- mean over [SEP] query rows of their mass to [SEP]
+    entropy FLOAT,                     -- mean row entropy, nats
+    cls_entropy FLOAT,                 -- entropy of the [CLS] row, nats
+    row_sum_error FLOAT                -- max |sum of a row - 1|, a sanity figure
+);

@@ -1,0 +1,12 @@
+-- One row per registered model: the partition key and where the weights come from.
+CREATE TABLE IF NOT EXISTS models (
+    model_id VARCHAR PRIMARY KEY,      -- sanitized Dagster partition key
+    source VARCHAR NOT NULL,           -- hub id or local path, as the user gave it
+    resolved_path VARCHAR NOT NULL,    -- where it was loaded from
+    revision VARCHAR,                  -- hub commit, package version or config hash
+    model_type VARCHAR,
+    n_layers SMALLINT NOT NULL,
+    n_heads SMALLINT NOT NULL,
+    takes_token_types BOOLEAN NOT NULL,
+    registered_at TIMESTAMP NOT NULL
+);

@@ -81,7 +81,7 @@ def resolve_source(source: str) -> tuple[str, str | None]:
 
 def _load_failure(source: str, error: Exception) -> ModelLoadError:
     return ModelLoadError(
-        f"Could not load model '{source}': {type(error).__name__}: {error}. "
+        f"Could not load model '{source}': {type(error).__name__}: {str(error).rstrip('.')}. "
         "Pass a Hugging Face hub id (needs internet once; weights are then cached under "
         f"{models_cache_dir()}) or the path of a local checkpoint folder holding config.json, "
         "the weights and the tokenizer files."

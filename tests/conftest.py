@@ -1,0 +1,56 @@
+"""Shared fixtures: a tiny random-weight BERT on disk, temporary warehouses, the data directory."""
+
+import os
+
+# Before torch is imported: 2-thread torch spins (and slows ~4x) when a core is busy.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# No hub is reachable here; fail fast instead of retrying the network for unknown ids.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from pathlib import Path  # noqa: E402
+
+import duckdb  # noqa: E402
+import pytest  # noqa: E402
+from transformers import AutoTokenizer, BertConfig, BertModel  # noqa: E402
+
+from dagster_project import settings  # noqa: E402
+from dagster_project.models import DEFAULT_MODEL, resolve_source  # noqa: E402
+from dagster_project.warehouse import apply_views  # noqa: E402
+
+TINY_LAYERS, TINY_HEADS = 2, 4
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 2-layer, 4-head BERT with random weights and the bert-base-uncased vocabulary."""
+    folder = tmp_path_factory.mktemp("tiny-bert")
+    tokenizer = AutoTokenizer.from_pretrained(resolve_source(DEFAULT_MODEL)[0])
+    config = BertConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=32,
+        num_hidden_layers=TINY_LAYERS,
+        num_attention_heads=TINY_HEADS,
+        intermediate_size=64,
+        max_position_embeddings=160,
+    )
+    model = BertModel(config)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture
+def conn() -> duckdb.DuckDBPyConnection:
+    """An in-memory warehouse with every table and view."""
+    connection = duckdb.connect(":memory:")
+    apply_views(connection)
+    yield connection
+    connection.close()
+
+
+@pytest.fixture(scope="session")
+def shared_data_dir() -> Path:
+    root = settings.data_dir()
+    if not (root / "xnli").is_dir():
+        pytest.skip(f"shared data directory not found at {root} (set ATTN_DATA_DIR)")
+    return root

@@ -1,0 +1,115 @@
+"""Metric functions on hand-built attention maps with known answers."""
+
+import math
+
+import pytest
+import torch
+
+from dagster_project.metrics import (
+    TokenMasks,
+    diagonal_sums,
+    head_summaries,
+    pair_mask,
+    relative_position_histogram,
+    row_entropy,
+)
+
+
+def _masks(classes: list[str], width: int | None = None) -> TokenMasks:
+    """Masks for one example from token classes; positions past len(classes) are padding."""
+    width = width or len(classes)
+    padded = classes + ["pad"] * (width - len(classes))
+    pick = lambda name: torch.tensor([[c == name for c in padded]])  # noqa: E731
+    return TokenMasks(valid=torch.tensor([[c != "pad" for c in padded]]), cls=pick("cls"), sep=pick("sep"), punct=pick("punct"))
+
+
+def _as_batch(attn: torch.Tensor) -> torch.Tensor:
+    """(T, T) -> (1, 1, 1, T, T)."""
+    return attn[None, None, None]
+
+
+def test_entropy_of_known_rows():
+    rows = torch.tensor([[0.25, 0.25, 0.25, 0.25], [1.0, 0.0, 0.0, 0.0], [0.5, 0.5, 0.0, 0.0]])
+    assert row_entropy(rows).tolist() == pytest.approx([math.log(4), 0.0, math.log(2)])
+
+
+def test_uniform_map_summaries():
+    # [CLS] a , b [SEP]: every row spreads 1/5 over all tokens.
+    classes = ["cls", "other", "punct", "other", "sep"]
+    stats = head_summaries(_as_batch(torch.full((5, 5), 0.2)), _masks(classes))
+    values = {name: value.item() for name, value in stats.items()}
+    assert values["to_cls"] == pytest.approx(0.2)
+    assert values["to_sep"] == pytest.approx(0.2)
+    assert values["to_punct"] == pytest.approx(0.2)
+    assert values["to_self"] == pytest.approx(0.2)
+    assert values["to_prev"] == pytest.approx(0.2)
+    assert values["sep_to_sep"] == pytest.approx(0.2)
+    assert values["entropy"] == pytest.approx(math.log(5))
+    assert values["cls_entropy"] == pytest.approx(math.log(5))
+    assert values["row_sum_error"] < 1e-6
+
+
+def test_previous_token_head():
+    # Row 0 attends to itself, every other row entirely to the previous token.
+    attn = torch.zeros(4, 4)
+    attn[0, 0] = 1.0
+    attn[torch.arange(1, 4), torch.arange(0, 3)] = 1.0
+    stats = head_summaries(_as_batch(attn), _masks(["cls", "other", "other", "sep"]))
+    assert stats["to_prev"].item() == pytest.approx(1.0)
+    assert stats["to_next"].item() == pytest.approx(0.0)
+    assert stats["to_self"].item() == pytest.approx(0.25)
+    assert stats["to_cls"].item() == pytest.approx(0.5)  # rows 0 and 1 of 4
+    assert stats["sep_to_sep"].item() == pytest.approx(0.0)
+    assert stats["entropy"].item() == pytest.approx(0.0)
+
+
+def test_sep_rows_to_sep():
+    # [CLS] a [SEP] b [SEP]; the [SEP] rows put 0.45 on each [SEP] and 0.1 on [CLS].
+    attn = torch.full((5, 5), 0.2)
+    sep_row = torch.tensor([0.1, 0.0, 0.45, 0.0, 0.45])
+    attn[2], attn[4] = sep_row, sep_row
+    stats = head_summaries(_as_batch(attn), _masks(["cls", "other", "sep", "other", "sep"]))
+    assert stats["sep_to_sep"].item() == pytest.approx(0.9)
+    # Mean over 5 rows of the mass to [SEP]: three uniform rows give 0.4, the [SEP] rows 0.9.
+    assert stats["to_sep"].item() == pytest.approx((3 * 0.4 + 2 * 0.9) / 5)
+
+
+def test_padding_is_excluded():
+    # A 3-token example padded to 5: padded rows are garbage, padded keys carry no mass.
+    attn = torch.full((5, 5), 7.0)
+    attn[:3, :3] = torch.tensor([[1.0, 0, 0], [0.5, 0.5, 0], [0, 0, 1.0]])
+    attn[:3, 3:] = 0.0
+    masks = _masks(["cls", "other", "sep"], width=5)
+    stats = head_summaries(_as_batch(attn), masks)
+    assert stats["to_self"].item() == pytest.approx((1 + 0.5 + 1) / 3)
+    assert stats["entropy"].item() == pytest.approx(math.log(2) / 3)
+    assert stats["to_prev"].item() == pytest.approx(0.25)  # rows 1, 2: 0.5 and 0
+    sums, counts = relative_position_histogram(_as_batch(attn), pair_mask(masks.valid, masks.valid))
+    assert counts[0].tolist() == [0, 0, 1, 2, 3, 2, 1, 0, 0]
+    assert sums[0, 0, 0].tolist() == pytest.approx([0, 0, 0, 0.5, 2.5, 0, 0, 0, 0])
+
+
+def test_diagonal_sums_by_offset():
+    x = torch.arange(9.0).reshape(3, 3)  # offset -2: x[2,0]; -1: x[1,0]+x[2,1]; ...
+    assert diagonal_sums(x).tolist() == [6.0, 10.0, 12.0, 6.0, 2.0]
+
+
+def test_histogram_counts_and_content_scope():
+    # [CLS] a b [SEP], uniform rows: content scope keeps only (a, b) pairs.
+    attn = _as_batch(torch.full((4, 4), 0.25))
+    masks = _masks(["cls", "other", "other", "sep"])
+    sums, counts = relative_position_histogram(attn, pair_mask(masks.valid, masks.valid))
+    assert counts[0].tolist() == [1, 2, 3, 4, 3, 2, 1]
+    assert counts[0].sum().item() == 16  # n^2 pairs
+    assert sums[0, 0, 0].sum().item() == pytest.approx(4.0)  # every row sums to 1
+    sums, counts = relative_position_histogram(attn, pair_mask(masks.content, masks.content))
+    assert counts[0].tolist() == [0, 0, 1, 2, 1, 0, 0]
+    assert sums[0, 0, 0].tolist() == pytest.approx([0, 0, 0.25, 0.5, 0.25, 0, 0])
+
+
+def test_batched_over_layers_and_heads():
+    # Two heads in one call: identity and uniform; each gets its own answer.
+    attn = torch.stack([torch.eye(3), torch.full((3, 3), 1 / 3)])[None, None]  # (1, 1, 2, 3, 3)
+    stats = head_summaries(attn, _masks(["cls", "other", "sep"]))
+    assert stats["entropy"][0, 0].tolist() == pytest.approx([0.0, math.log(3)])
+    assert stats["to_self"][0, 0].tolist() == pytest.approx([1.0, 1 / 3])

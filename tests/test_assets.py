@@ -1,0 +1,88 @@
+"""In-process materialization of every per-model asset with a tiny random-weight BERT."""
+
+from pathlib import Path
+
+import duckdb
+import pytest
+from dagster import AssetSelection, DagsterInstance, materialize
+from dagster_duckdb import DuckDBResource
+
+from dagster_project.assets import all_assets, chart_assets, corpus_assets_by_name, encoder_model, fact_assets_by_corpus, warehouse_views
+from dagster_project.assets.charts import CHARTS
+from dagster_project.models import ModelLoadError
+from dagster_project.registration import register_model
+from dagster_project.resources import ChartFolder, DataDirectory
+from tests.conftest import TINY_HEADS, TINY_LAYERS
+
+
+@pytest.fixture
+def resources(tmp_path: Path) -> dict:
+    return {
+        "warehouse": DuckDBResource(database=str(tmp_path / "warehouse.duckdb")),
+        "data_dir": DataDirectory(path=str(tmp_path / "no-data")),
+        "chart_folder": ChartFolder(path=str(tmp_path / "charts")),
+    }
+
+
+def _run_demo(instance: DagsterInstance, resources: dict, model_id: str) -> None:
+    selection = AssetSelection.assets(
+        encoder_model, corpus_assets_by_name["demo"], fact_assets_by_corpus["demo"], *chart_assets
+    )
+    assert materialize([warehouse_views], instance=instance, resources=resources).success
+    result = materialize(all_assets, selection=selection, partition_key=model_id, instance=instance, resources=resources)
+    assert result.success
+
+
+def test_demo_pipeline_end_to_end(tiny_model_dir: Path, resources: dict, tmp_path: Path):
+    instance = DagsterInstance.ephemeral()
+    spec = register_model(str(tiny_model_dir), instance, resources["warehouse"])
+    assert instance.get_dynamic_partitions("models") == [spec.model_id]
+    _run_demo(instance, resources, spec.model_id)
+    _run_demo(instance, resources, spec.model_id)  # a second run must not duplicate rows
+
+    conn = duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True)
+    count = lambda table: conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]  # noqa: E731
+    assert count("models") == 1
+    assert count("examples") == 24
+    assert count("head_summaries") == 24 * TINY_LAYERS * TINY_HEADS
+    pairs = conn.execute(
+        "SELECT bool_and(pairs = n * n) FROM (SELECT sum(pair_count) AS pairs, any_value(e.n_tokens) AS n "
+        "FROM position_histograms p JOIN examples e USING (model_id, corpus, example_id) "
+        "WHERE scope = 'all' GROUP BY example_id, layer, head)"
+    ).fetchone()
+    assert pairs == (True,)
+    assert conn.execute("SELECT count(DISTINCT (layer, head)) FROM clark_entropy").fetchone() == (TINY_LAYERS * TINY_HEADS,)
+    conn.close()
+
+    charts = tmp_path / "charts" / spec.model_id
+    for name in (chart.name for chart in CHARTS):
+        assert (charts / f"{name}.png").stat().st_size > 1000
+        assert "vega" in (charts / f"{name}.html").read_text()
+    materialization = instance.get_latest_materialization_event(fact_assets_by_corpus["demo"].key).asset_materialization
+    assert materialization.metadata["head_summaries_rows"].value == 24 * TINY_LAYERS * TINY_HEADS
+    assert "|" in materialization.metadata["preview"].value  # a markdown table
+
+
+def test_missing_corpus_file_fails_with_the_path(tiny_model_dir: Path, resources: dict, tmp_path: Path):
+    instance = DagsterInstance.ephemeral()
+    spec = register_model(str(tiny_model_dir), instance, resources["warehouse"])
+    result = materialize(
+        all_assets,
+        selection=AssetSelection.assets(corpus_assets_by_name["xnli_en"]),
+        partition_key=spec.model_id,
+        instance=instance,
+        resources=resources,
+        raise_on_error=False,
+    )
+    assert not result.success
+    cause = result.get_step_failure_events()[0].step_failure_data.error.cause
+    assert cause.cls_name == "CorpusError"
+    assert "xnli_validation_en.tsv" in cause.message and "ATTN_DATA_DIR" in cause.message
+
+
+def test_bad_model_registers_nothing(resources: dict, tmp_path: Path):
+    instance = DagsterInstance.ephemeral()
+    with pytest.raises(ModelLoadError):
+        register_model(str(tmp_path), instance, resources["warehouse"])
+    assert instance.get_dynamic_partitions("models") == []
+    assert not (tmp_path / "warehouse.duckdb").exists()

@@ -1,0 +1,90 @@
+"""MiniLM (the embedded default) on small slices of the real corpora, through the assets."""
+
+from pathlib import Path
+
+import duckdb
+import pytest
+from dagster import AssetSelection, DagsterInstance, materialize
+from dagster_duckdb import DuckDBResource
+
+from dagster_project.assets import all_assets, corpus_assets_by_name, fact_assets_by_corpus, warehouse_views
+from dagster_project.models import DEFAULT_MODEL
+from dagster_project.registration import register_model
+from dagster_project.resources import ChartFolder, DataDirectory
+from dagster_project.warehouse import view_files
+
+pytestmark = pytest.mark.integration
+SLICE = {"xnli_en": 20, "wiki_segments": 8}
+
+
+@pytest.fixture(scope="module")
+def warehouse(shared_data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> duckdb.DuckDBPyConnection:
+    folder = tmp_path_factory.mktemp("minilm")
+    resources = {
+        "warehouse": DuckDBResource(database=str(folder / "warehouse.duckdb")),
+        "data_dir": DataDirectory(path=str(shared_data_dir)),
+        "chart_folder": ChartFolder(path=str(folder / "charts")),
+    }
+    instance = DagsterInstance.ephemeral()
+    spec = register_model(DEFAULT_MODEL, instance, resources["warehouse"])
+    assert materialize([warehouse_views], instance=instance, resources=resources).success
+    selected = [pipeline[name] for name in SLICE for pipeline in (corpus_assets_by_name, fact_assets_by_corpus)]
+    result = materialize(
+        all_assets,
+        selection=AssetSelection.assets(*selected),
+        partition_key=spec.model_id,
+        instance=instance,
+        resources=resources,
+        run_config={"ops": {f"{name}_examples": {"config": {"size": size}} for name, size in SLICE.items()}},
+    )
+    assert result.success
+    conn = duckdb.connect(str(folder / "warehouse.duckdb"), read_only=True)
+    yield conn
+    conn.close()
+
+
+def test_examples_respect_the_corpus_limits(warehouse):
+    rows = warehouse.execute("SELECT corpus, count(*), max(n_tokens), max(max_len) FROM examples GROUP BY 1 ORDER BY 1").fetchall()
+    assert rows == [("wiki_segments", 8, rows[0][2], 128), ("xnli_en", 20, rows[1][2], 64)]
+    assert rows[0][2] <= 128 and rows[1][2] <= 64
+    segments = warehouse.execute(
+        "SELECT bool_and(n_sep = 2 AND first_class = 'cls') FROM (SELECT count(*) FILTER (token_class = 'sep') AS n_sep, "
+        "arg_min(token_class, position) AS first_class FROM tokens GROUP BY corpus, example_id)"
+    ).fetchone()
+    assert segments == (True,)
+
+
+def test_every_attention_row_sums_to_one(warehouse):
+    (error,) = warehouse.execute("SELECT max(row_sum_error) FROM head_summaries").fetchone()
+    assert error < 1e-5
+    (mass_error,) = warehouse.execute(
+        "SELECT max(abs(mass - n_tokens) / n_tokens) FROM (SELECT sum(weight_sum) AS mass, any_value(n_tokens) AS n_tokens "
+        "FROM position_histograms JOIN examples USING (model_id, corpus, example_id) "
+        "WHERE scope = 'all' GROUP BY corpus, example_id, layer, head)"
+    ).fetchone()
+    assert mass_error < 1e-5
+
+
+def test_histogram_counts_are_n_squared(warehouse):
+    rows = warehouse.execute(
+        "SELECT count(*), count(*) FILTER (pairs = n_tokens * n_tokens) FROM (SELECT sum(pair_count) AS pairs, "
+        "any_value(n_tokens) AS n_tokens FROM position_histograms JOIN examples USING (model_id, corpus, example_id) "
+        "WHERE scope = 'all' GROUP BY corpus, example_id, layer, head)"
+    ).fetchone()
+    assert rows[0] == 28 * 72 and rows[1] == rows[0]
+
+
+def test_entropies_lie_between_zero_and_log_n(warehouse):
+    (outside,) = warehouse.execute(
+        "SELECT count(*) FROM head_summaries WHERE entropy < 0 OR entropy > ln(n_tokens) + 1e-5 "
+        "OR cls_entropy < 0 OR cls_entropy > ln(n_tokens) + 1e-5"
+    ).fetchone()
+    assert outside == 0
+    assert warehouse.execute("SELECT count(*) FROM head_summaries").fetchone() == (28 * 6 * 12,)
+
+
+def test_every_view_selects(warehouse):
+    for path in view_files():
+        (rows,) = warehouse.execute(f"SELECT count(*) FROM {path.stem}").fetchone()
+        assert rows > 0, path.stem
+    assert warehouse.execute("SELECT count(*) FROM clark_special_tokens WHERE corpus = 'wiki_segments'").fetchone() == (72,)

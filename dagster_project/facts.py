@@ -16,6 +16,8 @@ from dagster_project.metrics import TokenMasks, head_summaries, pair_mask, relat
 from dagster_project.models import LoadedEncoder
 
 SCOPES = ("all", "content")
+SCOPE = pl.Enum(SCOPES)
+KIND = pl.Enum(["attention"])  # HTA contribution kinds join later
 DEFAULT_BATCH_TOKENS = 4096
 
 
@@ -88,8 +90,8 @@ def _grid(batch_size: int, n_layers: int, n_heads: int) -> tuple[torch.Tensor, t
     return rows, layers, heads
 
 
-def batch_facts(attn: torch.Tensor, batch: Batch) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-    """Head summaries and relative-position histograms of one batch, as flat columns."""
+def batch_facts(attn: torch.Tensor, batch: Batch) -> tuple[dict[str, np.ndarray], dict[str, dict[str, np.ndarray]]]:
+    """Head summaries and, per scope, relative-position histograms of one batch, as flat columns."""
     n_examples, n_layers, n_heads, width = attn.shape[:4]
     masks = batch.masks
     rows, layers, heads = _grid(n_examples, n_layers, n_heads)
@@ -101,25 +103,26 @@ def batch_facts(attn: torch.Tensor, batch: Batch) -> tuple[dict[str, np.ndarray]
         "n_tokens": masks.valid.sum(-1).to(torch.int16)[:, None, None].expand(shape),
         **head_summaries(attn, masks),
     }
-    scoped = [
-        relative_position_histogram(attn, pair_mask(queries, queries))
-        for queries in (masks.valid, masks.content)
-    ]
-    sums = torch.stack([scope_sums for scope_sums, _ in scoped], dim=1)  # (B, S, L, H, O)
-    counts = torch.stack([scope_counts for _, scope_counts in scoped], dim=1)  # (B, S, O)
-    # Offsets no (query, key) pair reaches (beyond the example's length) are not facts.
-    b, s, layer, head, offset = (counts[:, :, None, None, :] > 0).expand_as(sums).nonzero(as_tuple=True)
-    histograms = {
-        "example_id": batch.example_ids[b],
-        "scope_index": s.to(torch.int8),
-        "layer": (layer + 1).to(torch.int16),
-        "head": (head + 1).to(torch.int16),
-        "offset": (offset - (width - 1)).to(torch.int16),
-        "weight_sum": sums[b, s, layer, head, offset],
-        "pair_count": counts[b, s, offset].to(torch.int32),
-    }
-    flat = lambda columns: {name: value.reshape(-1).numpy() for name, value in columns.items()}  # noqa: E731
-    return flat(summaries), flat(histograms)
+    histograms = {}
+    for scope, tokens in zip(SCOPES, (masks.valid, masks.content)):
+        sums, counts = relative_position_histogram(attn, pair_mask(tokens, tokens))
+        # Offsets no (query, key) pair reaches (beyond the example's length) are not facts.
+        b, layer, head, offset = (counts[:, None, None, :] > 0).expand_as(sums).nonzero(as_tuple=True)
+        histograms[scope] = _flat(
+            {
+                "example_id": batch.example_ids[b],
+                "layer": (layer + 1).to(torch.int16),
+                "head": (head + 1).to(torch.int16),
+                "offset": (offset - (width - 1)).to(torch.int16),
+                "weight_sum": sums[b, layer, head, offset],
+                "pair_count": counts[b, offset].to(torch.int32),
+            }
+        )
+    return _flat(summaries), histograms
+
+
+def _flat(columns: dict[str, torch.Tensor]) -> dict[str, np.ndarray]:
+    return {name: value.reshape(-1).numpy() for name, value in columns.items()}
 
 
 def _frame(parts: list[dict[str, np.ndarray]]) -> pl.DataFrame:
@@ -139,7 +142,8 @@ def extract_attention_facts(
     """
     started = time.perf_counter()
     total = tokens["example_id"].n_unique()
-    summary_parts, histogram_parts = [], []
+    summary_parts: list[dict[str, np.ndarray]] = []
+    histogram_parts: dict[str, list[dict[str, np.ndarray]]] = {scope: [] for scope in SCOPES}
     done = 0
     batches = length_batches(
         tokens, encoder.tokenizer.pad_token_id or 0, batch_tokens, encoder.spec.takes_token_types
@@ -149,14 +153,15 @@ def extract_attention_facts(
             attentions = encoder.model(**batch.inputs, output_attentions=True).attentions
             summaries, histograms = batch_facts(torch.stack(attentions, dim=1), batch)
             summary_parts.append(summaries)
-            histogram_parts.append(histograms)
+            for scope, columns in histograms.items():
+                histogram_parts[scope].append(columns)
             done += len(batch.example_ids)
             if progress:
                 progress(done, total, time.perf_counter() - started)
-    histograms = _frame(histogram_parts).with_columns(
-        kind=pl.lit("attention"),
-        scope=pl.col("scope_index").replace_strict(dict(enumerate(SCOPES)), return_dtype=pl.String),
-    ).drop("scope_index")
+    histograms = pl.concat(
+        _frame(parts).with_columns(kind=pl.lit("attention", dtype=KIND), scope=pl.lit(scope, dtype=SCOPE))
+        for scope, parts in histogram_parts.items()
+    )
     return AttentionFacts(
         head_summaries=_frame(summary_parts),
         position_histograms=histograms,

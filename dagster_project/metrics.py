@@ -8,7 +8,6 @@ cropped n x n map, so padded query rows are ignored and padded keys carry no mas
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 
 
 @dataclass(frozen=True)
@@ -44,8 +43,8 @@ def head_summaries(attn: torch.Tensor, masks: TokenMasks) -> dict[str, torch.Ten
     Previous/next use the rows that have such a neighbour (n - 1 rows).
     """
     valid = masks.valid
-    key_types = torch.stack([masks.cls, masks.sep, masks.punct], dim=-1).to(attn.dtype)
-    # One batched matmul gives every row's mass to [CLS], [SEP] and punctuation.
+    key_types = torch.stack([masks.cls, masks.sep, masks.punct, masks.valid], dim=-1).to(attn.dtype)
+    # One batched matmul gives every row's mass to [CLS], [SEP], punctuation and in total.
     type_mass = torch.einsum("blhqk,bkc->blhqc", attn, key_types)
     neighbour_rows = valid[:, 1:]
     entropy = row_entropy(attn)
@@ -54,7 +53,7 @@ def head_summaries(attn: torch.Tensor, masks: TokenMasks) -> dict[str, torch.Ten
     cls_pos = masks.cls.to(torch.int64).argmax(-1)
     cls_entropy = entropy.gather(-1, cls_pos[:, None, None, None].expand(*entropy.shape[:3], 1))[..., 0]
     cls_entropy = torch.where(has_cls[:, None, None], cls_entropy, torch.nan)
-    row_error = (attn.sum(-1) - 1).abs() * valid[:, None, None, :]
+    row_error = (type_mass[..., 3] - 1).abs() * valid[:, None, None, :]
     return {
         "to_cls": _masked_row_mean(type_mass[..., 0], valid),
         "to_sep": _masked_row_mean(type_mass[..., 1], valid),
@@ -69,18 +68,10 @@ def head_summaries(attn: torch.Tensor, masks: TokenMasks) -> dict[str, torch.Ten
     }
 
 
-def diagonal_sums(x: torch.Tensor) -> torch.Tensor:
-    """Sum of each diagonal of the last two dims: (..., T, T) -> (..., 2T - 1).
-
-    Output index j holds offset j - (T - 1) = key - query. The rows are shifted into
-    relative coordinates by one strided view over a padded copy, so there is no loop
-    over offsets.
-    """
-    size = x.shape[-1]
-    width = 3 * size - 2
-    padded = F.pad(x, (size - 1, size - 1)).reshape(-1, size * width)
-    skewed = padded.as_strided((padded.shape[0], size, 2 * size - 1), (size * width, width + 1, 1))
-    return skewed.sum(-2).reshape(*x.shape[:-2], 2 * size - 1)
+def offset_bins(size: int) -> torch.Tensor:
+    """Bin of every (query, key) pair of a size x size map, flattened: key - query + size - 1."""
+    positions = torch.arange(size)
+    return (positions[None, :] - positions[:, None] + size - 1).reshape(-1)
 
 
 def pair_mask(queries: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
@@ -94,9 +85,14 @@ def relative_position_histogram(
     """Attention sum and pair count per relative offset (key - query).
 
     attn (B, L, H, T, T), pairs (B, T, T) bool -> sums (B, L, H, 2T - 1), counts (B, 2T - 1).
-    Offset -(T - 1) is at index 0.
+    Offset -(T - 1) is at index 0. Pairs outside `pairs` are scattered into an extra bin
+    that is dropped, so the map is read once and never multiplied by a mask.
     """
-    weights = pairs[:, None, None].to(attn.dtype)
-    sums = diagonal_sums(attn * weights)
-    counts = diagonal_sums(pairs.to(torch.int32))
-    return sums, counts
+    n_examples, n_layers, n_heads, size = attn.shape[:4]
+    n_bins = 2 * size - 1
+    bins = torch.where(pairs.reshape(n_examples, -1), offset_bins(size), n_bins)
+    sums = torch.zeros(n_examples, n_layers, n_heads, n_bins + 1, dtype=attn.dtype)
+    sums.scatter_add_(-1, bins[:, None, None].expand(-1, n_layers, n_heads, -1), attn.reshape(*sums.shape[:3], -1))
+    counts = torch.zeros(n_examples, n_bins + 1, dtype=torch.int32)
+    counts.scatter_add_(-1, bins, torch.ones_like(bins, dtype=torch.int32))
+    return sums[..., :n_bins], counts[..., :n_bins]

@@ -7,7 +7,7 @@ import torch
 
 from dagster_project.metrics import (
     TokenMasks,
-    diagonal_sums,
+    offset_bins,
     head_summaries,
     pair_mask,
     relative_position_histogram,
@@ -89,9 +89,16 @@ def test_padding_is_excluded():
     assert sums[0, 0, 0].tolist() == pytest.approx([0, 0, 0, 0.5, 2.5, 0, 0, 0, 0])
 
 
-def test_diagonal_sums_by_offset():
-    x = torch.arange(9.0).reshape(3, 3)  # offset -2: x[2,0]; -1: x[1,0]+x[2,1]; ...
-    assert diagonal_sums(x).tolist() == [6.0, 10.0, 12.0, 6.0, 2.0]
+def test_offset_bins_of_a_three_token_map():
+    # Row q, column k -> k - q + 2: offsets -2..2 in bins 0..4.
+    assert offset_bins(3).reshape(3, 3).tolist() == [[2, 3, 4], [1, 2, 3], [0, 1, 2]]
+
+
+def test_histogram_sums_each_diagonal():
+    attn = torch.arange(9.0).reshape(3, 3)  # offset -2: a[2,0]; -1: a[1,0]+a[2,1]; ...
+    sums, counts = relative_position_histogram(_as_batch(attn), torch.ones(1, 3, 3, dtype=torch.bool))
+    assert sums[0, 0, 0].tolist() == [6.0, 10.0, 12.0, 6.0, 2.0]
+    assert counts[0].tolist() == [1, 2, 3, 2, 1]
 
 
 def test_histogram_counts_and_content_scope():

@@ -7,6 +7,7 @@ run history persist between commands and the UI.
 import argparse
 import os
 import sys
+from pathlib import Path
 
 from dagster_project import settings
 
@@ -79,7 +80,8 @@ def add_model(source: str) -> int:
 
 def ui(port: int) -> int:
     workspace = settings.PROJECT_ROOT / "workspace.yaml"
-    os.execvp("dagster", ["dagster", "dev", "-w", str(workspace), "-h", "127.0.0.1", "-p", str(port)])
+    dagster = str(Path(sys.executable).with_name("dagster"))  # the one installed beside this Python
+    os.execv(dagster, [dagster, "dev", "-w", str(workspace), "-h", "127.0.0.1", "-p", str(port)])
 
 
 def main(argv: list[str] | None = None) -> int:

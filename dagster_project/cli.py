@@ -19,8 +19,9 @@ def _use_project_instance() -> None:
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
-def run(source: str) -> int:
-    """Register `source` and materialize every asset for it on the corpora available."""
+def run(source: str, corpus_names: list[str]) -> int:
+    """Register `source` and materialize every asset for it on the chosen corpora whose
+    files are in the data directory."""
     from dagster import AssetSelection, DagsterInstance, materialize
 
     from dagster_project.assets import (
@@ -45,15 +46,15 @@ def run(source: str) -> int:
         return 2
     data_dir = resources["data_dir"].root
     corpora = []
-    for name, corpus in CORPORA.items():
-        missing = corpus.missing_files(data_dir)
+    for name in corpus_names:
+        missing = CORPORA[name].missing_files(data_dir)
         if missing:
             print(f"skipping corpus {name}: {missing[0]} not found (set ATTN_DATA_DIR)")
         else:
             corpora.append(name)
     print(f"model {spec.source} -> partition {spec.model_id}; corpora: {', '.join(corpora)}")
     materialize([warehouse_views], instance=instance, resources=resources)
-    per_corpus = [pipeline[name] for name in corpora for pipeline in (corpus_assets_by_name, fact_assets_by_corpus)]
+    per_corpus = [pipeline[name] for name in corpora for pipeline in (corpus_assets_by_name, fact_assets_by_corpus) if name in pipeline]
     selection = AssetSelection.assets(encoder_model, *per_corpus, *chart_assets)
     materialize(all_assets, selection=selection, partition_key=spec.model_id, instance=instance, resources=resources)
     print(f"warehouse: {resources['warehouse'].database}")
@@ -85,12 +86,20 @@ def ui(port: int) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from dagster_project.corpora import CORPORA
     from dagster_project.models import DEFAULT_MODEL
 
+    defaults = [name for name, spec in CORPORA.items() if spec.default]
     parser = argparse.ArgumentParser(prog="attn-warehouse", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     run_parser = commands.add_parser("run", help="register a model and materialize every asset for it")
     run_parser.add_argument("model", nargs="?", default=DEFAULT_MODEL, help=f"hub id or local path (default {DEFAULT_MODEL})")
+    run_parser.add_argument(
+        "--corpus",
+        action="append",
+        choices=[*CORPORA, "all"],
+        help=f"corpus to process, repeatable; 'all' for every one (default: {', '.join(defaults)})",
+    )
     add_parser = commands.add_parser("add-model", help="register a model as a new partition")
     add_parser.add_argument("model", help="hub id or local path")
     ui_parser = commands.add_parser("ui", help="start the Dagster UI on 127.0.0.1")
@@ -98,7 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     _use_project_instance()
     if args.command == "run":
-        return run(args.model)
+        chosen = args.corpus or defaults
+        return run(args.model, list(CORPORA) if "all" in chosen else chosen)
     if args.command == "add-model":
         return add_model(args.model)
     return ui(args.port)

@@ -90,7 +90,9 @@ def _grid(batch_size: int, n_layers: int, n_heads: int) -> tuple[torch.Tensor, t
     return rows, layers, heads
 
 
-def batch_facts(attn: torch.Tensor, batch: Batch) -> tuple[dict[str, np.ndarray], dict[str, dict[str, np.ndarray]]]:
+def batch_facts(
+    attn: torch.Tensor, batch: Batch, histograms: bool = True
+) -> tuple[dict[str, np.ndarray], dict[str, dict[str, np.ndarray]]]:
     """Head summaries and, per scope, relative-position histograms of one batch, as flat columns."""
     n_examples, n_layers, n_heads, width = attn.shape[:4]
     masks = batch.masks
@@ -103,12 +105,12 @@ def batch_facts(attn: torch.Tensor, batch: Batch) -> tuple[dict[str, np.ndarray]
         "n_tokens": masks.valid.sum(-1).to(torch.int16)[:, None, None].expand(shape),
         **head_summaries(attn, masks),
     }
-    histograms = {}
-    for scope, tokens in zip(SCOPES, (masks.valid, masks.content)):
+    scoped = {}
+    for scope, tokens in zip(SCOPES, (masks.valid, masks.content) if histograms else ()):
         sums, counts = relative_position_histogram(attn, pair_mask(tokens, tokens))
         # Offsets no (query, key) pair reaches (beyond the example's length) are not facts.
         b, layer, head, offset = (counts[:, None, None, :] > 0).expand_as(sums).nonzero(as_tuple=True)
-        histograms[scope] = _flat(
+        scoped[scope] = _flat(
             {
                 "example_id": batch.example_ids[b],
                 "layer": (layer + 1).to(torch.int16),
@@ -118,7 +120,7 @@ def batch_facts(attn: torch.Tensor, batch: Batch) -> tuple[dict[str, np.ndarray]
                 "pair_count": counts[b, offset].to(torch.int32),
             }
         )
-    return _flat(summaries), histograms
+    return _flat(summaries), scoped
 
 
 def _flat(columns: dict[str, torch.Tensor]) -> dict[str, np.ndarray]:
@@ -134,11 +136,13 @@ def extract_attention_facts(
     tokens: pl.DataFrame,
     batch_tokens: int = DEFAULT_BATCH_TOKENS,
     progress: Callable[[int, int, float], None] | None = None,
+    histograms: bool = True,
 ) -> AttentionFacts:
     """Run the model once over a tokenized corpus and compute every attention fact.
 
     `tokens` has the columns of the warehouse `tokens` table for one (model, corpus).
-    `progress(done, total, seconds)` is called after each batch.
+    `progress(done, total, seconds)` is called after each batch. Without `histograms`,
+    position_histograms comes back empty (corpora analysed per word, not per offset).
     """
     started = time.perf_counter()
     total = tokens["example_id"].n_unique()
@@ -151,20 +155,20 @@ def extract_attention_facts(
     with torch.inference_mode():
         for batch in batches:
             attentions = encoder.model(**batch.inputs, output_attentions=True).attentions
-            summaries, histograms = batch_facts(torch.stack(attentions, dim=1), batch)
+            summaries, scoped = batch_facts(torch.stack(attentions, dim=1), batch, histograms)
             summary_parts.append(summaries)
-            for scope, columns in histograms.items():
+            for scope, columns in scoped.items():
                 histogram_parts[scope].append(columns)
             done += len(batch.example_ids)
             if progress:
                 progress(done, total, time.perf_counter() - started)
-    histograms = pl.concat(
+    position_histograms = pl.concat(
         _frame(parts).with_columns(kind=pl.lit("attention", dtype=KIND), scope=pl.lit(scope, dtype=SCOPE))
         for scope, parts in histogram_parts.items()
-    )
+    ) if histograms else pl.DataFrame()
     return AttentionFacts(
         head_summaries=_frame(summary_parts),
-        position_histograms=histograms,
+        position_histograms=position_histograms,
         n_examples=done,
         seconds=time.perf_counter() - started,
     )

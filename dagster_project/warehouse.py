@@ -17,7 +17,9 @@ from dagster_project.models import ModelSpec
 from dagster_project.settings import SQL_DIR
 
 VIEW_LAYERS = ("staging", "analysis", "results")
-PARTITIONED_TABLES = frozenset({"examples", "tokens", "head_summaries", "position_histograms"})
+PARTITIONED_TABLES = frozenset(
+    {"examples", "tokens", "words", "dependencies", "word_features", "head_summaries", "position_histograms"}
+)
 
 
 def schema_files() -> list[Path]:

@@ -6,6 +6,7 @@ from dagster_duckdb import DuckDBResource
 from dagster_project.assets.metadata import table_preview
 from dagster_project.assets.models import encoder_model
 from dagster_project.corpora import CORPORA, CorpusError, CorpusSpec, encode_corpus
+from dagster_project.corpora.annotation import spacy_features
 from dagster_project.models import load_encoder
 from dagster_project.partitions import model_partitions
 from dagster_project.resources import DataDirectory
@@ -16,14 +17,14 @@ class CorpusConfig(Config):
     """Sampling parameters; left unset, the corpus's METHODS defaults apply."""
 
     max_len: int | None = None
-    size: int | None = None
+    size: int | None = None  # at most this many examples (the corpus's default: all or its METHODS size)
     seed: int | None = None
 
 
 def build_corpus_asset(spec: CorpusSpec) -> AssetsDefinition:
     @asset(
         name=f"{spec.name}_examples",
-        description=f"{spec.description} Writes `examples` and `tokens` rows for the model's tokenizer.",
+        description=f"{spec.description} Writes `examples`, `tokens`, `words` (and annotation) rows for the model's tokenizer.",
         partitions_def=model_partitions,
         deps=[encoder_model],
         group_name="corpora",
@@ -32,7 +33,8 @@ def build_corpus_asset(spec: CorpusSpec) -> AssetsDefinition:
     def corpus_asset(
         context: AssetExecutionContext, config: CorpusConfig, warehouse: DuckDBResource, data_dir: DataDirectory
     ) -> MaterializeResult:
-        max_len, size, seed = config.max_len or spec.max_len, config.size or spec.size, config.seed or spec.seed
+        max_len, size = config.max_len or spec.max_len, config.size or spec.size
+        seed = spec.seed if config.seed is None else config.seed
         missing = spec.missing_files(data_dir.root)
         if missing:
             raise CorpusError(
@@ -42,23 +44,37 @@ def build_corpus_asset(spec: CorpusSpec) -> AssetsDefinition:
         with warehouse.get_connection() as conn:
             source = model_source(conn, context.partition_key)
         encoded = encode_corpus(spec.read(data_dir.root), load_encoder(source).tokenizer, max_len, size, seed)
-        examples = encoded.examples.with_columns(max_len=max_len, seed=seed)
-        with warehouse.get_connection() as conn:
-            written = replace_partition(
-                conn, {"examples": examples, "tokens": encoded.tokens}, context.partition_key, spec.name
-            )
         context.log.info(
-            f"{spec.name}: kept {examples.height} of {encoded.n_candidates} candidates "
+            f"{spec.name}: kept {encoded.examples.height} of {encoded.n_candidates} candidates "
             f"({encoded.n_too_long} longer than {max_len} tokens)"
+        )
+        tables = {
+            "examples": encoded.examples.with_columns(max_len=max_len, seed=seed),
+            "tokens": encoded.tokens,
+            "words": encoded.words,
+            **encoded.annotations,
+        }
+        if spec.spacy_features:
+            context.log.info(f"{spec.name}: annotating {encoded.words.height} words with spaCy")
+            tables["word_features"] = spacy_features(encoded.examples, encoded.words)
+        with warehouse.get_connection() as conn:
+            written = replace_partition(conn, tables, context.partition_key, spec.name)
+        examples = tables["examples"]
+        alignment = (
+            tables["word_features"]["spacy_alignment"].value_counts().sort("spacy_alignment")
+            if "word_features" in tables
+            else None
         )
         return MaterializeResult(
             metadata={
-                "examples_rows": written["examples"],
-                "tokens_rows": written["tokens"],
+                **{f"{table}_rows": rows for table, rows in written.items()},
                 "candidates": encoded.n_candidates,
                 "dropped_too_long": encoded.n_too_long,
+                "words_without_pieces": encoded.words["piece_start"].null_count(),
+                **({"spacy_alignment": table_preview(alignment, rows=4)} if alignment is not None else {}),
                 "max_len": max_len,
                 "seed": seed,
+                "size": MetadataValue.int(size) if size else "all",
                 "mean_tokens": MetadataValue.float(float(examples["n_tokens"].mean())),
                 "preview": table_preview(examples.select("example_id", "source_ref", "n_tokens", "text_a", "text_b")),
             }

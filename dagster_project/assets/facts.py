@@ -6,6 +6,7 @@ from dagster_duckdb import DuckDBResource
 
 from dagster_project.assets.corpora import corpus_assets_by_name
 from dagster_project.assets.metadata import table_preview
+from dagster_project.corpora import CORPORA, CorpusSpec
 from dagster_project.facts import DEFAULT_BATCH_TOKENS, extract_attention_facts
 from dagster_project.models import load_encoder
 from dagster_project.partitions import model_partitions
@@ -18,7 +19,9 @@ class FactsConfig(Config):
     batch_tokens: int = DEFAULT_BATCH_TOKENS  # padded positions per forward batch
 
 
-def build_fact_asset(corpus: str, corpus_asset: AssetsDefinition) -> AssetsDefinition:
+def build_fact_asset(spec: CorpusSpec, corpus_asset: AssetsDefinition) -> AssetsDefinition:
+    corpus = spec.name
+
     @asset(
         name=f"{corpus}_attention_facts",
         description=f"Per-example, per-head attention facts of the '{corpus}' corpus (METHODS §3).",
@@ -43,18 +46,15 @@ def build_fact_asset(corpus: str, corpus_asset: AssetsDefinition) -> AssetsDefin
                 last_report[0] = seconds
                 context.log.info(f"{corpus}: {done}/{total} examples, {done / seconds:.1f} examples/s")
 
-        facts = extract_attention_facts(load_encoder(source), tokens, config.batch_tokens, report)
+        facts = extract_attention_facts(load_encoder(source), tokens, config.batch_tokens, report, spec.histograms)
+        tables = {"head_summaries": facts.head_summaries}
+        if spec.histograms:
+            tables["position_histograms"] = facts.position_histograms
         with warehouse.get_connection() as conn:
-            written = replace_partition(
-                conn,
-                {"head_summaries": facts.head_summaries, "position_histograms": facts.position_histograms},
-                model_id,
-                corpus,
-            )
+            written = replace_partition(conn, tables, model_id, corpus)
         return MaterializeResult(
             metadata={
-                "head_summaries_rows": written["head_summaries"],
-                "position_histograms_rows": written["position_histograms"],
+                **{f"{table}_rows": rows for table, rows in written.items()},
                 "examples": facts.n_examples,
                 "seconds": round(facts.seconds, 2),
                 "examples_per_second": round(facts.n_examples / facts.seconds, 1),
@@ -66,5 +66,7 @@ def build_fact_asset(corpus: str, corpus_asset: AssetsDefinition) -> AssetsDefin
     return fact_asset
 
 
-fact_assets_by_corpus = {corpus: build_fact_asset(corpus, asset) for corpus, asset in corpus_assets_by_name.items()}
+fact_assets_by_corpus = {
+    name: build_fact_asset(CORPORA[name], asset) for name, asset in corpus_assets_by_name.items() if CORPORA[name].attention
+}
 fact_assets = list(fact_assets_by_corpus.values())

@@ -10,3 +10,8 @@ CREATE TABLE IF NOT EXISTS examples (
     max_len SMALLINT NOT NULL,
     seed INTEGER NOT NULL
 );
+-- Columns added with the corpora layer (kept as ALTERs so older warehouse files upgrade).
+ALTER TABLE examples ADD COLUMN IF NOT EXISTS split VARCHAR;            -- validation / train / test
+ALTER TABLE examples ADD COLUMN IF NOT EXISTS label DOUBLE;             -- numeric label or score
+ALTER TABLE examples ADD COLUMN IF NOT EXISTS label_text VARCHAR;       -- label name (entailment...)
+ALTER TABLE examples ADD COLUMN IF NOT EXISTS group_id INTEGER;         -- parallel rows / one document

@@ -10,3 +10,5 @@ CREATE TABLE IF NOT EXISTS tokens (
     is_special BOOLEAN NOT NULL,
     segment TINYINT NOT NULL
 );
+-- The corpus word this piece belongs to (null for special tokens).
+ALTER TABLE tokens ADD COLUMN IF NOT EXISTS word_index INTEGER;

@@ -1,0 +1,113 @@
+"""Corpora: readers for every stand-in corpus of METHODS §2, and how each is sampled.
+
+`CORPORA` is the registry the assets are built from: one `<name>_examples` asset per
+corpus, and one `<name>_attention_facts` asset per corpus analysed for attention.
+"""
+
+from functools import partial
+
+from dagster_project.corpora.base import CorpusData, CorpusError, CorpusSpec, join_words, split_words
+from dagster_project.corpora.conllu_corpora import read_ud
+from dagster_project.corpora.encoding import EncodedCorpus, align_words, encode_corpus, punctuation_ids
+from dagster_project.corpora.text_pairs import (
+    GLUE_TASKS,
+    detokenize_wikitext,
+    glue_files,
+    read_demo_pairs,
+    read_glue,
+    read_wikitext_pairs,
+    read_xnli_pairs,
+)
+
+WIKITEXT_FILE = "wikipedia/wikitext2_raw_wiki.test.raw"
+UD_FILES = {"ewt": "ud_english_ewt/en_ewt-ud-{split}.conllu", "gum": "ud_english_gum/en_gum-ud-{split}.conllu"}
+
+
+def _ud(treebank: str, split: str) -> CorpusSpec:
+    file = UD_FILES[treebank].format(split=split)
+    return CorpusSpec(
+        name=f"ud_{treebank}_{split}",
+        description=f"UD English {treebank.upper()} {split}: gold UPOS/XPOS, heads and relations (Clark §4-5).",
+        files=(file,),
+        read=lambda data_dir: read_ud([data_dir / file]),
+        max_len=128,
+        size=None,
+        histograms=False,
+        default=False,
+    )
+
+
+def _glue(task: str, split: str) -> CorpusSpec:
+    validation = split == "validation"
+    return CorpusSpec(
+        name=f"glue_{task}" if validation else f"glue_{task}_{split}",
+        description=f"GLUE {task.upper()} {split} (HF parquet, or GLUE-style TSV).",
+        files=(glue_files(task, split),),
+        read=partial(read_glue, task=task, split=split),
+        max_len=128,
+        size=1000 if validation else None,
+        spacy_features=validation,
+        attention=validation,
+        histograms=False,
+        default=False,
+    )
+
+
+def _xnli(language: str) -> CorpusSpec:
+    return CorpusSpec(
+        name=f"xnli_{language}",
+        description=f"Pascual: XNLI {language} premise/hypothesis pairs (stand-in for MNLI-m dev); ids shared across languages.",
+        files=tuple(f"xnli/xnli_{split}_{language}.tsv" for split in ("validation", "test")),
+        read=partial(read_xnli_pairs, language=language),
+        max_len=64,
+        size=1800,
+        spacy_features=language == "en",
+        default=language == "en",
+    )
+
+
+_SPECS = [
+    CorpusSpec(
+        name="demo",
+        description="Built-in sentence pairs shipped with the project (no data directory needed).",
+        files=(),
+        read=read_demo_pairs,
+        max_len=128,
+        size=1000,
+        spacy_features=True,
+    ),
+    CorpusSpec(
+        name="wiki_segments",
+        description="Clark §3: consecutive same-section WikiText paragraph pairs, [CLS] p1 [SEP] p2 [SEP].",
+        files=(WIKITEXT_FILE,),
+        read=lambda data_dir: read_wikitext_pairs(data_dir / WIKITEXT_FILE),
+        max_len=128,
+        size=1000,
+        spacy_features=True,
+    ),
+    *(_xnli(language) for language in ("en", "de", "ar")),
+    *(_ud(treebank, split) for treebank in UD_FILES for split in ("dev", "test")),
+    *(_glue(task, "validation") for task in GLUE_TASKS),
+    *(_glue(task, "train") for task in GLUE_TASKS if task != "qnli"),  # QNLI train is not staged
+]
+CORPORA: dict[str, CorpusSpec] = {spec.name: spec for spec in _SPECS}
+
+__all__ = [
+    "CORPORA",
+    "GLUE_TASKS",
+    "CorpusData",
+    "CorpusError",
+    "CorpusSpec",
+    "EncodedCorpus",
+    "align_words",
+    "detokenize_wikitext",
+    "encode_corpus",
+    "join_words",
+    "punctuation_ids",
+    "read_demo_pairs",
+    "read_glue",
+    "read_ud",
+    "read_wikitext_pairs",
+    "read_xnli_pairs",
+    "split_words",
+]

@@ -1,0 +1,113 @@
+"""What every corpus reader produces, and the helpers they share."""
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+
+
+class CorpusError(RuntimeError):
+    """A corpus file is missing or malformed; the message names the file (and line)."""
+
+
+@dataclass(frozen=True)
+class CorpusData:
+    """A corpus as read from its files, before any tokenizer sees it.
+
+    texts: one row per candidate example: example_id (stable across runs), source_ref,
+        text_a, text_b (null for single texts), and optionally split, label, label_text,
+        group_id (shared by parallel rows or by the windows of one document).
+    words: the corpus's own words (example_id, segment, word_index, word, char_start,
+        char_end; offsets into that segment's text), or None to split the texts with
+        `split_words`. word_index runs over both segments of an example.
+    annotations: gold tables keyed by example_id (dependencies, coref_mentions, ...).
+    """
+
+    texts: pl.DataFrame
+    words: pl.DataFrame | None = None
+    annotations: dict[str, pl.DataFrame] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CorpusSpec:
+    name: str
+    description: str
+    # Relative to the data directory; a tuple entry lists alternatives (any one will do).
+    files: tuple[str | tuple[str, ...], ...]
+    read: Callable[[Path], CorpusData]
+    max_len: int
+    size: int | None  # None: every example that fits
+    seed: int = 13
+    spacy_features: bool = False  # annotate words with spaCy (corpora without gold syntax)
+    attention: bool = True  # analysed for attention (training splits are not)
+    histograms: bool = True  # write per-example relative-position histograms (Clark §3, Pascual)
+    default: bool = True  # part of `attn-warehouse run` without --corpus
+
+    def missing_files(self, data_dir: Path) -> list[Path]:
+        missing = []
+        for entry in self.files:
+            options = (entry,) if isinstance(entry, str) else entry
+            if not any((data_dir / name).is_file() for name in options):
+                missing.append(data_dir / options[0])
+        return missing
+
+
+def require_file(path: Path) -> Path:
+    if not path.is_file():
+        raise CorpusError(
+            f"Corpus file not found: {path}. Point the data directory at a copy of the shared "
+            "data (environment variable ATTN_DATA_DIR, or the `data_dir` resource config in Dagster)."
+        )
+    return path
+
+
+def read_tsv(path: Path, columns: list[str]) -> pl.DataFrame:
+    """A tab-separated file with a header holding at least `columns`, every value a string."""
+    try:
+        frame = pl.read_csv(require_file(path), separator="\t", quote_char=None, infer_schema=False)
+    except pl.exceptions.PolarsError as error:
+        raise CorpusError(f"{path}: not a readable tab-separated file ({error})") from error
+    missing = [column for column in columns if column not in frame.columns]
+    if missing:
+        raise CorpusError(f"{path}: missing column(s) {missing}; expected a header with {columns}")
+    return frame
+
+
+# Words of running text: letters/digits with inner apostrophes or hyphens ("don't",
+# "well-known"), or a single other non-space character.
+_WORD = re.compile(r"\w+(?:['’-]\w+)*|[^\w\s]")
+
+
+def split_words(texts: pl.DataFrame) -> pl.DataFrame:
+    """Words of text_a (segment 0) and text_b (segment 1) with their character offsets."""
+    rows: dict[str, list] = {name: [] for name in ("example_id", "segment", "word_index", "word", "char_start", "char_end")}
+    has_b = "text_b" in texts.columns
+    for example_id, text_a, text_b in zip(texts["example_id"], texts["text_a"], texts["text_b"] if has_b else [None] * texts.height):
+        index = 0
+        for segment, text in enumerate((text_a, text_b)):
+            for match in _WORD.finditer(text or ""):
+                for name, value in zip(rows, (example_id, segment, index, match.group(), match.start(), match.end())):
+                    rows[name].append(value)
+                index += 1
+    return pl.DataFrame(rows, schema={"example_id": pl.Int32, "segment": pl.Int8, "word_index": pl.Int32, "word": pl.String, "char_start": pl.Int32, "char_end": pl.Int32})
+
+
+def join_words(words: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Texts made of pre-tokenized words joined by single spaces, and the words' offsets.
+
+    `words` has example_id, segment, word_index, word; returns (texts with text_a/text_b,
+    words with char_start/char_end added).
+    """
+    words = words.sort("example_id", "word_index").with_columns(
+        char_start=(pl.col("word").str.len_chars() + 1).cum_sum().over("example_id", "segment").cast(pl.Int32)
+        - (pl.col("word").str.len_chars() + 1).cast(pl.Int32)
+    ).with_columns(char_end=pl.col("char_start") + pl.col("word").str.len_chars().cast(pl.Int32))
+    texts = words.group_by("example_id", "segment").agg(pl.col("word").str.join(" ")).pivot(
+        on="segment", index="example_id", values="word"
+    )
+    texts = texts.rename({"0": "text_a"}).with_columns(
+        text_b=pl.col("1") if "1" in texts.columns else pl.lit(None, dtype=pl.String)
+    ).select("example_id", "text_a", "text_b")
+    return texts.sort("example_id"), words

@@ -1,0 +1,133 @@
+"""Encoding a corpus for one tokenizer: sampling, examples, word pieces, and the
+word <-> piece alignment, computed from the tokenizer's character offsets."""
+
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+from transformers import PreTrainedTokenizerBase
+
+from dagster_project.corpora.base import CorpusData, CorpusError, split_words
+
+PUNCTUATION = frozenset({".", ","})
+_SPACE_MARKERS = "Ġ▁"
+
+
+@dataclass(frozen=True)
+class EncodedCorpus:
+    """One corpus tokenized for one model: the rows of `examples`, `tokens`, `words` and the
+    annotation tables, restricted to the kept examples, plus what was dropped."""
+
+    examples: pl.DataFrame
+    tokens: pl.DataFrame
+    words: pl.DataFrame
+    annotations: dict[str, pl.DataFrame]
+    n_candidates: int
+    n_too_long: int
+
+
+def punctuation_ids(tokenizer: PreTrainedTokenizerBase) -> list[int]:
+    """Ids of the vocabulary entries that are a bare '.' or ',' (leading-space markers ignored)."""
+    return [index for piece, index in tokenizer.get_vocab().items() if piece.lstrip(_SPACE_MARKERS) in PUNCTUATION]
+
+
+def align_words(words: pl.DataFrame, tokens: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Map words to the pieces that start inside them, by character offsets.
+
+    words: example_id, segment, word_index, char_start, char_end (offsets in the segment text);
+    tokens: example_id, position, sequence (segment of the piece; null for special tokens),
+    char_start. Works for every tokenizer family whose fast tokenizer reports offsets
+    (WordPiece '##', byte-level BPE 'Ġ', SentencePiece '▁'): a piece belongs to the word
+    whose span contains its first character. Returns words with piece_start/piece_end
+    (exclusive; null if no piece starts inside the word) and tokens with word_index.
+    """
+    pieces = (
+        tokens.filter(pl.col("sequence").is_not_null())
+        .select("example_id", pl.col("sequence").alias("segment"), "position", pl.col("char_start").alias("piece_char"))
+        .sort("piece_char")
+    )
+    spans = words.select("example_id", "segment", "word_index", "char_start", "char_end").sort("char_start")
+    matched = pieces.join_asof(
+        spans,
+        left_on="piece_char",
+        right_on="char_start",
+        by=["example_id", "segment"],
+        strategy="backward",
+        check_sortedness=False,  # both sides are sorted by offset above
+    ).filter(pl.col("piece_char") < pl.col("char_end"))
+    piece_spans = matched.group_by("example_id", "word_index").agg(
+        piece_start=pl.col("position").min(), piece_end=pl.col("position").max() + 1
+    )
+    aligned = words.join(piece_spans, on=["example_id", "word_index"], how="left").sort("example_id", "word_index")
+    token_words = tokens.join(matched.select("example_id", "position", "word_index"), on=["example_id", "position"], how="left")
+    return aligned, token_words.sort("example_id", "position")
+
+
+def encode_corpus(
+    data: CorpusData, tokenizer: PreTrainedTokenizerBase, max_len: int, size: int | None, seed: int
+) -> EncodedCorpus:
+    """Sample up to `size` examples (all if None) that fit in `max_len` pieces, in a seeded order."""
+    texts = data.texts
+    if texts.is_empty():
+        raise CorpusError("the corpus has no examples")
+    order = np.random.default_rng(seed).permutation(texts.height)
+    shuffled = texts[order]
+    segments = [shuffled["text_a"].to_list()]
+    if "text_b" in shuffled.columns and shuffled["text_b"].is_not_null().any():
+        segments.append(shuffled["text_b"].to_list())
+    encoded = tokenizer(
+        *segments, return_special_tokens_mask=True, return_token_type_ids=True, return_offsets_mapping=True
+    )
+    lengths = np.fromiter((len(ids) for ids in encoded["input_ids"]), dtype=np.int64, count=shuffled.height)
+    fits = lengths <= max_len
+    keep = np.flatnonzero(fits)[:size]
+    if keep.size == 0:
+        raise CorpusError(f"no example of {texts.height} fits in {max_len} tokens; raise max_len or check the texts")
+    examples = shuffled[keep].with_columns(n_tokens=pl.Series(lengths[keep], dtype=pl.Int16))
+    ids = [encoded["input_ids"][i] for i in keep]
+    tokens = pl.DataFrame(
+        {
+            "example_id": examples["example_id"],
+            "token_id": ids,
+            "is_special": [encoded["special_tokens_mask"][i] for i in keep],
+            "token_type": [encoded["token_type_ids"][i] for i in keep],
+            "token": [tokenizer.convert_ids_to_tokens(row) for row in ids],
+            "sequence": [encoded.sequence_ids(int(i)) for i in keep],
+            "char_start": [[start for start, _ in encoded["offset_mapping"][i]] for i in keep],
+        },
+        schema_overrides={"sequence": pl.List(pl.Int8), "char_start": pl.List(pl.Int32)},
+    ).explode(["token_id", "is_special", "token_type", "token", "sequence", "char_start"])
+    tokens = tokens.with_columns(
+        position=pl.int_range(pl.len()).over("example_id").cast(pl.Int16),
+        is_special=pl.col("is_special").cast(pl.Boolean),
+    ).with_columns(
+        token_class=pl.when(pl.col("token_id") == tokenizer.cls_token_id)
+        .then(pl.lit("cls"))
+        .when(pl.col("token_id") == tokenizer.sep_token_id)
+        .then(pl.lit("sep"))
+        .when(pl.col("token_id").is_in(punctuation_ids(tokenizer)))
+        .then(pl.lit("punct"))
+        .when(pl.col("is_special"))
+        .then(pl.lit("special"))
+        .otherwise(pl.lit("other")),
+    )
+    # Models without token types (RoBERTa...) get 0s from the tokenizer; the segment then
+    # follows the separators: a token belongs to segment k if k separators precede it.
+    sep_before = (pl.col("token_class") == "sep").cast(pl.Int16).cum_sum().shift(1, fill_value=0).over("example_id")
+    tokens = tokens.with_columns(
+        segment=pl.when(pl.col("token_type").max().over("example_id") > 0)
+        .then(pl.col("token_type"))
+        .otherwise(pl.min_horizontal(sep_before, 1))
+        .cast(pl.Int8)
+    )
+    kept_ids = examples["example_id"].implode()
+    words = data.words if data.words is not None else split_words(examples)
+    words, tokens = align_words(words.filter(pl.col("example_id").is_in(kept_ids)), tokens)
+    return EncodedCorpus(
+        examples=examples.sort("example_id"),
+        tokens=tokens.select("example_id", "position", "token_id", "token", "token_class", "is_special", "segment", "word_index"),
+        words=words.select("example_id", "segment", "word_index", "word", "char_start", "char_end", "piece_start", "piece_end"),
+        annotations={name: rows.filter(pl.col("example_id").is_in(kept_ids)) for name, rows in data.annotations.items()},
+        n_candidates=texts.height,
+        n_too_long=int((~fits).sum()),
+    )

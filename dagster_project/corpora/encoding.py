@@ -32,34 +32,51 @@ def punctuation_ids(tokenizer: PreTrainedTokenizerBase) -> list[int]:
 
 
 def align_words(words: pl.DataFrame, tokens: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Map words to the pieces that start inside them, by character offsets.
+    """Map words to their pieces, and pieces to their word, by character offsets.
 
     words: example_id, segment, word_index, char_start, char_end (offsets in the segment text);
     tokens: example_id, position, sequence (segment of the piece; null for special tokens),
-    char_start. Works for every tokenizer family whose fast tokenizer reports offsets
-    (WordPiece '##', byte-level BPE 'Ġ', SentencePiece '▁'): a piece belongs to the word
-    whose span contains its first character. Returns words with piece_start/piece_end
-    (exclusive; null if no piece starts inside the word) and tokens with word_index.
+    char_start, char_end. Works for every tokenizer family whose fast tokenizer reports
+    offsets (WordPiece '##', byte-level BPE 'Ġ', SentencePiece '▁'):
+    - a word's pieces are those overlapping its span, [piece_start, piece_end); a piece that
+      crosses a word boundary (SentencePiece '▁it?') is shared by both words;
+    - a piece's word_index is the word holding its last character (SentencePiece offsets may
+      start at the space before a word; a bare space piece has no word).
     """
-    pieces = (
-        tokens.filter(pl.col("sequence").is_not_null())
-        .select("example_id", pl.col("sequence").alias("segment"), "position", pl.col("char_start").alias("piece_char"))
-        .sort("piece_char")
+    keys = [pl.col("example_id").cast(pl.Int32), pl.col("segment").cast(pl.Int8)]
+    pieces = tokens.filter(pl.col("sequence").is_not_null()).select(
+        keys[0], pl.col("sequence").cast(pl.Int8).alias("segment"), "position", "char_start", "char_end"
     )
-    spans = words.select("example_id", "segment", "word_index", "char_start", "char_end").sort("char_start")
-    matched = pieces.join_asof(
-        spans,
-        left_on="piece_char",
-        right_on="char_start",
-        by=["example_id", "segment"],
-        strategy="backward",
-        check_sortedness=False,  # both sides are sorted by offset above
-    ).filter(pl.col("piece_char") < pl.col("char_end"))
-    piece_spans = matched.group_by("example_id", "word_index").agg(
-        piece_start=pl.col("position").min(), piece_end=pl.col("position").max() + 1
+    spans = words.select(*keys, "word_index", "char_start", "char_end")
+    by = ["example_id", "segment"]
+    # First piece ending after the word starts, last piece starting before the word ends.
+    first = spans.with_columns(probe=pl.col("char_start") + 1).sort("probe").join_asof(
+        pieces.select(*by, "position", piece_end=pl.col("char_end")).sort("piece_end"),
+        left_on="probe", right_on="piece_end", by=by, strategy="forward", check_sortedness=False,
     )
+    last = spans.with_columns(probe=pl.col("char_end") - 1).sort("probe").join_asof(
+        pieces.select(*by, "position", piece_begin=pl.col("char_start")).sort("piece_begin"),
+        left_on="probe", right_on="piece_begin", by=by, strategy="backward", check_sortedness=False,
+    )
+    piece_spans = first.select("example_id", "word_index", piece_start="position").join(
+        last.select("example_id", "word_index", last_piece="position"), on=["example_id", "word_index"]
+    ).select(
+        "example_id",
+        "word_index",
+        valid=pl.col("piece_start") <= pl.col("last_piece"),
+        piece_start=pl.col("piece_start").cast(pl.Int16),
+        piece_end=(pl.col("last_piece") + 1).cast(pl.Int16),
+    )
+    piece_spans = piece_spans.with_columns(
+        pl.when("valid").then(pl.col(name)).alias(name) for name in ("piece_start", "piece_end")
+    ).drop("valid")
+    owner = pieces.with_columns(probe=pl.col("char_end") - 1).sort("probe").join_asof(
+        spans.select(*by, "word_index", "char_start", word_end="char_end").sort("char_start"),
+        left_on="probe", right_on="char_start", by=by, strategy="backward", check_sortedness=False,
+    ).filter(pl.col("probe") < pl.col("word_end"))
+    words, tokens = (frame.with_columns(keys[0]) for frame in (words, tokens))
     aligned = words.join(piece_spans, on=["example_id", "word_index"], how="left").sort("example_id", "word_index")
-    token_words = tokens.join(matched.select("example_id", "position", "word_index"), on=["example_id", "position"], how="left")
+    token_words = tokens.join(owner.select("example_id", "position", "word_index"), on=["example_id", "position"], how="left")
     return aligned, token_words.sort("example_id", "position")
 
 
@@ -94,9 +111,10 @@ def encode_corpus(
             "token": [tokenizer.convert_ids_to_tokens(row) for row in ids],
             "sequence": [encoded.sequence_ids(int(i)) for i in keep],
             "char_start": [[start for start, _ in encoded["offset_mapping"][i]] for i in keep],
+            "char_end": [[end for _, end in encoded["offset_mapping"][i]] for i in keep],
         },
-        schema_overrides={"sequence": pl.List(pl.Int8), "char_start": pl.List(pl.Int32)},
-    ).explode(["token_id", "is_special", "token_type", "token", "sequence", "char_start"])
+        schema_overrides={"sequence": pl.List(pl.Int8), "char_start": pl.List(pl.Int32), "char_end": pl.List(pl.Int32)},
+    ).explode(["token_id", "is_special", "token_type", "token", "sequence", "char_start", "char_end"])
     tokens = tokens.with_columns(
         position=pl.int_range(pl.len()).over("example_id").cast(pl.Int16),
         is_special=pl.col("is_special").cast(pl.Boolean),

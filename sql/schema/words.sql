@@ -1,5 +1,6 @@
 -- Word <-> piece alignment: the corpus's own words and the pieces [piece_start, piece_end)
--- that start inside them, from the tokenizer's character offsets.
+-- overlapping them, from the tokenizer's character offsets (a piece crossing a word
+-- boundary is shared by both words).
 CREATE TABLE IF NOT EXISTS words (
     model_id VARCHAR NOT NULL,
     corpus VARCHAR NOT NULL,
@@ -9,6 +10,6 @@ CREATE TABLE IF NOT EXISTS words (
     word VARCHAR NOT NULL,
     char_start INTEGER NOT NULL,       -- offsets into the segment's text
     char_end INTEGER NOT NULL,
-    piece_start SMALLINT,              -- null when no piece starts inside the word
+    piece_start SMALLINT,              -- null when no piece overlaps the word
     piece_end SMALLINT                 -- exclusive
 );

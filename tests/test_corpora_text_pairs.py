@@ -1,0 +1,104 @@
+"""Text-pair readers (WikiText, XNLI, GLUE, demo) on fixtures the tests write themselves."""
+
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from dagster_project.corpora import CORPORA, CorpusError, detokenize_wikitext, read_demo_pairs, read_glue, read_wikitext_pairs, read_xnli_pairs
+
+
+def test_detokenize_wikitext():
+    raw = "He had a guest @-@ starring role , in 2,000 @,@ 5 @.@ 5 ( the Bill ) . It 's fine"
+    assert detokenize_wikitext(raw) == "He had a guest-starring role, in 2,000,5.5 (the Bill). It's fine"
+
+
+def test_wikitext_pairs_stay_within_a_section(tmp_path: Path):
+    raw = tmp_path / "wiki.raw"
+    raw.write_text(
+        " = Alpha = \n First paragraph . \n Second paragraph . \n"
+        " = = Early life = = \n Third one . \n Fourth one . \n Fifth one . \n"
+        " = Beta = \n Lonely paragraph . \n",
+        encoding="utf-8",
+    )
+    pairs = read_wikitext_pairs(raw).texts
+    assert pairs["text_a"].to_list() == ["First paragraph.", "Third one.", "Fourth one."]
+    assert pairs["text_b"].to_list() == ["Second paragraph.", "Fourth one.", "Fifth one."]
+    assert pairs["source_ref"].to_list()[1] == "Alpha § Early life ¶1"
+    assert pairs["example_id"].to_list() == [0, 1, 2]
+
+
+def test_missing_file_names_the_path(tmp_path: Path):
+    with pytest.raises(CorpusError, match="xnli_validation_en.tsv.*ATTN_DATA_DIR"):
+        read_xnli_pairs(tmp_path)
+
+
+def test_xnli_wrong_columns_named(tmp_path: Path):
+    (tmp_path / "xnli").mkdir()
+    (tmp_path / "xnli" / "xnli_validation_en.tsv").write_text("id\tsentence\n0\thello\n")
+    with pytest.raises(CorpusError, match=r"missing column\(s\) \['premise', 'hypothesis', 'label'\]"):
+        read_xnli_pairs(tmp_path)
+
+
+def _xnli_fixture(root: Path, language: str, premise: str) -> None:
+    (root / "xnli").mkdir(exist_ok=True)
+    for split in ("validation", "test"):
+        (root / "xnli" / f"xnli_{split}_{language}.tsv").write_text(
+            f"id\tpremise\thypothesis\tlabel\n0\t{premise}\tH.\t2\n1\t{premise} 2\tH2.\t0\n"
+        )
+
+
+def test_xnli_languages_share_example_ids(tmp_path: Path):
+    _xnli_fixture(tmp_path, "en", "He left.")
+    _xnli_fixture(tmp_path, "de", "Er ging.")
+    english, german = read_xnli_pairs(tmp_path, "en").texts, read_xnli_pairs(tmp_path, "de").texts
+    assert english["example_id"].to_list() == german["example_id"].to_list() == [0, 1, 100000, 100001]
+    assert english["group_id"].to_list() == german["group_id"].to_list()
+    assert german["text_a"][0] == "Er ging."
+    assert english["label_text"].to_list()[:2] == ["contradiction", "entailment"]
+
+
+def _glue_tsv(root: Path, folder: str, text: str) -> Path:
+    path = root / "glue" / "glue_style_tsv" / folder / "dev.tsv"
+    path.parent.mkdir(parents=True)
+    path.write_text(text)
+    return path
+
+
+def test_glue_tsv_labels_by_name_and_number(tmp_path: Path):
+    _glue_tsv(tmp_path, "RTE", "index\tsentence1\tsentence2\tlabel\n0\tA man.\tA person.\tentailment\n1\tA cat.\tA dog.\tnot_entailment\n")
+    texts = read_glue(tmp_path, "rte", "validation").texts
+    assert texts["label"].to_list() == [0.0, 1.0]
+    assert texts["label_text"].to_list() == ["entailment", "not_entailment"]
+    assert texts["text_b"].to_list() == ["A person.", "A dog."]
+
+
+def test_glue_tsv_single_sentences_and_scores(tmp_path: Path):
+    _glue_tsv(tmp_path, "SST-2", "sentence\tlabel\nit 's charming . \t1\nawful\t0\n")
+    sst = read_glue(tmp_path, "sst2", "validation").texts
+    assert sst["label_text"].to_list() == ["positive", "negative"] and sst["text_b"].null_count() == 2
+    _glue_tsv(tmp_path, "STS-B", "index\tsentence1\tsentence2\tscore\n0\tA.\tB.\t3.800\n")
+    assert read_glue(tmp_path, "stsb", "validation").texts["label"].to_list() == [3.8]
+
+
+def test_glue_bad_label_names_file_and_line(tmp_path: Path):
+    path = _glue_tsv(tmp_path, "RTE", "index\tsentence1\tsentence2\tlabel\n0\tA.\tB.\tentailment\n1\tA.\tB.\tmaybe\n")
+    with pytest.raises(CorpusError, match=f"{path}, line 3: label 'maybe'"):
+        read_glue(tmp_path, "rte", "validation")
+
+
+def test_demo_corpus_is_built_in():
+    assert read_demo_pairs().texts.height == 24
+
+
+def test_real_corpora_sizes(shared_data_dir: Path):
+    assert CORPORA["wiki_segments"].read(shared_data_dir).texts.height == 1567  # as counted in SOURCES.md
+    assert CORPORA["xnli_en"].read(shared_data_dir).texts.height == 2490 + 5010
+    sizes = {task: read_glue(shared_data_dir, task, "validation").texts.height for task in ("mrpc", "qnli", "rte", "sst2", "stsb")}
+    assert sizes == {"mrpc": 408, "qnli": 5463, "rte": 277, "sst2": 872, "stsb": 1500}
+    rte = read_glue(shared_data_dir, "rte", "validation").texts
+    assert set(rte["label_text"]) == {"entailment", "not_entailment"}
+    assert read_glue(shared_data_dir, "sst2", "train").texts.height == 67349
+    assert read_glue(shared_data_dir, "rte", "test").texts["label"].null_count() == 3000  # unlabeled
+    ar = CORPORA["xnli_ar"].read(shared_data_dir).texts
+    assert ar.filter(pl.col("example_id") == 0)["group_id"].to_list() == [0]

@@ -39,6 +39,9 @@ def read_sentences(path: Path) -> Iterator[Sentence]:
             if not block:
                 continue
             token_lines = [n for text, n in zip(block, numbers) if not text.startswith("#")]
+            if not token_lines:  # a comment-only block (e.g. document metadata)
+                block, numbers = [], []
+                continue
             for text, n in zip(block, numbers):
                 if text.startswith("#"):
                     continue

@@ -1,0 +1,23 @@
+"""spaCy annotation of corpus words: alignment records and the Kovaleva feature flags."""
+
+import polars as pl
+
+from dagster_project.corpora import split_words
+from dagster_project.corpora.annotation import spacy_features
+
+
+def test_features_and_alignment_of_a_small_pair():
+    examples = pl.DataFrame({"example_id": [1], "text_a": ["I didn't see the cat."], "text_b": ["Nobody came."]})
+    words = split_words(examples)
+    features = spacy_features(examples, words).sort("word_index")
+    assert features["word_index"].to_list() == list(range(9))
+    by_word = dict(zip(words["word"], features.iter_rows(named=True)))
+    assert by_word["didn't"]["spacy_alignment"] == "split"  # spaCy: did + n't
+    assert by_word["didn't"]["spacy_tokens"] == "did n't"
+    assert by_word["didn't"]["is_negation"] and not by_word["see"]["is_negation"]
+    assert by_word["I"]["is_subject"] and by_word["I"]["is_pronoun"]
+    assert by_word["cat"]["is_noun"] and by_word["cat"]["is_object"]
+    assert by_word["see"]["is_verb"] and by_word["see"]["spacy_alignment"] == "exact"
+    # Heads are corpus word indices of the same segment: "the" -> "cat", "I" -> "see".
+    assert by_word["the"]["head_word_index"] == 4 and by_word["I"]["head_word_index"] == 2
+    assert by_word["Nobody"]["head_word_index"] == 7  # second segment: "came" is word 7

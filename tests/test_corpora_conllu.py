@@ -1,0 +1,69 @@
+"""UD CoNLL-U reading: multiword tokens, empty nodes, gold heads, and malformed lines."""
+
+from pathlib import Path
+
+import pytest
+
+from dagster_project.corpora import CORPORA, CorpusError, read_ud
+
+SENTENCES = """# sent_id = s1
+# text = I don't know.
+1	I	I	PRON	PRP	_	4	nsubj	_	_
+2-3	don't	_	_	_	_	_	_	_	_
+2	do	do	AUX	VBP	_	4	aux	_	_
+3	n't	not	PART	RB	_	4	advmod	_	_
+4	know	know	VERB	VB	_	0	root	_	_
+4.1	knows	know	VERB	VB	_	_	_	4:conj	_
+5	.	.	PUNCT	.	_	4	punct	_	_
+
+# sent_id = s2
+1	Cats	cat	NOUN	NNS	_	2	nsubj	_	_
+2	sleep	sleep	VERB	VBP	_	0	root	_	_
+
+"""
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "fixture.conllu"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_multiword_tokens_are_surface_words(tmp_path: Path):
+    data = read_ud([_write(tmp_path, SENTENCES)])
+    assert data.texts["text_a"].to_list() == ["I don't know .", "Cats sleep"]
+    assert data.texts["source_ref"].to_list() == ["fixture.conllu:s1", "fixture.conllu:s2"]
+    assert data.words.filter(data.words["example_id"] == 0)["word"].to_list() == ["I", "don't", "know", "."]
+    deps = data.annotations["dependencies"].filter(data.annotations["dependencies"]["example_id"] == 0)
+    # Syntactic words do and n't both sit on surface word 1; the empty node 4.1 is skipped.
+    assert deps["ud_id"].to_list() == [1, 2, 3, 4, 5]
+    assert deps["word_index"].to_list() == [0, 1, 1, 2, 3]
+    assert deps["head_word_index"].to_list() == [2, 2, 2, None, 2]
+    assert deps["relation"].to_list() == ["nsubj", "aux", "advmod", "root", "punct"]
+    assert deps["upos"].to_list() == ["PRON", "AUX", "PART", "VERB", "PUNCT"]
+
+
+def test_wrong_column_count_names_file_and_line(tmp_path: Path):
+    path = _write(tmp_path, SENTENCES.replace("1\tCats\tcat\tNOUN\tNNS\t_\t2\tnsubj\t_\t_", "1\tCats\tcat\tNOUN"))
+    with pytest.raises(CorpusError, match=rf"{path}, line 12: expected 10 tab-separated CoNLL-U columns, found 4"):
+        read_ud([path])
+
+
+def test_non_integer_head_names_file_and_line(tmp_path: Path):
+    path = _write(tmp_path, SENTENCES.replace("2\tsleep\tsleep\tVERB\tVBP\t_\t0", "2\tsleep\tsleep\tVERB\tVBP\t_\tx"))
+    with pytest.raises(CorpusError, match=rf"{path}, line 13: head 'x' is not an integer word id"):
+        read_ud([path])
+
+
+def test_empty_file_is_an_error(tmp_path: Path):
+    with pytest.raises(CorpusError, match="no sentences"):
+        read_ud([_write(tmp_path, "# just a comment\n")])
+
+
+def test_real_treebank_counts(shared_data_dir: Path):
+    ewt_dev = CORPORA["ud_ewt_dev"].read(shared_data_dir)
+    assert ewt_dev.texts.height == 2001  # SOURCES.md: EWT dev 2001 sentences, 25147 tokens
+    assert ewt_dev.annotations["dependencies"].height == 25147
+    assert CORPORA["ud_ewt_test"].read(shared_data_dir).texts.height == 2077
+    gum_dev = CORPORA["ud_gum_dev"].read(shared_data_dir)
+    assert gum_dev.texts.height == 1575 and gum_dev.annotations["dependencies"].height == 28119

@@ -52,6 +52,12 @@ def test_demo_pipeline_end_to_end(tiny_model_dir: Path, resources: dict, tmp_pat
     ).fetchone()
     assert pairs == (True,)
     assert conn.execute("SELECT count(DISTINCT (layer, head)) FROM clark_entropy").fetchone() == (TINY_LAYERS * TINY_HEADS,)
+    # Every demo word has pieces and a spaCy annotation; tokens point back at their word.
+    assert conn.execute("SELECT count(*), count(piece_start) FROM words").fetchone() == (count("word_features"),) * 2
+    assert conn.execute(
+        "SELECT count(*) FROM tokens t JOIN words w USING (model_id, corpus, example_id, word_index) "
+        "WHERE t.position < w.piece_start OR t.position >= w.piece_end"
+    ).fetchone() == (0,)
     conn.close()
 
     charts = tmp_path / "charts" / spec.model_id

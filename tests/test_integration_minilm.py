@@ -14,7 +14,7 @@ from dagster_project.resources import ChartFolder, DataDirectory
 from dagster_project.warehouse import view_files
 
 pytestmark = pytest.mark.integration
-SLICE = {"xnli_en": 20, "wiki_segments": 8}
+SLICE = {"xnli_en": 20, "wiki_segments": 8, "ud_ewt_dev": 12, "glue_rte": 6}
 
 
 @pytest.fixture(scope="module")
@@ -45,13 +45,38 @@ def warehouse(shared_data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -
 
 def test_examples_respect_the_corpus_limits(warehouse):
     rows = warehouse.execute("SELECT corpus, count(*), max(n_tokens), max(max_len) FROM examples GROUP BY 1 ORDER BY 1").fetchall()
-    assert rows == [("wiki_segments", 8, rows[0][2], 128), ("xnli_en", 20, rows[1][2], 64)]
-    assert rows[0][2] <= 128 and rows[1][2] <= 64
+    assert [(corpus, n, limit) for corpus, n, _, limit in rows] == [
+        ("glue_rte", 6, 128), ("ud_ewt_dev", 12, 128), ("wiki_segments", 8, 128), ("xnli_en", 20, 64)
+    ]
+    assert all(longest <= limit for _, _, longest, limit in rows)
     segments = warehouse.execute(
-        "SELECT bool_and(n_sep = 2 AND first_class = 'cls') FROM (SELECT count(*) FILTER (token_class = 'sep') AS n_sep, "
-        "arg_min(token_class, position) AS first_class FROM tokens GROUP BY corpus, example_id)"
+        "SELECT corpus, bool_and(n_sep = CASE WHEN corpus = 'ud_ewt_dev' THEN 1 ELSE 2 END AND first_class = 'cls') "
+        "FROM (SELECT corpus, count(*) FILTER (token_class = 'sep') AS n_sep, arg_min(token_class, position) AS first_class "
+        "FROM tokens GROUP BY corpus, example_id) GROUP BY corpus ORDER BY corpus"
+    ).fetchall()
+    assert segments == [("glue_rte", True), ("ud_ewt_dev", True), ("wiki_segments", True), ("xnli_en", True)]
+
+
+def test_gold_words_and_dependencies_align_to_pieces(warehouse):
+    # Every UD word has pieces, and the pieces spell the (lower-cased) word.
+    rows = warehouse.execute(
+        "SELECT w.word, string_agg(replace(t.token, '##', ''), '' ORDER BY t.position) FROM words w "
+        "JOIN tokens t ON t.model_id = w.model_id AND t.corpus = w.corpus AND t.example_id = w.example_id "
+        "AND t.position >= w.piece_start AND t.position < w.piece_end WHERE w.corpus = 'ud_ewt_dev' "
+        "GROUP BY w.example_id, w.word_index, w.word"
+    ).fetchall()
+    (n_words,) = warehouse.execute("SELECT count(*) FROM words WHERE corpus = 'ud_ewt_dev'").fetchone()
+    assert len(rows) == n_words > 100
+    assert sum(word.lower() == spelled for word, spelled in rows) / len(rows) > 0.97  # accents/[UNK] differ
+    (orphans,) = warehouse.execute(
+        "SELECT count(*) FROM dependencies d LEFT JOIN words w USING (model_id, corpus, example_id, word_index) WHERE w.word IS NULL"
     ).fetchone()
-    assert segments == (True,)
+    assert orphans == 0
+    flags = warehouse.execute(
+        "SELECT count(*) FILTER (is_noun), count(*) FILTER (is_verb), count(*) FILTER (spacy_alignment = 'exact') * 1.0 / count(*) "
+        "FROM word_features WHERE corpus = 'glue_rte'"
+    ).fetchone()
+    assert flags[0] > 0 and flags[1] > 0 and flags[2] > 0.9
 
 
 def test_every_attention_row_sums_to_one(warehouse):
@@ -71,7 +96,7 @@ def test_histogram_counts_are_n_squared(warehouse):
         "any_value(n_tokens) AS n_tokens FROM position_histograms JOIN examples USING (model_id, corpus, example_id) "
         "WHERE scope = 'all' GROUP BY corpus, example_id, layer, head)"
     ).fetchone()
-    assert rows[0] == 28 * 72 and rows[1] == rows[0]
+    assert rows[0] == 28 * 72 and rows[1] == rows[0]  # histograms: xnli_en and wiki_segments only
 
 
 def test_entropies_lie_between_zero_and_log_n(warehouse):
@@ -80,7 +105,7 @@ def test_entropies_lie_between_zero_and_log_n(warehouse):
         "OR cls_entropy < 0 OR cls_entropy > ln(n_tokens) + 1e-5"
     ).fetchone()
     assert outside == 0
-    assert warehouse.execute("SELECT count(*) FROM head_summaries").fetchone() == (28 * 6 * 12,)
+    assert warehouse.execute("SELECT count(*) FROM head_summaries").fetchone() == (46 * 6 * 12,)
 
 
 def test_every_view_selects(warehouse):

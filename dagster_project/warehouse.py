@@ -18,7 +18,17 @@ from dagster_project.settings import SQL_DIR
 
 VIEW_LAYERS = ("staging", "analysis", "results")
 PARTITIONED_TABLES = frozenset(
-    {"examples", "tokens", "words", "dependencies", "word_features", "head_summaries", "position_histograms"}
+    {
+        "examples",
+        "tokens",
+        "words",
+        "dependencies",
+        "word_features",
+        "coref_mentions",
+        "coref_clusters",
+        "head_summaries",
+        "position_histograms",
+    }
 )
 
 

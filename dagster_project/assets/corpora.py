@@ -43,7 +43,13 @@ def build_corpus_asset(spec: CorpusSpec) -> AssetsDefinition:
             )
         with warehouse.get_connection() as conn:
             source = model_source(conn, context.partition_key)
-        encoded = encode_corpus(spec.read(data_dir.root), load_encoder(source).tokenizer, max_len, size, seed)
+        tokenizer = load_encoder(source).tokenizer
+        data = spec.read(data_dir.root)
+        for problem in data.problems[:20]:
+            context.log.warning(f"{spec.name}: skipped malformed input: {problem}")
+        if spec.prepare:
+            data = spec.prepare(data, tokenizer, max_len)
+        encoded = encode_corpus(data, tokenizer, max_len, size, seed)
         context.log.info(
             f"{spec.name}: kept {encoded.examples.height} of {encoded.n_candidates} candidates "
             f"({encoded.n_too_long} longer than {max_len} tokens)"
@@ -71,6 +77,7 @@ def build_corpus_asset(spec: CorpusSpec) -> AssetsDefinition:
                 "candidates": encoded.n_candidates,
                 "dropped_too_long": encoded.n_too_long,
                 "words_without_pieces": encoded.words["piece_start"].null_count(),
+                "skipped_malformed": len(data.problems),
                 **({"spacy_alignment": table_preview(alignment, rows=4)} if alignment is not None else {}),
                 "max_len": max_len,
                 "seed": seed,

@@ -8,6 +8,7 @@ from functools import partial
 
 from dagster_project.corpora.base import CorpusData, CorpusError, CorpusSpec, join_words, split_words
 from dagster_project.corpora.conllu_corpora import read_ud
+from dagster_project.corpora.coreference import gap_files, ontogum_files, read_conll2012, read_gap, read_ontogum, window_documents
 from dagster_project.corpora.encoding import EncodedCorpus, align_words, encode_corpus, punctuation_ids
 from dagster_project.corpora.text_pairs import (
     GLUE_TASKS,
@@ -87,6 +88,31 @@ _SPECS = [
     ),
     *(_xnli(language) for language in ("en", "de", "ar")),
     *(_ud(treebank, split) for treebank in UD_FILES for split in ("dev", "test")),
+    CorpusSpec(
+        name="ontogum",
+        description="Clark §4.3: OntoGUM coreference (OntoNotes scheme), documents cut into sentence windows of <= 128 pieces.",
+        files=("gum_coref/ontogum_conllu/GUM_bio_byron.conllu",),
+        # The staged OntoGUM has a few unbalanced brackets: skipped and reported, not fatal.
+        read=lambda data_dir: read_ontogum(ontogum_files(data_dir), strict=False),
+        prepare=window_documents,
+        max_len=128,
+        size=None,
+        histograms=False,
+        default=False,
+    ),
+    *(
+        CorpusSpec(
+            name=f"gap_{split}",
+            description=f"GAP {split}: gendered pronoun, two name candidates, gold coreference flags.",
+            files=(gap_files(split),),
+            read=lambda data_dir, split=split: read_gap(data_dir / gap_files(split)),
+            max_len=512,
+            size=None,
+            histograms=False,
+            default=False,
+        )
+        for split in ("development", "validation", "test")
+    ),
     *(_glue(task, "validation") for task in GLUE_TASKS),
     *(_glue(task, "train") for task in GLUE_TASKS if task != "qnli"),  # QNLI train is not staged
 ]
@@ -104,7 +130,11 @@ __all__ = [
     "encode_corpus",
     "join_words",
     "punctuation_ids",
+    "read_conll2012",
     "read_demo_pairs",
+    "read_gap",
+    "read_ontogum",
+    "window_documents",
     "read_glue",
     "read_ud",
     "read_wikitext_pairs",

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import polars as pl
+from transformers import PreTrainedTokenizerBase
 
 
 class CorpusError(RuntimeError):
@@ -23,11 +24,13 @@ class CorpusData:
         char_end; offsets into that segment's text), or None to split the texts with
         `split_words`. word_index runs over both segments of an example.
     annotations: gold tables keyed by example_id (dependencies, coref_mentions, ...).
+    problems: malformed input a lenient reader skipped, one message (file, line) each.
     """
 
     texts: pl.DataFrame
     words: pl.DataFrame | None = None
     annotations: dict[str, pl.DataFrame] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,8 @@ class CorpusSpec:
     attention: bool = True  # analysed for attention (training splits are not)
     histograms: bool = True  # write per-example relative-position histograms (Clark §3, Pascual)
     default: bool = True  # part of `attn-warehouse run` without --corpus
+    # Tokenizer-dependent preparation before encoding (cutting documents into windows).
+    prepare: Callable[[CorpusData, PreTrainedTokenizerBase, int], CorpusData] | None = None
 
     def missing_files(self, data_dir: Path) -> list[Path]:
         missing = []

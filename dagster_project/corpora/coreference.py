@@ -19,7 +19,13 @@ from dagster_project.corpora.conllu_corpora import read_sentences, surface_words
 # One bracket of a coreference column: "(12", "12)", "(12)"; CorefUD-style extras after
 # the id ("(e3-person-1-3[1/2]") are allowed, and a "[k/n]" marks part k of n of a
 # discontinuous mention.
-_BRACKET = re.compile(r"\((?P<single>[A-Za-z]*\d+)[^()|]*?(?P<part>\[\d+/\d+\])?\)|\((?P<open>[A-Za-z]*\d+)[^()|]*?(?P<open_part>\[\d+/\d+\])?(?=\(|\||$)|(?P<close>[A-Za-z]*\d+)\)")
+_ID = r"[A-Za-z]*\d+"
+_PART = r"\[\d+/\d+\]"
+_BRACKET = re.compile(
+    rf"\((?P<single>{_ID})[^()|\[]*(?P<part>{_PART})?\)"  # (12)
+    rf"|\((?P<open>{_ID})[^()|\[]*(?P<open_part>{_PART})?(?=\(|\||$)"  # (12
+    rf"|(?P<close>{_ID})(?:{_PART})?\)"  # 12)
+)
 MENTION_COLUMNS = ("mention_id", "cluster_id", "word_start", "word_end", "head_word", "mention_type", "is_discontinuous")
 
 

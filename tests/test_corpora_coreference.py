@@ -1,0 +1,125 @@
+"""Coreference readers on fixtures: nested, discontinuous and unbalanced mentions, GAP
+offsets, CoNLL-2012 brackets, and the cutting of documents into windows."""
+
+from pathlib import Path
+
+import polars as pl
+import pytest
+from transformers import AutoTokenizer
+
+from dagster_project.corpora import CORPORA, CorpusError, encode_corpus, read_conll2012, read_gap, read_ontogum, window_documents
+
+ONTOGUM = """# newdoc id = doc_a
+# sent_id = doc_a-1
+1	Byron	Byron	PROPN	NNP	_	2	nsubj	_	Entity=(1)
+2	met	meet	VERB	VBD	_	0	root	_	_
+3	his	his	PRON	PRP$	_	4	nmod:poss	_	Entity=(2(1)
+4	old	old	ADJ	JJ	_	5	amod	_	_
+5	teacher	teacher	NOUN	NN	_	2	obj	_	Entity=2)
+6	.	.	PUNCT	.	_	2	punct	_	_
+
+# sent_id = doc_a-2
+1	He	he	PRON	PRP	_	2	nsubj	_	Entity=(1)
+2	thanked	thank	VERB	VBD	_	0	root	_	_
+3	the	the	DET	DT	_	4	det	_	Entity=(2[1/2]
+4	man	man	NOUN	NN	_	2	obj	_	Entity=2[1/2])
+5	warmly	warmly	ADV	RB	_	2	advmod	_	_
+6	himself	himself	PRON	PRP	_	4	nmod	_	Entity=(2[2/2])
+
+"""
+
+
+def _write(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_nested_and_discontinuous_mentions(tmp_path: Path):
+    data = read_ontogum([_write(tmp_path, "a.conllu", ONTOGUM)])
+    mentions = data.annotations["coref_mentions"].sort("word_start", "word_end", descending=[False, True])
+    spans = list(zip(mentions["cluster_id"], mentions["word_start"], mentions["word_end"], mentions["head_word"], mentions["mention_type"], mentions["is_discontinuous"]))
+    assert spans == [
+        ("1", 0, 1, 0, "proper", False),  # Byron
+        ("2", 2, 5, 4, "nominal", False),  # [his old teacher], head "teacher"
+        ("1", 2, 3, 2, "pronoun", False),  # his, nested inside
+        ("1", 6, 7, 6, "pronoun", False),  # He
+        ("2", 8, 12, 9, "nominal", True),  # the man ... himself, parts 1/2 and 2/2
+    ]
+    assert data.texts["text_a"].to_list() == ["Byron met his old teacher . He thanked the man warmly himself"]
+
+
+def test_unbalanced_brackets_name_file_and_line(tmp_path: Path):
+    path = _write(tmp_path, "b.conllu", ONTOGUM.replace("Entity=2)", "_"))
+    with pytest.raises(CorpusError, match=rf"{path}, line 5: coreference bracket '\(2' is never closed in document doc_a"):
+        read_ontogum([path])
+    path = _write(tmp_path, "c.conllu", ONTOGUM.replace("Entity=(2(1)", "Entity=(1)"))
+    with pytest.raises(CorpusError, match=rf"{path}, line 7: coreference bracket '2\)' closes a mention that was never opened"):
+        read_ontogum([path])
+    lenient = read_ontogum([path], strict=False)
+    assert len(lenient.problems) == 1 and lenient.annotations["coref_mentions"].height == 4
+
+
+def test_windows_keep_whole_sentences_and_inner_mentions(tmp_path: Path, tiny_model_dir: Path):
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    data = read_ontogum([_write(tmp_path, "a.conllu", ONTOGUM)])
+    windows = window_documents(data, tokenizer, max_len=10)  # 6 + 6 pieces + 2 specials > 10
+    assert windows.texts["text_a"].to_list() == ["Byron met his old teacher .", "He thanked the man warmly himself"]
+    assert windows.texts["group_id"].to_list() == [0, 0]
+    mentions = windows.annotations["coref_mentions"].sort("example_id", "word_start")
+    assert list(zip(mentions["example_id"], mentions["word_start"], mentions["word_end"])) == [(0, 0, 1), (0, 2, 5), (0, 2, 3), (1, 0, 1), (1, 2, 6)]
+    whole = window_documents(data, tokenizer, max_len=128)
+    assert whole.texts.height == 1 and whole.annotations["coref_clusters"]["n_mentions"].sort().to_list() == [2, 3]
+    encoded = encode_corpus(windows, tokenizer, 10, None, 0)
+    assert encoded.annotations["coref_mentions"].height == 5
+
+
+CONLL_2012 = """#begin document (bc/doc); part 000
+bc/doc 0 0 John NNP (TOP* - - - Speaker#1 * (7)
+bc/doc 0 1 saw VBD * see 01 - Speaker#1 * -
+bc/doc 0 2 his PRP$ * - - - Speaker#1 * (7)|(8
+bc/doc 0 3 dog NN *) - - - Speaker#1 * 8)
+
+bc/doc 0 0 It PRP (TOP* - - - Speaker#1 * (8)
+bc/doc 0 1 barked VBD *) bark 01 - Speaker#1 * -
+#end document
+"""
+
+
+def test_conll2012_brackets_in_the_last_column(tmp_path: Path):
+    data = read_conll2012(_write(tmp_path, "x_conll", CONLL_2012))
+    mentions = data.annotations["coref_mentions"].sort("word_start", "word_end", descending=[False, True])
+    assert list(zip(mentions["cluster_id"], mentions["word_start"], mentions["word_end"], mentions["mention_type"])) == [
+        ("7", 0, 1, "proper"), ("8", 2, 4, "nominal"), ("7", 2, 3, "pronoun"), ("8", 4, 5, "pronoun")
+    ]
+    assert data.annotations["sentences"]["word_start"].to_list() == [0, 4]
+    with pytest.raises(CorpusError, match=r"line 3: expected at least 12"):
+        read_conll2012(_write(tmp_path, "bad_conll", CONLL_2012.replace("bc/doc 0 1 saw VBD * see 01 - Speaker#1 * -", "bc/doc 0 1 saw")))
+
+
+GAP_HEADER = "ID\tText\tPronoun\tPronoun-offset\tA\tA-offset\tA-coref\tB\tB-offset\tB-coref\tURL\n"
+
+
+def test_gap_offsets_become_word_spans(tmp_path: Path):
+    text = "Mary Ann met Zoe Telford. She smiled."
+    row = f"dev-1\t{text}\tShe\t{text.index('She')}\tMary Ann\t0\tTRUE\tZoe Telford\t{text.index('Zoe')}\tFALSE\thttp://x\n"
+    data = read_gap(_write(tmp_path, "gap.tsv", GAP_HEADER + row))
+    mentions = data.annotations["coref_mentions"].sort("mention_id")
+    assert list(zip(mentions["role"], mentions["word_start"], mentions["word_end"], mentions["cluster_id"])) == [
+        ("pronoun", 6, 7, "P"), ("A", 0, 2, "P"), ("B", 3, 5, "B")
+    ]
+    assert mentions["gold_coref"].to_list() == [True, True, False]
+    bad = row.replace(f"\t{text.index('She')}\t", "\tx\t")
+    with pytest.raises(CorpusError, match="line 2: Pronoun-offset 'x' is not a character offset"):
+        read_gap(_write(tmp_path, "bad.tsv", GAP_HEADER + bad))
+
+
+def test_real_coreference_counts(shared_data_dir: Path):
+    gap = CORPORA["gap_development"].read(shared_data_dir)
+    assert gap.texts.height == 2000  # SOURCES.md: GAP dev 2000 rows
+    assert gap.annotations["coref_mentions"].height == 6000
+    ontogum = CORPORA["ontogum"].read(shared_data_dir)
+    assert ontogum.texts.height == 263  # documents
+    mentions = ontogum.annotations["coref_mentions"].height
+    assert 32629 - 2 * len(ontogum.problems) <= mentions <= 32629  # SOURCES.md: 32629 mentions
+    assert ontogum.annotations["coref_mentions"].filter(pl.col("mention_type") == "pronoun").height > 10000

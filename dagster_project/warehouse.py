@@ -26,6 +26,7 @@ PARTITIONED_TABLES = frozenset(
         "word_features",
         "coref_mentions",
         "coref_clusters",
+        "frame_links",
         "head_summaries",
         "position_histograms",
     }

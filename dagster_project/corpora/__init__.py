@@ -9,6 +9,7 @@ from functools import partial
 from dagster_project.corpora.base import CorpusData, CorpusError, CorpusSpec, join_words, split_words
 from dagster_project.corpora.conllu_corpora import read_ud
 from dagster_project.corpora.coreference import gap_files, ontogum_files, read_conll2012, read_gap, read_ontogum, window_documents
+from dagster_project.corpora.framenet import read_framenet
 from dagster_project.corpora.encoding import EncodedCorpus, align_words, encode_corpus, punctuation_ids
 from dagster_project.corpora.text_pairs import (
     GLUE_TASKS,
@@ -21,6 +22,11 @@ from dagster_project.corpora.text_pairs import (
 )
 
 WIKITEXT_FILE = "wikipedia/wikitext2_raw_wiki.test.raw"
+FRAMENET_FILES = (
+    "framenet17/fn1.7.dev.syntaxnet.conll",
+    "framenet17/fn1.7.test.syntaxnet.conll",
+    "framenet17/frame_coreFE_list.json",
+)
 UD_FILES = {"ewt": "ud_english_ewt/en_ewt-ud-{split}.conllu", "gum": "ud_english_gum/en_gum-ud-{split}.conllu"}
 
 
@@ -113,6 +119,16 @@ _SPECS = [
         )
         for split in ("development", "validation", "test")
     ),
+    CorpusSpec(
+        name="framenet",
+        description="Kovaleva §4.2: FrameNet 1.7 full-text dev+test sentences of <= 12 words with LU -> core FE links.",
+        files=tuple(FRAMENET_FILES),
+        read=lambda data_dir: read_framenet([data_dir / name for name in FRAMENET_FILES[:2]], data_dir / FRAMENET_FILES[2]),
+        max_len=128,
+        size=None,
+        histograms=False,
+        default=False,
+    ),
     *(_glue(task, "validation") for task in GLUE_TASKS),
     *(_glue(task, "train") for task in GLUE_TASKS if task != "qnli"),  # QNLI train is not staged
 ]
@@ -132,6 +148,7 @@ __all__ = [
     "punctuation_ids",
     "read_conll2012",
     "read_demo_pairs",
+    "read_framenet",
     "read_gap",
     "read_ontogum",
     "window_documents",

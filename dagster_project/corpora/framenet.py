@@ -1,0 +1,99 @@
+"""FrameNet 1.7 full-text (open-sesame CoNLL, one block per annotated target) as the
+Kovaleva §4.2 link set: lexical unit -> core frame element links in short sentences."""
+
+import json
+from pathlib import Path
+
+import polars as pl
+
+from dagster_project.corpora.base import CorpusData, CorpusError, join_words, require_file
+
+MAX_SENTENCE_WORDS = 12
+MAX_ELEMENT_WORDS = 3
+MIN_LINK_DISTANCE = 2
+
+
+def _blocks(path: Path) -> list[list[tuple[int, list[str]]]]:
+    """(line number, 5 columns) of every token line, grouped into blocks."""
+    blocks, block = [], []
+    with require_file(path).open(encoding="utf-8") as lines:
+        for number, line in enumerate([*lines, "\n"], start=1):
+            if not line.strip():
+                if block:
+                    blocks.append(block)
+                block = []
+                continue
+            columns = line.rstrip("\n").split("\t")
+            if len(columns) != 5:
+                raise CorpusError(f"{path}, line {number}: expected 5 tab-separated columns (index, token, LU, frame, FE tag), found {len(columns)}")
+            if columns[4] != "O" and columns[4][:2] not in ("B-", "I-"):
+                raise CorpusError(f"{path}, line {number}: frame element tag {columns[4]!r} is not O, B-<name> or I-<name>")
+            block.append((number, columns))
+    return blocks
+
+
+def _spans(tags: list[str]) -> list[tuple[str, int, int]]:
+    """(name, start, end exclusive) of the BIO-tagged frame elements."""
+    spans: list[tuple[str, int, int]] = []
+    for index, tag in enumerate(tags):
+        if tag.startswith("B-") or (tag.startswith("I-") and (not spans or spans[-1][0] != tag[2:] or spans[-1][2] != index)):
+            spans.append((tag[2:], index, index + 1))
+        elif tag.startswith("I-"):
+            name, start, _ = spans[-1]
+            spans[-1] = (name, start, index + 1)
+    return spans
+
+
+def _gap(a: tuple[int, int], b: tuple[int, int]) -> int:
+    """Distance in words between the nearest ends of two spans (adjacent spans: 1)."""
+    return max(b[0] - a[1] + 1, a[0] - b[1] + 1, 0)
+
+
+def read_framenet(paths: list[Path], core_elements_file: Path) -> CorpusData:
+    """Unique sentences of <= 12 words that keep at least one link; links from each target
+    (lexical unit) to its core frame elements of <= 3 words lying >= 2 words away."""
+    try:
+        core = {frame: set(names) for frame, names in json.loads(require_file(core_elements_file).read_text()).items()}
+    except json.JSONDecodeError as error:
+        raise CorpusError(f"{core_elements_file}: not valid JSON ({error})") from error
+    sentence_ids: dict[tuple[str, ...], int] = {}
+    links = []
+    for path in paths:
+        for block in _blocks(path):
+            words = tuple(columns[1] for _, columns in block)
+            if len(words) > MAX_SENTENCE_WORDS:
+                continue
+            target = [index for index, (_, columns) in enumerate(block) if columns[2] != "_"]
+            if not target:
+                raise CorpusError(f"{path}, line {block[0][0]}: block without a target (lexical unit) token")
+            frame, unit = block[target[0]][1][3], block[target[0]][1][2]
+            target_span = (min(target), max(target) + 1)
+            for name, start, end in _spans([columns[4] for _, columns in block]):
+                distance = _gap(target_span, (start, end))
+                if name in core.get(frame, ()) and end - start <= MAX_ELEMENT_WORDS and distance >= MIN_LINK_DISTANCE:
+                    example_id = sentence_ids.setdefault(words, len(sentence_ids))
+                    links.append((example_id, frame, unit, *target_span, name, start, end, distance))
+    if not links:
+        raise CorpusError(f"{paths[0]}: no FrameNet links in sentences of <= {MAX_SENTENCE_WORDS} words")
+    word_rows = [
+        (example_id, 0, index, word) for words, example_id in sentence_ids.items() for index, word in enumerate(words)
+    ]
+    words = pl.DataFrame(word_rows, schema={"example_id": pl.Int32, "segment": pl.Int8, "word_index": pl.Int32, "word": pl.String}, orient="row")
+    texts, words = join_words(words)
+    texts = texts.with_columns(source_ref=pl.lit("framenet:") + pl.col("example_id").cast(pl.String))
+    frame_links = pl.DataFrame(
+        links,
+        schema={
+            "example_id": pl.Int32,
+            "frame": pl.String,
+            "lexical_unit": pl.String,
+            "target_start": pl.Int32,
+            "target_end": pl.Int32,
+            "element": pl.String,
+            "element_start": pl.Int32,
+            "element_end": pl.Int32,
+            "distance": pl.Int32,
+        },
+        orient="row",
+    ).unique(maintain_order=True)
+    return CorpusData(texts=texts.select("example_id", "source_ref", "text_a", "text_b"), words=words, annotations={"frame_links": frame_links})

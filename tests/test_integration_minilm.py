@@ -14,7 +14,7 @@ from dagster_project.resources import ChartFolder, DataDirectory
 from dagster_project.warehouse import view_files
 
 pytestmark = pytest.mark.integration
-SLICE = {"xnli_en": 20, "wiki_segments": 8, "ud_ewt_dev": 12, "glue_rte": 6}
+SLICE = {"xnli_en": 20, "wiki_segments": 8, "ud_ewt_dev": 12, "glue_rte": 6, "ontogum": 5, "gap_development": 4, "framenet": 10}
 
 
 @pytest.fixture(scope="module")
@@ -46,15 +46,22 @@ def warehouse(shared_data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -
 def test_examples_respect_the_corpus_limits(warehouse):
     rows = warehouse.execute("SELECT corpus, count(*), max(n_tokens), max(max_len) FROM examples GROUP BY 1 ORDER BY 1").fetchall()
     assert [(corpus, n, limit) for corpus, n, _, limit in rows] == [
-        ("glue_rte", 6, 128), ("ud_ewt_dev", 12, 128), ("wiki_segments", 8, 128), ("xnli_en", 20, 64)
+        ("framenet", 10, 128),
+        ("gap_development", 4, 512),
+        ("glue_rte", 6, 128),
+        ("ontogum", 5, 128),
+        ("ud_ewt_dev", 12, 128),
+        ("wiki_segments", 8, 128),
+        ("xnli_en", 20, 64),
     ]
     assert all(longest <= limit for _, _, longest, limit in rows)
-    segments = warehouse.execute(
-        "SELECT corpus, bool_and(n_sep = CASE WHEN corpus = 'ud_ewt_dev' THEN 1 ELSE 2 END AND first_class = 'cls') "
-        "FROM (SELECT corpus, count(*) FILTER (token_class = 'sep') AS n_sep, arg_min(token_class, position) AS first_class "
+    separators = warehouse.execute(
+        "SELECT corpus, min(n_sep), max(n_sep), bool_and(first_class = 'cls') FROM (SELECT corpus, "
+        "count(*) FILTER (token_class = 'sep') AS n_sep, arg_min(token_class, position) AS first_class "
         "FROM tokens GROUP BY corpus, example_id) GROUP BY corpus ORDER BY corpus"
     ).fetchall()
-    assert segments == [("glue_rte", True), ("ud_ewt_dev", True), ("wiki_segments", True), ("xnli_en", True)]
+    pairs = {"glue_rte", "wiki_segments", "xnli_en"}
+    assert separators == [(corpus, 2 if corpus in pairs else 1, 2 if corpus in pairs else 1, True) for corpus in sorted(SLICE)]
 
 
 def test_gold_words_and_dependencies_align_to_pieces(warehouse):
@@ -77,6 +84,23 @@ def test_gold_words_and_dependencies_align_to_pieces(warehouse):
         "FROM word_features WHERE corpus = 'glue_rte'"
     ).fetchone()
     assert flags[0] > 0 and flags[1] > 0 and flags[2] > 0.9
+
+
+def test_coreference_and_frame_annotations_point_at_words(warehouse):
+    # Every mention and frame link lies inside its example's words, with pieces.
+    (bad_mentions,) = warehouse.execute(
+        "SELECT count(*) FROM coref_mentions m JOIN (SELECT model_id, corpus, example_id, count(*) AS n_words, "
+        "count(piece_start) AS aligned FROM words GROUP BY ALL) w USING (model_id, corpus, example_id) "
+        "WHERE m.word_end > w.n_words OR m.head_word < m.word_start OR m.head_word >= m.word_end OR w.aligned < w.n_words"
+    ).fetchone()
+    assert bad_mentions == 0
+    counts = dict(warehouse.execute("SELECT corpus, count(*) FROM coref_mentions GROUP BY corpus").fetchall())
+    assert counts["gap_development"] == 12 and counts["ontogum"] > 5
+    (bad_links,) = warehouse.execute(
+        "SELECT count(*) FROM frame_links f JOIN (SELECT model_id, corpus, example_id, count(*) AS n_words FROM words GROUP BY ALL) w "
+        "USING (model_id, corpus, example_id) WHERE f.element_end > w.n_words OR f.target_end > w.n_words"
+    ).fetchone()
+    assert bad_links == 0 and warehouse.execute("SELECT count(*) FROM frame_links").fetchone()[0] >= 10
 
 
 def test_every_attention_row_sums_to_one(warehouse):
@@ -105,7 +129,7 @@ def test_entropies_lie_between_zero_and_log_n(warehouse):
         "OR cls_entropy < 0 OR cls_entropy > ln(n_tokens) + 1e-5"
     ).fetchone()
     assert outside == 0
-    assert warehouse.execute("SELECT count(*) FROM head_summaries").fetchone() == (46 * 6 * 12,)
+    assert warehouse.execute("SELECT count(*) FROM head_summaries").fetchone() == (sum(SLICE.values()) * 6 * 12,)
 
 
 def test_every_view_selects(warehouse):

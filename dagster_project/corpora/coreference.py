@@ -13,7 +13,7 @@ from pathlib import Path
 import polars as pl
 from transformers import PreTrainedTokenizerBase
 
-from dagster_project.corpora.base import CorpusData, CorpusError, read_tsv, require_file, split_words
+from dagster_project.corpora.base import CorpusData, CorpusError, join_words, read_tsv, require_file, split_words
 from dagster_project.corpora.conllu_corpora import read_sentences, surface_words
 
 # One bracket of a coreference column: "(12", "12)", "(12)"; CorefUD-style extras after
@@ -244,22 +244,16 @@ def window_documents(data: CorpusData, tokenizer: PreTrainedTokenizerBase, max_l
     word_windows = words.join(spans, left_on="example_id", right_on="document").filter(
         (pl.col("word_index") >= pl.col("word_start")) & (pl.col("word_index") < pl.col("word_end"))
     )
-    new_words = word_windows.select(
-        example_id="window",
-        segment="segment",
-        word_index=pl.col("word_index") - pl.col("word_start"),
-        word="word",
-        document="example_id",
-    ).sort("example_id", "word_index")
-    new_words = new_words.with_columns(
-        char_start=(pl.col("word").str.len_chars() + 1).cum_sum().over("example_id").cast(pl.Int32) - (pl.col("word").str.len_chars() + 1).cast(pl.Int32)
-    ).with_columns(char_end=pl.col("char_start") + pl.col("word").str.len_chars().cast(pl.Int32))
-    texts = new_words.group_by("example_id", maintain_order=True).agg(
-        text_a=pl.col("word").str.join(" "), group_id=pl.col("document").first()
-    ).join(data.texts.select(pl.col("example_id").alias("group_id"), "source_ref"), on="group_id")
-    texts = texts.with_columns(
-        source_ref=pl.col("source_ref") + pl.lit(" window ") + pl.int_range(pl.len()).over("group_id").cast(pl.String),
-        text_b=pl.lit(None, dtype=pl.String),
+    texts, new_words = join_words(
+        word_windows.select(
+            example_id="window", segment="segment", word_index=pl.col("word_index") - pl.col("word_start"), word="word"
+        )
+    )
+    documents = spans.select(example_id="window", group_id="document").join(
+        data.texts.select(group_id="example_id", source_ref="source_ref"), on="group_id"
+    )
+    texts = texts.join(documents, on="example_id").sort("example_id").with_columns(
+        source_ref=pl.col("source_ref") + pl.lit(" window ") + pl.int_range(pl.len()).over("group_id").cast(pl.String)
     ).select("example_id", "source_ref", "text_a", "text_b", "group_id")
     joined = data.annotations["coref_mentions"].join(
         spans.rename({"word_start": "window_start", "word_end": "window_end"}), left_on="example_id", right_on="document"
@@ -277,7 +271,7 @@ def window_documents(data: CorpusData, tokenizer: PreTrainedTokenizerBase, max_l
     )
     return CorpusData(
         texts=texts.sort("example_id"),
-        words=new_words.drop("document"),
+        words=new_words,
         annotations={"coref_mentions": new_mentions, "coref_clusters": clusters_of(new_mentions)},
         problems=data.problems,
     )

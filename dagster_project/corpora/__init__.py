@@ -22,6 +22,7 @@ from dagster_project.corpora.text_pairs import (
 )
 
 WIKITEXT_FILE = "wikipedia/wikitext2_raw_wiki.test.raw"
+CONLL2012_FILE = "conll2012/dev.english.v4_gold_conll"
 FRAMENET_FILES = (
     "framenet17/fn1.7.dev.syntaxnet.conll",
     "framenet17/fn1.7.test.syntaxnet.conll",
@@ -100,6 +101,17 @@ _SPECS = [
         files=("gum_coref/ontogum_conllu/GUM_bio_byron.conllu",),
         # The staged OntoGUM has a few unbalanced brackets: skipped and reported, not fatal.
         read=lambda data_dir: read_ontogum(ontogum_files(data_dir), strict=False),
+        prepare=window_documents,
+        max_len=128,
+        size=None,
+        histograms=False,
+        default=False,
+    ),
+    CorpusSpec(
+        name="conll2012",
+        description="CoNLL-2012 coreference (OntoNotes), for users who have it: conll2012/dev.english.v4_gold_conll.",
+        files=(CONLL2012_FILE,),
+        read=lambda data_dir: read_conll2012(data_dir / CONLL2012_FILE),
         prepare=window_documents,
         max_len=128,
         size=None,

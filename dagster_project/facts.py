@@ -17,7 +17,7 @@ from dagster_project.models import LoadedEncoder
 
 SCOPES = ("all", "content")
 SCOPE = pl.Enum(SCOPES)
-KIND = pl.Enum(["attention"])  # HTA contribution kinds join later
+KIND = pl.Enum(["attention", "contribution"])  # contribution: HTA input contribution
 DEFAULT_BATCH_TOKENS = 4096
 
 
@@ -90,29 +90,26 @@ def _grid(batch_size: int, n_layers: int, n_heads: int) -> tuple[torch.Tensor, t
     return rows, layers, heads
 
 
-def batch_facts(
-    attn: torch.Tensor, batch: Batch, histograms: bool = True
-) -> tuple[dict[str, np.ndarray], dict[str, dict[str, np.ndarray]]]:
-    """Head summaries and, per scope, relative-position histograms of one batch, as flat columns."""
-    n_examples, n_layers, n_heads, width = attn.shape[:4]
-    masks = batch.masks
-    rows, layers, heads = _grid(n_examples, n_layers, n_heads)
-    shape = (n_examples, n_layers, n_heads)
-    summaries = {
-        "example_id": batch.example_ids[rows].expand(shape),
-        "layer": layers.expand(shape),
-        "head": heads.expand(shape),
-        "n_tokens": masks.valid.sum(-1).to(torch.int16)[:, None, None].expand(shape),
-        **head_summaries(attn, masks),
-    }
+def head_columns(values: dict[str, torch.Tensor], example_ids: torch.Tensor) -> dict[str, np.ndarray]:
+    """Flat (example, layer, head) rows from (B, L, H) tensors of per-head values."""
+    shape = next(iter(values.values())).shape
+    rows, layers, heads = _grid(*shape)
+    return _flat(
+        {"example_id": example_ids[rows].expand(shape), "layer": layers.expand(shape), "head": heads.expand(shape), **values}
+    )
+
+
+def histogram_columns(maps: torch.Tensor, masks: TokenMasks, example_ids: torch.Tensor) -> dict[str, dict[str, np.ndarray]]:
+    """Per scope, the relative-position (sum, count) rows of (B, L, H, T, T) maps."""
+    width = maps.shape[-1]
     scoped = {}
-    for scope, tokens in zip(SCOPES, (masks.valid, masks.content) if histograms else ()):
-        sums, counts = relative_position_histogram(attn, pair_mask(tokens, tokens))
+    for scope, tokens in zip(SCOPES, (masks.valid, masks.content)):
+        sums, counts = relative_position_histogram(maps, pair_mask(tokens, tokens))
         # Offsets no (query, key) pair reaches (beyond the example's length) are not facts.
         b, layer, head, offset = (counts[:, None, None, :] > 0).expand_as(sums).nonzero(as_tuple=True)
         scoped[scope] = _flat(
             {
-                "example_id": batch.example_ids[b],
+                "example_id": example_ids[b],
                 "layer": (layer + 1).to(torch.int16),
                 "head": (head + 1).to(torch.int16),
                 "offset": (offset - (width - 1)).to(torch.int16),
@@ -120,15 +117,34 @@ def batch_facts(
                 "pair_count": counts[b, offset].to(torch.int32),
             }
         )
-    return _flat(summaries), scoped
+    return scoped
+
+
+def batch_facts(
+    attn: torch.Tensor, batch: Batch, histograms: bool = True
+) -> tuple[dict[str, np.ndarray], dict[str, dict[str, np.ndarray]]]:
+    """Head summaries and, per scope, relative-position histograms of one batch, as flat columns."""
+    masks = batch.masks
+    n_tokens = masks.valid.sum(-1).to(torch.int16)[:, None, None].expand(attn.shape[:3])
+    summaries = head_columns({"n_tokens": n_tokens, **head_summaries(attn, masks)}, batch.example_ids)
+    return summaries, histogram_columns(attn, masks, batch.example_ids) if histograms else {}
 
 
 def _flat(columns: dict[str, torch.Tensor]) -> dict[str, np.ndarray]:
     return {name: value.reshape(-1).numpy() for name, value in columns.items()}
 
 
-def _frame(parts: list[dict[str, np.ndarray]]) -> pl.DataFrame:
+def frame(parts: list[dict[str, np.ndarray]]) -> pl.DataFrame:
+    """One frame from the flat column dicts of several batches."""
     return pl.DataFrame({name: np.concatenate([part[name] for part in parts]) for name in parts[0]})
+
+
+def histogram_frame(parts: dict[str, list[dict[str, np.ndarray]]], kind: str) -> pl.DataFrame:
+    """The histogram rows of several batches, labelled with their kind and scope."""
+    return pl.concat(
+        frame(scope_parts).with_columns(kind=pl.lit(kind, dtype=KIND), scope=pl.lit(scope, dtype=SCOPE))
+        for scope, scope_parts in parts.items()
+    )
 
 
 def extract_attention_facts(
@@ -162,13 +178,9 @@ def extract_attention_facts(
             done += len(batch.example_ids)
             if progress:
                 progress(done, total, time.perf_counter() - started)
-    position_histograms = pl.concat(
-        _frame(parts).with_columns(kind=pl.lit("attention", dtype=KIND), scope=pl.lit(scope, dtype=SCOPE))
-        for scope, parts in histogram_parts.items()
-    ) if histograms else pl.DataFrame()
     return AttentionFacts(
-        head_summaries=_frame(summary_parts),
-        position_histograms=position_histograms,
+        head_summaries=frame(summary_parts),
+        position_histograms=histogram_frame(histogram_parts, "attention") if histograms else pl.DataFrame(),
         n_examples=done,
         seconds=time.perf_counter() - started,
     )

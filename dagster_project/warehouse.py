@@ -29,6 +29,8 @@ PARTITIONED_TABLES = frozenset(
         "frame_links",
         "head_summaries",
         "position_histograms",
+        "hta_correlations",
+        "contribution_histograms",
     }
 )
 

@@ -71,6 +71,7 @@ def _xnli(language: str) -> CorpusSpec:
         size=1800,
         spacy_features=language == "en",
         default=language == "en",
+        hta=True,
     )
 
 

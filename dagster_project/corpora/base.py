@@ -47,6 +47,7 @@ class CorpusSpec:
     attention: bool = True  # analysed for attention (training splits are not)
     histograms: bool = True  # write per-example relative-position histograms (Clark §3, Pascual)
     default: bool = True  # part of `attn-warehouse run` without --corpus
+    hta: bool = False  # Hidden Token Attribution facts (Pascual et al.)
     # Tokenizer-dependent preparation before encoding (cutting documents into windows).
     prepare: Callable[[CorpusData, PreTrainedTokenizerBase, int], CorpusData] | None = None
 

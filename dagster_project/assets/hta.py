@@ -1,0 +1,125 @@
+"""HTA assets (Pascual et al.): per corpus analysed for HTA, partitioned by model, the
+correlations of attention with both contributions and the input-contribution histograms;
+an asset check measures the estimator against exact HTA on every run."""
+
+from dagster import (
+    AssetCheckResult,
+    AssetCheckSeverity,
+    AssetCheckSpec,
+    AssetExecutionContext,
+    AssetsDefinition,
+    Config,
+    MaterializeResult,
+    asset,
+)
+import polars as pl
+import torch
+from dagster_duckdb import DuckDBResource
+
+from dagster_project.assets.corpora import corpus_assets_by_name
+from dagster_project.assets.metadata import table_preview
+from dagster_project.corpora import CORPORA
+from dagster_project.hta import HtaMethod, estimate_error
+from dagster_project.hta_facts import extract_hta_facts
+from dagster_project.facts import length_batches
+from dagster_project.models import LoadedEncoder, load_encoder
+from dagster_project.partitions import model_partitions
+from dagster_project.warehouse import model_source, partition_rows, replace_partition
+
+DEFAULT_HTA_METHOD = "estimate(8)"  # fastest k with Pearson >= 0.99 vs exact (bench/bench_hta.py)
+CHECK_EXAMPLES = 2  # the shortest examples, where exact HTA is cheap
+CHECK_MIN_PEARSON = 0.99
+_TOKEN_COLUMNS = ("example_id", "position", "token_id", "token_class", "segment")
+_PROGRESS_EVERY_SECONDS = 30.0
+
+
+class HtaConfig(Config):
+    hta_method: str = DEFAULT_HTA_METHOD  # exact | estimate(k)
+    max_examples: int | None = None  # the first N examples by id; None: all
+    seed: int = 0
+
+
+def _tokens(warehouse: DuckDBResource, model_id: str, corpus: str):
+    with warehouse.get_connection() as conn:
+        return model_source(conn, model_id), partition_rows(conn, "tokens", model_id, corpus, _TOKEN_COLUMNS)
+
+
+def build_hta_asset(corpus: str) -> AssetsDefinition:
+    name = f"{corpus}_hta_facts"
+
+    @asset(
+        name=name,
+        description=f"Pascual et al. HTA on '{corpus}': attention vs previous-layer and input contribution per head, "
+        "and input-contribution position histograms.",
+        partitions_def=model_partitions,
+        deps=[corpus_assets_by_name[corpus]],
+        group_name="hta",
+        pool="warehouse_writer",
+        check_specs=[
+            AssetCheckSpec(
+                "estimate_matches_exact",
+                asset=name,
+                description=f"Estimated input contributions against exact HTA on the {CHECK_EXAMPLES} shortest "
+                f"examples: Pearson >= {CHECK_MIN_PEARSON}; records the mean absolute error.",
+            )
+        ],
+    )
+    def hta_asset(context: AssetExecutionContext, config: HtaConfig, warehouse: DuckDBResource) -> MaterializeResult:
+        method = HtaMethod.parse(config.hta_method)
+        source, tokens = _tokens(warehouse, context.partition_key, corpus)
+        if tokens.is_empty():
+            raise ValueError(f"No tokens for model '{context.partition_key}' and corpus '{corpus}': materialize {corpus}_examples first.")
+        if config.max_examples:
+            keep = tokens["example_id"].unique().sort()[: config.max_examples]
+            tokens = tokens.filter(tokens["example_id"].is_in(keep.implode()))
+        last_report = [0.0]
+
+        def report(done: int, total: int, seconds: float) -> None:
+            if seconds - last_report[0] >= _PROGRESS_EVERY_SECONDS or done == total:
+                last_report[0] = seconds
+                context.log.info(f"{corpus} HTA ({method}): {done}/{total} examples, {seconds:.0f} s")
+
+        encoder = load_encoder(source)
+        facts = extract_hta_facts(encoder, tokens, method, config.seed, report)
+        check = _estimate_check(encoder, tokens, method)
+        with warehouse.get_connection() as conn:
+            written = replace_partition(
+                conn,
+                {"hta_correlations": facts.correlations, "contribution_histograms": facts.histograms},
+                context.partition_key,
+                corpus,
+            )
+        return MaterializeResult(
+            metadata={
+                **{f"{table}_rows": rows for table, rows in written.items()},
+                "hta_method": str(method),
+                "examples": facts.n_examples,
+                "seconds": round(facts.seconds, 1),
+                "seconds_per_example": round(facts.seconds / facts.n_examples, 2),
+                "preview": table_preview(facts.correlations),
+            },
+            check_results=[check],
+        )
+
+    return hta_asset
+
+
+def _estimate_check(encoder: LoadedEncoder, tokens: pl.DataFrame, method: HtaMethod) -> AssetCheckResult:
+    """Exact against the run's method on the shortest examples (passes trivially for exact)."""
+    batches = list(length_batches(tokens, encoder.tokenizer.pad_token_id or 0, 1, encoder.spec.takes_token_types))
+    with torch.no_grad():
+        embeddings = [
+            encoder.model.embeddings(input_ids=batch.inputs["input_ids"], token_type_ids=batch.inputs.get("token_type_ids"))[0]
+            for batch in batches[:CHECK_EXAMPLES]
+        ]
+    pearson, mae = (1.0, 0.0) if method.probes is None else estimate_error(encoder.model, embeddings, method)
+    return AssetCheckResult(
+        check_name="estimate_matches_exact",
+        passed=pearson >= CHECK_MIN_PEARSON,
+        severity=AssetCheckSeverity.WARN,
+        metadata={"pearson_with_exact": pearson, "mean_abs_error": mae, "hta_method": str(method), "examples": len(embeddings)},
+    )
+
+
+hta_assets_by_corpus = {name: build_hta_asset(name) for name, spec in CORPORA.items() if spec.hta}
+hta_assets = list(hta_assets_by_corpus.values())

@@ -1,0 +1,15 @@
+-- Pascual §6-7: per (example, layer, head), the mean over query rows of the Pearson and
+-- Spearman correlation between the attention row and the contribution row.
+-- kind: previous_layer (contribution of the layer's input tokens) or input (of the
+-- embedding output); hta_method: exact or estimate(k) (input contribution only).
+CREATE TABLE IF NOT EXISTS hta_correlations (
+    model_id VARCHAR NOT NULL,
+    corpus VARCHAR NOT NULL,
+    example_id INTEGER NOT NULL,
+    layer SMALLINT NOT NULL,
+    head SMALLINT NOT NULL,
+    kind VARCHAR NOT NULL,
+    pearson FLOAT,
+    spearman FLOAT,
+    hta_method VARCHAR NOT NULL
+);

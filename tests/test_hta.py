@@ -1,0 +1,138 @@
+"""HTA on tiny random BERTs against brute-force Jacobians and analytic cases."""
+
+import math
+
+import pytest
+import torch
+from transformers import BertConfig, BertModel
+
+from dagster_project.hta import (
+    HtaMethod,
+    attention_weights,
+    estimate_error,
+    input_norms,
+    normalize_rows,
+    previous_layer_norms,
+    row_correlations,
+)
+
+LAYERS, HEADS, N = 2, 2, 5
+
+
+@pytest.fixture(scope="module")
+def model() -> BertModel:
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=LAYERS, num_attention_heads=HEADS, intermediate_size=32, attn_implementation="eager")
+    return BertModel(config).eval()
+
+
+@pytest.fixture(scope="module")
+def hidden(model: BertModel) -> tuple[torch.Tensor, ...]:
+    with torch.no_grad():
+        return model(torch.randint(0, 50, (1, N)), output_hidden_states=True).hidden_states
+
+
+def _brute_force(function, x: torch.Tensor) -> torch.Tensor:
+    """||d out_j / d x_i||_F from the full Jacobian of out (..., n, H, dh) w.r.t. x (n, D)."""
+    jacobian = torch.autograd.functional.jacobian(function, x)  # (..., n, H, dh, n, D)
+    norms = jacobian.pow(2).sum((-1, -3)).sqrt()  # (..., j, H, i)
+    return norms.movedim(-2, -3)  # (..., H, j, i)
+
+
+def test_previous_layer_closed_form_matches_autograd(model, hidden):
+    inputs = torch.stack(hidden[:-1])[:, 0]
+    closed = previous_layer_norms(attention_weights(model), inputs)
+    for layer in range(LAYERS):
+        module = model.encoder.layer[layer].attention.self
+        reference = _brute_force(lambda x: module(x[None])[0][0].view(N, HEADS, -1), inputs[layer])
+        torch.testing.assert_close(closed[layer], reference, atol=1e-6, rtol=1e-5)
+
+
+def _contexts(model: BertModel):
+    captured = []
+    for layer in model.encoder.layer:
+        layer.attention.self.register_forward_hook(lambda _m, _i, output: captured.append(output[0]))
+
+    def run(x: torch.Tensor) -> torch.Tensor:
+        captured.clear()
+        model.encoder(x[None])
+        return torch.stack(captured)[:, 0].view(LAYERS, N, HEADS, -1)
+
+    return run
+
+
+def test_exact_input_contribution_matches_autograd(hidden):
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=LAYERS, num_attention_heads=HEADS, intermediate_size=32, attn_implementation="eager")
+    fresh = BertModel(config).eval()  # hooks of the brute force stay on this copy
+    exact = input_norms(fresh, hidden[0][0], HtaMethod.parse("exact"))
+    reference = _brute_force(_contexts(fresh), hidden[0][0])
+    torch.testing.assert_close(exact, reference, atol=1e-6, rtol=1e-5)
+
+
+def test_first_layer_input_and_previous_layer_agree(model, hidden):
+    # e^0 is the first layer's input, so both contributions coincide there.
+    exact = input_norms(model, hidden[0][0], HtaMethod(None))
+    closed = previous_layer_norms(attention_weights(model), torch.stack(hidden[:-1])[:, 0])
+    torch.testing.assert_close(exact[0], closed[0], atol=1e-6, rtol=1e-5)
+
+
+def test_contributions_of_a_row_sum_to_one(model, hidden):
+    contributions = normalize_rows(input_norms(model, hidden[0][0], HtaMethod.parse("estimate(3)")))
+    torch.testing.assert_close(contributions.sum(-1), torch.ones(LAYERS, HEADS, N))
+    assert (contributions >= 0).all()
+
+
+def test_uniform_attention_with_identity_values_is_uniform():
+    # W_Q = 0 and b_Q = 0 make every score 0 (uniform attention, g = 0); W_V = I, b_V = 0.
+    # Then d o_j / d x_i = I / n for every i: each token contributes 1/n, norm sqrt(D)/n.
+    torch.manual_seed(1)
+    size, tokens = 8, 4
+    config = BertConfig(vocab_size=10, hidden_size=size, num_hidden_layers=1, num_attention_heads=1, intermediate_size=8, attn_implementation="eager")
+    attention = BertModel(config).eval().encoder.layer[0].attention.self
+    with torch.no_grad():
+        attention.query.weight.zero_()
+        attention.query.bias.zero_()
+        attention.value.weight.copy_(torch.eye(size))
+        attention.value.bias.zero_()
+    model = type("OneLayer", (), {})()
+    model.encoder = type("Encoder", (), {"layer": [type("Layer", (), {"attention": type("A", (), {"self": attention})()})()]})()
+    norms = previous_layer_norms(attention_weights(model), torch.randn(1, tokens, size))
+    torch.testing.assert_close(norms, torch.full((1, 1, tokens, tokens), math.sqrt(size) / tokens))
+    torch.testing.assert_close(normalize_rows(norms), torch.full((1, 1, tokens, tokens), 1 / tokens))
+
+
+def test_estimator_is_unbiased(model, hidden):
+    exact = input_norms(model, hidden[0][0], HtaMethod(None)) ** 2
+    draws = torch.stack(
+        [input_norms(model, hidden[0][0], HtaMethod(2), torch.Generator().manual_seed(seed)) ** 2 for seed in range(300)]
+    )
+    relative = (draws.mean(0) - exact).abs() / exact
+    assert relative.mean() < 0.02 and relative.max() < 0.1
+    assert (draws.std(0) / exact).mean() > 0.05  # single draws do vary: the test can fail
+
+
+def test_more_probes_track_exact_better(model, hidden):
+    _, few = estimate_error(model, [hidden[0][0]], HtaMethod(1))
+    _, some = estimate_error(model, [hidden[0][0]], HtaMethod(8))
+    assert some < few
+    # D orthonormal probes per token span the whole space: the estimate is exact.
+    pearson, error = estimate_error(model, [hidden[0][0]], HtaMethod(16))
+    assert error < 1e-6 and pearson == pytest.approx(1.0, abs=1e-6)
+
+
+def test_row_correlations_on_known_rows():
+    attention = torch.tensor([[0.7, 0.2, 0.1], [0.1, 0.3, 0.6]])
+    pearson, spearman = row_correlations(attention, attention)
+    assert pearson.item() == pytest.approx(1.0) and spearman.item() == pytest.approx(1.0)
+    reversed_rows = torch.tensor([[0.1, 0.2, 0.7], [0.6, 0.3, 0.1]])
+    _, spearman = row_correlations(attention, reversed_rows)
+    assert spearman.item() == pytest.approx(-1.0)
+    pearson, _ = row_correlations(torch.tensor([[0.5, 0.3, 0.2]]), torch.tensor([[0.6, 0.3, 0.1]]))
+    assert pearson.item() == pytest.approx(0.9972, abs=1e-4)  # 0.07667 / (0.21602 * 0.35590)
+
+
+def test_method_names():
+    assert str(HtaMethod.parse("estimate(8)")) == "estimate(8)" and HtaMethod.parse("exact").probes is None
+    with pytest.raises(ValueError, match="expected 'exact' or 'estimate\\(k\\)'"):
+        HtaMethod.parse("estimate(0)")

@@ -62,7 +62,7 @@ def clark_entropy_chart(rows: pl.DataFrame, title: str) -> alt.LayerChart:
 
 
 def pascual_histograms_chart(rows: pl.DataFrame, title: str) -> alt.FacetChart:
-    """Pascual Fig. 2 / appendix A: a layer x head grid of max-normalized position histograms."""
+    """Pascual Fig. 2/3, appendices A/B: a layer x head grid of max-normalized position histograms."""
     return (
         alt.Chart(rows)
         .mark_line(strokeWidth=1)
@@ -73,7 +73,7 @@ def pascual_histograms_chart(rows: pl.DataFrame, title: str) -> alt.FacetChart:
         )
         .properties(width=90, height=50)
         .facet(row=alt.Row("layer:O"), column=alt.Column("head:O"))
-        .properties(title=f"{title}: attention histograms (each head scaled to its maximum)")
+        .properties(title=f"{title}: histograms by relative position (each head scaled to its maximum)")
     )
 
 
@@ -91,6 +91,23 @@ def pascual_center_of_mass_chart(rows: pl.DataFrame, title: str) -> alt.Chart:
         )
         .properties(width=420, height=260, title=f"{title}: center of mass per layer")
     )
+
+
+def pascual_correlation_chart(rows: pl.DataFrame, title: str) -> alt.LayerChart:
+    """Pascual Fig. 1/6: each head's Pearson correlation of attention with a contribution,
+    per layer, with the per-layer median."""
+    medians = rows.group_by("layer").agg(pl.col("pearson").median().alias("median"))
+    heads = (
+        alt.Chart(rows)
+        .mark_circle(size=40, opacity=0.7)
+        .encode(
+            x=alt.X("layer:O"),
+            y=alt.Y("pearson:Q", title="mean Pearson (attention row vs contribution row)", scale=alt.Scale(domain=[-0.2, 1])),
+            tooltip=["layer", "head", alt.Tooltip("pearson:Q", format=".3f"), alt.Tooltip("spearman:Q", format=".3f")],
+        )
+    )
+    median = alt.Chart(medians).mark_line(color="#e45756").encode(x="layer:O", y="median:Q")
+    return alt.layer(heads, median).properties(width=420, height=260, title=title)
 
 
 def save_chart(chart: alt.TopLevelMixin, folder: Path, name: str) -> tuple[Path, Path]:

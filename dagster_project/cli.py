@@ -19,9 +19,9 @@ def _use_project_instance() -> None:
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
-def run(source: str, corpus_names: list[str]) -> int:
+def run(source: str, corpus_names: list[str], hta: bool) -> int:
     """Register `source` and materialize every asset for it on the chosen corpora whose
-    files are in the data directory."""
+    files are in the data directory; HTA (slow: minutes per hundred examples) on request."""
     from dagster import AssetSelection, DagsterInstance, materialize
 
     from dagster_project.assets import (
@@ -30,6 +30,8 @@ def run(source: str, corpus_names: list[str]) -> int:
         corpus_assets_by_name,
         encoder_model,
         fact_assets_by_corpus,
+        hta_assets_by_corpus,
+        hta_chart_assets,
         warehouse_views,
     )
     from dagster_project.corpora import CORPORA
@@ -54,8 +56,10 @@ def run(source: str, corpus_names: list[str]) -> int:
             corpora.append(name)
     print(f"model {spec.source} -> partition {spec.model_id}; corpora: {', '.join(corpora)}")
     materialize([warehouse_views], instance=instance, resources=resources)
-    per_corpus = [pipeline[name] for name in corpora for pipeline in (corpus_assets_by_name, fact_assets_by_corpus) if name in pipeline]
-    selection = AssetSelection.assets(encoder_model, *per_corpus, *chart_assets)
+    pipelines = (corpus_assets_by_name, fact_assets_by_corpus, *((hta_assets_by_corpus,) if hta else ()))
+    per_corpus = [pipeline[name] for name in corpora for pipeline in pipelines if name in pipeline]
+    charts = [chart for chart in chart_assets if hta or chart not in hta_chart_assets]
+    selection = AssetSelection.assets(encoder_model, *per_corpus, *charts)
     materialize(all_assets, selection=selection, partition_key=spec.model_id, instance=instance, resources=resources)
     print(f"warehouse: {resources['warehouse'].database}")
     print(f"charts:    {resources['chart_folder'].for_model(spec.model_id)}")
@@ -102,13 +106,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     add_parser = commands.add_parser("add-model", help="register a model as a new partition")
     add_parser.add_argument("model", help="hub id or local path")
+    run_parser.add_argument("--hta", action="store_true", help="also compute Hidden Token Attribution (Pascual) for the chosen corpora that have it")
     ui_parser = commands.add_parser("ui", help="start the Dagster UI on 127.0.0.1")
     ui_parser.add_argument("--port", type=int, default=3000)
     args = parser.parse_args(argv)
     _use_project_instance()
     if args.command == "run":
         chosen = args.corpus or defaults
-        return run(args.model, list(CORPORA) if "all" in chosen else chosen)
+        return run(args.model, list(CORPORA) if "all" in chosen else chosen, args.hta)
     if args.command == "add-model":
         return add_model(args.model)
     return ui(args.port)

@@ -7,7 +7,15 @@ import pytest
 from dagster import AssetSelection, DagsterInstance, materialize
 from dagster_duckdb import DuckDBResource
 
-from dagster_project.assets import all_assets, chart_assets, corpus_assets_by_name, encoder_model, fact_assets_by_corpus, warehouse_views
+from dagster_project.assets import (
+    all_assets,
+    chart_assets,
+    corpus_assets_by_name,
+    encoder_model,
+    fact_assets_by_corpus,
+    hta_assets_by_corpus,
+    warehouse_views,
+)
 from dagster_project.assets.charts import CHARTS
 from dagster_project.models import ModelLoadError
 from dagster_project.registration import register_model
@@ -26,11 +34,13 @@ def resources(tmp_path: Path) -> dict:
 
 def _run_demo(instance: DagsterInstance, resources: dict, model_id: str) -> None:
     selection = AssetSelection.assets(
-        encoder_model, corpus_assets_by_name["demo"], fact_assets_by_corpus["demo"], *chart_assets
+        encoder_model, corpus_assets_by_name["demo"], fact_assets_by_corpus["demo"], hta_assets_by_corpus["demo"], *chart_assets
     )
     assert materialize([warehouse_views], instance=instance, resources=resources).success
     result = materialize(all_assets, selection=selection, partition_key=model_id, instance=instance, resources=resources)
     assert result.success
+    (check,) = result.get_asset_check_evaluations()
+    assert check.check_name == "estimate_matches_exact" and "pearson_with_exact" in check.metadata
 
 
 def test_demo_pipeline_end_to_end(tiny_model_dir: Path, resources: dict, tmp_path: Path):
@@ -45,6 +55,7 @@ def test_demo_pipeline_end_to_end(tiny_model_dir: Path, resources: dict, tmp_pat
     assert count("models") == 1
     assert count("examples") == 24
     assert count("head_summaries") == 24 * TINY_LAYERS * TINY_HEADS
+    assert count("hta_correlations") == 2 * 24 * TINY_LAYERS * TINY_HEADS  # previous-layer and input
     pairs = conn.execute(
         "SELECT bool_and(pairs = n * n) FROM (SELECT sum(pair_count) AS pairs, any_value(e.n_tokens) AS n "
         "FROM position_histograms p JOIN examples e USING (model_id, corpus, example_id) "

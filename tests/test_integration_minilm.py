@@ -7,13 +7,14 @@ import pytest
 from dagster import AssetSelection, DagsterInstance, materialize
 from dagster_duckdb import DuckDBResource
 
-from dagster_project.assets import all_assets, corpus_assets_by_name, fact_assets_by_corpus, warehouse_views
+from dagster_project.assets import all_assets, corpus_assets_by_name, fact_assets_by_corpus, hta_assets_by_corpus, warehouse_views
 from dagster_project.models import DEFAULT_MODEL
 from dagster_project.registration import register_model
 from dagster_project.resources import ChartFolder, DataDirectory
 from dagster_project.warehouse import view_files
 
 pytestmark = pytest.mark.integration
+HTA_EXAMPLES = 3
 SLICE = {"xnli_en": 20, "wiki_segments": 8, "ud_ewt_dev": 12, "glue_rte": 6, "ontogum": 5, "gap_development": 4, "framenet": 10}
 
 
@@ -29,15 +30,19 @@ def warehouse(shared_data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -
     spec = register_model(DEFAULT_MODEL, instance, resources["warehouse"])
     assert materialize([warehouse_views], instance=instance, resources=resources).success
     selected = [pipeline[name] for name in SLICE for pipeline in (corpus_assets_by_name, fact_assets_by_corpus)]
+    ops = {f"{name}_examples": {"config": {"size": size}} for name, size in SLICE.items()}
+    ops["xnli_en_hta_facts"] = {"config": {"max_examples": HTA_EXAMPLES, "check_examples": 1}}
     result = materialize(
         all_assets,
-        selection=AssetSelection.assets(*selected),
+        selection=AssetSelection.assets(*selected, hta_assets_by_corpus["xnli_en"]),
         partition_key=spec.model_id,
         instance=instance,
         resources=resources,
-        run_config={"ops": {f"{name}_examples": {"config": {"size": size}} for name, size in SLICE.items()}},
+        run_config={"ops": ops},
     )
     assert result.success
+    (check,) = result.get_asset_check_evaluations()
+    assert check.passed, check.metadata  # the default estimator tracks exact HTA
     conn = duckdb.connect(str(folder / "warehouse.duckdb"), read_only=True)
     yield conn
     conn.close()
@@ -137,3 +142,20 @@ def test_every_view_selects(warehouse):
         (rows,) = warehouse.execute(f"SELECT count(*) FROM {path.stem}").fetchone()
         assert rows > 0, path.stem
     assert warehouse.execute("SELECT count(*) FROM clark_special_tokens WHERE corpus = 'wiki_segments'").fetchone() == (72,)
+
+
+def test_hta_contributions_and_correlations(warehouse):
+    rows = warehouse.execute(
+        "SELECT kind, count(*), min(pearson), max(pearson) FROM hta_correlations GROUP BY kind ORDER BY kind"
+    ).fetchall()
+    assert [(kind, n) for kind, n, _, _ in rows] == [("input", HTA_EXAMPLES * 72), ("previous_layer", HTA_EXAMPLES * 72)]
+    assert all(-1 <= low <= high <= 1 for _, _, low, high in rows)
+    # Input contributions of every query row sum to 1: the histogram mass of a head is n.
+    (error,) = warehouse.execute(
+        "SELECT max(abs(mass - n_tokens)) FROM (SELECT sum(weight_sum) AS mass, any_value(n_tokens) AS n_tokens "
+        "FROM contribution_histograms JOIN examples USING (model_id, corpus, example_id) WHERE scope = 'all' "
+        "GROUP BY example_id, layer, head)"
+    ).fetchone()
+    assert error < 1e-3
+    kinds = warehouse.execute("SELECT DISTINCT kind FROM pascual_center_of_mass ORDER BY 1").fetchall()
+    assert kinds == [("attention",), ("contribution",)]

@@ -12,6 +12,7 @@ from dagster_duckdb import DuckDBResource
 
 from dagster_project import charts
 from dagster_project.assets.facts import fact_assets
+from dagster_project.assets.hta import hta_assets
 from dagster_project.assets.views import warehouse_views
 from dagster_project.partitions import model_partitions
 from dagster_project.resources import ChartFolder
@@ -25,13 +26,17 @@ class ChartSpec:
     view: str
     corpora: tuple[str, ...]  # first one with rows for the model is drawn
     draw: Callable[[pl.DataFrame, str], alt.TopLevelMixin]
+    needs_hta: bool = False
 
 
 CHARTS = (
     ChartSpec("clark_fig2_special_tokens", "Clark et al. Fig. 2", "clark_special_tokens", ("wiki_segments", "demo"), charts.clark_special_tokens_chart),
     ChartSpec("clark_fig4_entropy", "Clark et al. Fig. 4", "clark_entropy", ("wiki_segments", "demo"), charts.clark_entropy_chart),
     ChartSpec("pascual_fig2_attention_histograms", "Pascual et al. Fig. 2", "pascual_attention_histograms", ("xnli_en", "demo"), charts.pascual_histograms_chart),
-    ChartSpec("pascual_fig4_center_of_mass", "Pascual et al. Fig. 4", "pascual_center_of_mass", ("xnli_en", "demo"), charts.pascual_center_of_mass_chart),
+    ChartSpec("pascual_fig4_center_of_mass", "Pascual et al. Fig. 4/5", "pascual_center_of_mass", ("xnli_en", "demo"), charts.pascual_center_of_mass_chart),
+    ChartSpec("pascual_fig1_local_correlation", "Pascual et al. Fig. 1: attention vs previous-layer contribution", "pascual_hta_local_correlation", ("xnli_en", "demo"), charts.pascual_correlation_chart, needs_hta=True),
+    ChartSpec("pascual_fig3_contribution_histograms", "Pascual et al. Fig. 3", "pascual_contribution_histograms", ("xnli_en", "demo"), charts.pascual_histograms_chart, needs_hta=True),
+    ChartSpec("pascual_fig6_global_correlation", "Pascual et al. Fig. 6: attention vs input contribution", "pascual_hta_global_correlation", ("xnli_en", "demo"), charts.pascual_correlation_chart, needs_hta=True),
 )
 
 
@@ -40,7 +45,7 @@ def build_chart_asset(spec: ChartSpec) -> AssetsDefinition:
         name=spec.name,
         description=f"{spec.figure}, from the `{spec.view}` view (corpus: first of {', '.join(spec.corpora)} with rows).",
         partitions_def=model_partitions,
-        deps=[warehouse_views, *fact_assets],
+        deps=[warehouse_views, *(hta_assets if spec.needs_hta else fact_assets)],
         group_name="charts",
     )
     def chart_asset(context: AssetExecutionContext, warehouse: DuckDBResource, chart_folder: ChartFolder) -> MaterializeResult:
@@ -54,7 +59,7 @@ def build_chart_asset(spec: ChartSpec) -> AssetsDefinition:
                 "materialize the corpus and attention-fact assets first."
             )
         rows = rows.filter(pl.col("corpus") == corpus)
-        title = f"{rows['model'][0]} on {corpus}"
+        title = f"{rows['model'][0]} on {corpus}" + (f": {spec.figure.split(': ')[1]}" if ": " in spec.figure else "")
         html, png = charts.save_chart(spec.draw(rows, title), chart_folder.for_model(model_id), spec.name)
         context.log.info(f"Wrote {html} and {png}")
         encoded = base64.b64encode(png.read_bytes()).decode()
@@ -72,4 +77,6 @@ def build_chart_asset(spec: ChartSpec) -> AssetsDefinition:
     return chart_asset
 
 
-chart_assets = [build_chart_asset(spec) for spec in CHARTS]
+chart_assets_by_name = {spec.name: build_chart_asset(spec) for spec in CHARTS}
+chart_assets = list(chart_assets_by_name.values())
+hta_chart_assets = [chart_assets_by_name[spec.name] for spec in CHARTS if spec.needs_hta]

@@ -27,7 +27,6 @@ from dagster_project.partitions import model_partitions
 from dagster_project.warehouse import model_source, partition_rows, replace_partition
 
 DEFAULT_HTA_METHOD = "estimate(8)"  # fastest k with Pearson >= 0.99 vs exact (bench/bench_hta.py)
-CHECK_EXAMPLES = 2  # the shortest examples, where exact HTA is cheap
 CHECK_MIN_PEARSON = 0.99
 _TOKEN_COLUMNS = ("example_id", "position", "token_id", "token_class", "segment")
 _PROGRESS_EVERY_SECONDS = 30.0
@@ -37,6 +36,7 @@ class HtaConfig(Config):
     hta_method: str = DEFAULT_HTA_METHOD  # exact | estimate(k)
     max_examples: int | None = None  # the first N examples by id; None: all
     seed: int = 0
+    check_examples: int = 2  # the corpus's shortest examples, where exact HTA is cheap
 
 
 def _tokens(warehouse: DuckDBResource, model_id: str, corpus: str):
@@ -59,16 +59,17 @@ def build_hta_asset(corpus: str) -> AssetsDefinition:
             AssetCheckSpec(
                 "estimate_matches_exact",
                 asset=name,
-                description=f"Estimated input contributions against exact HTA on the {CHECK_EXAMPLES} shortest "
-                f"examples: Pearson >= {CHECK_MIN_PEARSON}; records the mean absolute error.",
+                description="Estimated input contributions against exact HTA on the corpus's shortest examples "
+                f"(run config check_examples): Pearson >= {CHECK_MIN_PEARSON}; records the mean absolute error.",
             )
         ],
     )
     def hta_asset(context: AssetExecutionContext, config: HtaConfig, warehouse: DuckDBResource) -> MaterializeResult:
         method = HtaMethod.parse(config.hta_method)
-        source, tokens = _tokens(warehouse, context.partition_key, corpus)
-        if tokens.is_empty():
+        source, corpus_tokens = _tokens(warehouse, context.partition_key, corpus)
+        if corpus_tokens.is_empty():
             raise ValueError(f"No tokens for model '{context.partition_key}' and corpus '{corpus}': materialize {corpus}_examples first.")
+        tokens = corpus_tokens
         if config.max_examples:
             keep = tokens["example_id"].unique().sort()[: config.max_examples]
             tokens = tokens.filter(tokens["example_id"].is_in(keep.implode()))
@@ -81,7 +82,7 @@ def build_hta_asset(corpus: str) -> AssetsDefinition:
 
         encoder = load_encoder(source)
         facts = extract_hta_facts(encoder, tokens, method, config.seed, report)
-        check = _estimate_check(encoder, tokens, method)
+        check = _estimate_check(encoder, corpus_tokens, method, config.check_examples)
         with warehouse.get_connection() as conn:
             written = replace_partition(
                 conn,
@@ -104,13 +105,13 @@ def build_hta_asset(corpus: str) -> AssetsDefinition:
     return hta_asset
 
 
-def _estimate_check(encoder: LoadedEncoder, tokens: pl.DataFrame, method: HtaMethod) -> AssetCheckResult:
+def _estimate_check(encoder: LoadedEncoder, tokens: pl.DataFrame, method: HtaMethod, n_examples: int) -> AssetCheckResult:
     """Exact against the run's method on the shortest examples (passes trivially for exact)."""
     batches = list(length_batches(tokens, encoder.tokenizer.pad_token_id or 0, 1, encoder.spec.takes_token_types))
     with torch.no_grad():
         embeddings = [
             encoder.model.embeddings(input_ids=batch.inputs["input_ids"], token_type_ids=batch.inputs.get("token_type_ids"))[0]
-            for batch in batches[:CHECK_EXAMPLES]
+            for batch in batches[:n_examples]
         ]
     pearson, mae = (1.0, 0.0) if method.probes is None else estimate_error(encoder.model, embeddings, method)
     return AssetCheckResult(

@@ -84,6 +84,7 @@ _SPECS = [
         max_len=128,
         size=1000,
         spacy_features=True,
+        hta=True,
     ),
     CorpusSpec(
         name="wiki_segments",

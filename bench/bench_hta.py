@@ -4,7 +4,8 @@
                   timed on --backward-sample coordinates and scaled to all L*n*H*dh of them
   batched backward 64 cotangents per backward pass (vmap), timed and scaled the same way
   exact forward   one tangent per input coordinate (n*D), vectorized jvp, all layers at once
-  estimate(k)     k orthogonal probes per input token; Pearson and mean |error| against exact
+  estimate(k)     k orthogonal probes per input token (float32, and bfloat16 products);
+                  Pearson and mean |error| against exact
 Then the whole Pascual suite per example (attention, previous-layer and input contributions,
 correlations, histograms: hta_facts.extract_hta_facts) on --suite-examples XNLI examples,
 projected to 1800.
@@ -87,12 +88,11 @@ def main() -> None:
     exact_seconds, exact = timed(lambda: normalize_rows(input_norms(model, e0, HtaMethod(None))))
     print(f"exact forward mode ({n * width} tangents):             {exact_seconds:9.1f} s", flush=True)
     default = HtaMethod.parse(DEFAULT_HTA_METHOD)
-    for k in (1, 2, 4, 8, 16):
-        method = HtaMethod(k)
+    for method in [HtaMethod(k, bf16) for k in (1, 2, 4, 8, 16) for bf16 in (False, True)]:
         seconds, estimate = timed(lambda: normalize_rows(input_norms(model, e0, method, torch.Generator().manual_seed(1))))
         marker = "  <- default" if method == default else ""
         print(
-            f"{str(method):>12}: {seconds:6.2f} s  pearson {pearson(estimate, exact):.4f}  mean|err| {float((estimate - exact).abs().mean()):.5f}"
+            f"{str(method):>17}: {seconds:6.2f} s  pearson {pearson(estimate, exact):.4f}  mean|err| {float((estimate - exact).abs().mean()):.5f}"
             f"  {loop / seconds:7.0f}x loop  {exact_seconds / seconds:6.1f}x exact{marker}",
             flush=True,
         )

@@ -112,6 +112,13 @@ def test_estimator_is_unbiased(model, hidden):
     assert (draws.std(0) / exact).mean() > 0.05  # single draws do vary: the test can fail
 
 
+def test_bf16_probes_stay_close_to_float32(model, hidden):
+    full = input_norms(model, hidden[0][0], HtaMethod(4), torch.Generator().manual_seed(3))
+    half = input_norms(model, hidden[0][0], HtaMethod(4, bf16=True), torch.Generator().manual_seed(3))
+    assert half.dtype == torch.float32
+    assert ((half - full).abs() / full).median() < 0.02  # same probes: only rounding differs
+
+
 def test_more_probes_track_exact_better(model, hidden):
     _, few = estimate_error(model, [hidden[0][0]], HtaMethod(1))
     _, some = estimate_error(model, [hidden[0][0]], HtaMethod(8))
@@ -134,5 +141,6 @@ def test_row_correlations_on_known_rows():
 
 def test_method_names():
     assert str(HtaMethod.parse("estimate(8)")) == "estimate(8)" and HtaMethod.parse("exact").probes is None
-    with pytest.raises(ValueError, match="expected 'exact' or 'estimate\\(k\\)'"):
+    assert HtaMethod.parse("estimate(4,bf16)") == HtaMethod(4, bf16=True)
+    with pytest.raises(ValueError, match="expected 'exact', 'estimate"):
         HtaMethod.parse("estimate(0)")

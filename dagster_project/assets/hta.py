@@ -26,7 +26,7 @@ from dagster_project.models import LoadedEncoder, load_encoder
 from dagster_project.partitions import model_partitions
 from dagster_project.warehouse import model_source, partition_rows, replace_partition
 
-DEFAULT_HTA_METHOD = "estimate(8)"  # fastest k with Pearson >= 0.99 vs exact (bench/bench_hta.py)
+DEFAULT_HTA_METHOD = "estimate(8,bf16)"  # fastest setting with Pearson >= 0.99 vs exact (bench/bench_hta.py)
 CHECK_MIN_PEARSON = 0.99
 _TOKEN_COLUMNS = ("example_id", "position", "token_id", "token_class", "segment")
 _PROGRESS_EVERY_SECONDS = 30.0

@@ -1,5 +1,6 @@
 """Corpus assets: one per corpus, partitioned by model, writing `examples` and `tokens`."""
 
+import polars as pl
 from dagster import AssetExecutionContext, AssetsDefinition, Config, MaterializeResult, MetadataValue, asset
 from dagster_duckdb import DuckDBResource
 
@@ -10,7 +11,7 @@ from dagster_project.corpora.annotation import spacy_features
 from dagster_project.models import load_encoder
 from dagster_project.partitions import model_partitions
 from dagster_project.resources import DataDirectory
-from dagster_project.warehouse import model_source, replace_partition
+from dagster_project.warehouse import model_source, partition_rows, replace_partition
 
 
 class CorpusConfig(Config):
@@ -92,3 +93,13 @@ def build_corpus_asset(spec: CorpusSpec) -> AssetsDefinition:
 
 corpus_assets_by_name = {name: build_corpus_asset(spec) for name, spec in CORPORA.items()}
 corpus_assets = list(corpus_assets_by_name.values())
+
+
+def model_tokens(warehouse: DuckDBResource, model_id: str, corpus: str) -> tuple[str, pl.DataFrame]:
+    """A model's source and the word pieces of one of its corpora, as the forward passes need them."""
+    with warehouse.get_connection() as conn:
+        source = model_source(conn, model_id)
+        tokens = partition_rows(conn, "tokens", model_id, corpus, ("example_id", "position", "token_id", "token_class", "segment"))
+    if tokens.is_empty():
+        raise ValueError(f"No tokens for model '{model_id}' and corpus '{corpus}': materialize {corpus}_examples first.")
+    return source, tokens

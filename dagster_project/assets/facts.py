@@ -4,13 +4,13 @@
 from dagster import AssetExecutionContext, AssetsDefinition, Config, MaterializeResult, MetadataValue, asset
 from dagster_duckdb import DuckDBResource
 
-from dagster_project.assets.corpora import corpus_assets_by_name
+from dagster_project.assets.corpora import corpus_assets_by_name, model_tokens
 from dagster_project.assets.metadata import table_preview
 from dagster_project.corpora import CORPORA, CorpusSpec
 from dagster_project.facts import DEFAULT_BATCH_TOKENS, extract_attention_facts
 from dagster_project.models import load_encoder
 from dagster_project.partitions import model_partitions
-from dagster_project.warehouse import model_source, partition_rows, replace_partition
+from dagster_project.warehouse import replace_partition
 
 _PROGRESS_EVERY_SECONDS = 10.0
 
@@ -32,13 +32,7 @@ def build_fact_asset(spec: CorpusSpec, corpus_asset: AssetsDefinition) -> Assets
     )
     def fact_asset(context: AssetExecutionContext, config: FactsConfig, warehouse: DuckDBResource) -> MaterializeResult:
         model_id = context.partition_key
-        with warehouse.get_connection() as conn:
-            source = model_source(conn, model_id)
-            tokens = partition_rows(
-                conn, "tokens", model_id, corpus, ("example_id", "position", "token_id", "token_class", "segment")
-            )
-        if tokens.is_empty():
-            raise ValueError(f"No tokens for model '{model_id}' and corpus '{corpus}': materialize {corpus}_examples first.")
+        source, tokens = model_tokens(warehouse, model_id, corpus)
         last_report = [0.0]
 
         def report(done: int, total: int, seconds: float) -> None:

@@ -2,6 +2,8 @@
 correlations of attention with both contributions and the input-contribution histograms;
 an asset check measures the estimator against exact HTA on every run."""
 
+import polars as pl
+import torch
 from dagster import (
     AssetCheckResult,
     AssetCheckSeverity,
@@ -12,36 +14,28 @@ from dagster import (
     MaterializeResult,
     asset,
 )
-import polars as pl
-import torch
 from dagster_duckdb import DuckDBResource
 
-from dagster_project.assets.corpora import corpus_assets_by_name
+from dagster_project.assets.corpora import corpus_assets_by_name, model_tokens
 from dagster_project.assets.metadata import table_preview
 from dagster_project.corpora import CORPORA
+from dagster_project.facts import length_batches
 from dagster_project.hta import HtaMethod, estimate_error
 from dagster_project.hta_facts import extract_hta_facts
-from dagster_project.facts import length_batches
 from dagster_project.models import LoadedEncoder, load_encoder
 from dagster_project.partitions import model_partitions
-from dagster_project.warehouse import model_source, partition_rows, replace_partition
+from dagster_project.warehouse import replace_partition
 
 DEFAULT_HTA_METHOD = "estimate(8,bf16)"  # fastest setting with Pearson >= 0.99 vs exact (bench/bench_hta.py)
 CHECK_MIN_PEARSON = 0.99
-_TOKEN_COLUMNS = ("example_id", "position", "token_id", "token_class", "segment")
 _PROGRESS_EVERY_SECONDS = 30.0
 
 
 class HtaConfig(Config):
-    hta_method: str = DEFAULT_HTA_METHOD  # exact | estimate(k)
+    hta_method: str = DEFAULT_HTA_METHOD  # exact | estimate(k) | estimate(k,bf16)
     max_examples: int | None = None  # the first N examples by id; None: all
     seed: int = 0
     check_examples: int = 2  # the corpus's shortest examples, where exact HTA is cheap
-
-
-def _tokens(warehouse: DuckDBResource, model_id: str, corpus: str):
-    with warehouse.get_connection() as conn:
-        return model_source(conn, model_id), partition_rows(conn, "tokens", model_id, corpus, _TOKEN_COLUMNS)
 
 
 def build_hta_asset(corpus: str) -> AssetsDefinition:
@@ -66,9 +60,7 @@ def build_hta_asset(corpus: str) -> AssetsDefinition:
     )
     def hta_asset(context: AssetExecutionContext, config: HtaConfig, warehouse: DuckDBResource) -> MaterializeResult:
         method = HtaMethod.parse(config.hta_method)
-        source, corpus_tokens = _tokens(warehouse, context.partition_key, corpus)
-        if corpus_tokens.is_empty():
-            raise ValueError(f"No tokens for model '{context.partition_key}' and corpus '{corpus}': materialize {corpus}_examples first.")
+        source, corpus_tokens = model_tokens(warehouse, context.partition_key, corpus)
         tokens = corpus_tokens
         if config.max_examples:
             keep = tokens["example_id"].unique().sort()[: config.max_examples]

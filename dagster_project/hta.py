@@ -6,7 +6,8 @@ output projection), the contribution of token i of an earlier representation e i
 - previous-layer contribution (e = the layer's input): closed form, below;
 - input contribution (e = the embedding output e^0): forward-mode AD through the encoder,
   exactly (one tangent per input coordinate) or estimated with k probes per input token,
-  E ||J v||^2 = ||J||_F^2 when E[v v^T] = I.
+  E ||J v||^2 = ||J||_F^2 when E[v v^T] = I (the first layer, where e^0 is the layer's
+  input, always takes the exact closed form).
 """
 
 import math
@@ -52,6 +53,10 @@ class AttentionWeights:
     key: tuple[torch.Tensor, torch.Tensor]
     value: tuple[torch.Tensor, torch.Tensor]
     scaling: float
+
+    def first_layer(self) -> "AttentionWeights":
+        first = lambda pair: (pair[0][:1], pair[1][:1])  # noqa: E731
+        return AttentionWeights(first(self.query), first(self.key), first(self.value), self.scaling)
 
 
 @lru_cache(maxsize=4)
@@ -177,7 +182,11 @@ def input_norms(model: PreTrainedModel, e0: torch.Tensor, method: HtaMethod, gen
     # outputs: (T, L, n_j, H, dh); tangents are grouped by input token i. Summed over a
     # token's probes, ||J v||^2 is exact for unit tangents and unbiased for the probes.
     squared = (outputs * outputs).sum(-1).view(n_tokens, per_token, *outputs.shape[1:4]).sum(1)  # (i, L, j, H)
-    return squared.permute(1, 3, 2, 0).sqrt()  # (L, H, j, i)
+    norms = squared.permute(1, 3, 2, 0).sqrt()  # (L, H, j, i)
+    if method.probes is not None:
+        # e^0 is the first layer's input: there the closed form is exact and costs nothing.
+        norms[0] = previous_layer_norms(attention_weights(model).first_layer(), e0[None])[0]
+    return norms
 
 
 def row_correlations(attn: torch.Tensor, contributions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

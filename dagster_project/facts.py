@@ -70,14 +70,16 @@ def _pad(chunk: pl.DataFrame, pad_token_id: int, with_token_types: bool) -> Batc
 
     codes = padded("class_code", _PAD_CODE)
     valid = codes != _PAD_CODE
+    segments = padded("segment", 0).to(torch.int64)
     inputs = {"input_ids": padded("token_id", pad_token_id), "attention_mask": valid.to(torch.int64)}
     if with_token_types:
-        inputs["token_type_ids"] = padded("segment", 0).to(torch.int64)
+        inputs["token_type_ids"] = segments
     masks = TokenMasks(
         valid=valid,
         cls=codes == _CLASS_CODES["cls"],
         sep=codes == _CLASS_CODES["sep"],
         punct=codes == _CLASS_CODES["punct"],
+        segment=segments,
     )
     return Batch(example_ids=torch.tensor(chunk["example_id"].to_numpy()), inputs=inputs, masks=masks)
 

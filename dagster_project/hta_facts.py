@@ -9,8 +9,9 @@ import numpy as np
 import polars as pl
 import torch
 
-from dagster_project.facts import SCOPES, frame, head_columns, histogram_columns, histogram_frame, length_batches
+from dagster_project.facts import SCOPES, Batch, frame, head_columns, histogram_columns, histogram_frame, length_batches
 from dagster_project.hta import HtaMethod, attention_weights, input_norms, normalize_rows, previous_layer_norms, row_correlations
+from dagster_project.metrics import PATTERNS, PatternThresholds, head_summaries, pattern_classes, segment_block_mass
 from dagster_project.models import LoadedEncoder
 
 CONTRIBUTION_KINDS = ("previous_layer", "input")
@@ -20,6 +21,7 @@ CONTRIBUTION_KINDS = ("previous_layer", "input")
 class HtaFacts:
     correlations: pl.DataFrame  # example_id, layer, head, kind, pearson, spearman
     histograms: pl.DataFrame  # as position_histograms, kind = contribution
+    example_maps: pl.DataFrame  # full maps of one example per attention-pattern class
     n_examples: int
     seconds: float
 
@@ -46,19 +48,42 @@ def example_maps(encoder: LoadedEncoder, inputs: dict[str, torch.Tensor], method
     )
 
 
+def _map_rows(maps: ExampleMaps, example_id: int, pattern: str) -> pl.DataFrame:
+    """Every (layer, head, query, key) cell of an example's three maps."""
+    layers, heads, n, _ = maps.attention.shape
+    index = torch.stack(torch.meshgrid(*(torch.arange(size) for size in (layers, heads, n, n)), indexing="ij")).reshape(4, -1)
+    return pl.DataFrame(
+        {
+            "example_id": np.full(index.shape[1], example_id, dtype=np.int32),
+            "pattern": pattern,
+            "layer": (index[0] + 1).to(torch.int16).numpy(),
+            "head": (index[1] + 1).to(torch.int16).numpy(),
+            "query": index[2].to(torch.int16).numpy(),
+            "key": index[3].to(torch.int16).numpy(),
+            **{kind: getattr(maps, kind).reshape(-1).numpy() for kind in ("attention", *CONTRIBUTION_KINDS)},
+        }
+    )
+
+
 def extract_hta_facts(
     encoder: LoadedEncoder,
     tokens: pl.DataFrame,
     method: HtaMethod,
     seed: int = 0,
     progress: Callable[[int, int, float], None] | None = None,
+    thresholds: PatternThresholds = PatternThresholds(),
 ) -> HtaFacts:
     """HTA of every example of a `tokens` frame, one example at a time (the input
-    contribution's tangents already fill the machine for one example)."""
+    contribution's tangents already fill the machine for one example).
+
+    For Pascual's Fig. 7 / appendix C, the full maps of one example per Kovaleva pattern
+    class are kept: the example with the most heads of that class (rules of `pattern_classes`).
+    """
     started = time.perf_counter()
     total = tokens["example_id"].n_unique()
     correlation_parts: list[dict[str, np.ndarray]] = []
     histogram_parts: dict[str, list[dict[str, np.ndarray]]] = {scope: [] for scope in SCOPES}
+    best: dict[str, tuple[int, Batch]] = {}  # pattern -> (heads of that pattern, example)
     for done, batch in enumerate(length_batches(tokens, encoder.tokenizer.pad_token_id or 0, 1, encoder.spec.takes_token_types), 1):
         maps = example_maps(encoder, batch.inputs, method, seed + int(batch.example_ids[0]))
         for kind in CONTRIBUTION_KINDS:
@@ -67,11 +92,21 @@ def extract_hta_facts(
             correlation_parts.append({**columns, "kind": np.full(len(columns["layer"]), kind)})
         for scope, columns in histogram_columns(maps.input[None], batch.masks, batch.example_ids).items():
             histogram_parts[scope].append(columns)
+        attention = maps.attention[None]
+        classes = pattern_classes(head_summaries(attention, batch.masks), segment_block_mass(attention, batch.masks), batch.masks, thresholds)
+        for index, count in enumerate(torch.bincount(classes.flatten(), minlength=len(PATTERNS)).tolist()):
+            if count > best.get(PATTERNS[index], (0, None))[0]:
+                best[PATTERNS[index]] = (count, batch)
         if progress:
             progress(done, total, time.perf_counter() - started)
+    example_rows = [
+        _map_rows(example_maps(encoder, batch.inputs, method, seed + int(batch.example_ids[0])), int(batch.example_ids[0]), pattern)
+        for pattern, (_, batch) in best.items()
+    ]
     return HtaFacts(
         correlations=frame(correlation_parts).with_columns(hta_method=pl.lit(str(method))),
         histograms=histogram_frame(histogram_parts, "contribution").with_columns(hta_method=pl.lit(str(method))),
+        example_maps=pl.concat(example_rows).with_columns(hta_method=pl.lit(str(method))),
         n_examples=total,
         seconds=time.perf_counter() - started,
     )

@@ -18,6 +18,7 @@ class TokenMasks:
     cls: torch.Tensor
     sep: torch.Tensor
     punct: torch.Tensor
+    segment: torch.Tensor | None = None  # (B, T) segment ids, for two-segment statistics
 
     @property
     def content(self) -> torch.Tensor:
@@ -96,3 +97,36 @@ def relative_position_histogram(
     counts = torch.zeros(n_examples, n_bins + 1, dtype=torch.int32)
     counts.scatter_add_(-1, bins, torch.ones_like(bins, dtype=torch.int32))
     return sums[..., :n_bins], counts[..., :n_bins]
+
+
+PATTERNS = ("vertical", "diagonal", "vertical+diagonal", "block", "heterogeneous")
+
+
+@dataclass(frozen=True)
+class PatternThresholds:
+    """Documented, tunable rules for Kovaleva's attention-pattern classes (METHODS §4)."""
+
+    vertical: float = 0.5  # mean row mass to [CLS]/[SEP] columns
+    diagonal: float = 0.5  # mean row mass on the previous + next token band
+    block: float = 0.8  # mean content-row mass within its own segment (two-segment inputs)
+
+
+def segment_block_mass(attn: torch.Tensor, masks: TokenMasks) -> torch.Tensor:
+    """Mean over content rows of the mass on content keys of the row's own segment: (B, L, H)."""
+    content = masks.content
+    same_segment = (masks.segment[:, :, None] == masks.segment[:, None, :]) & pair_mask(content, content)
+    per_row = (attn * same_segment[:, None, None].to(attn.dtype)).sum(-1)
+    return _masked_row_mean(per_row, content)
+
+
+def pattern_classes(summaries: dict[str, torch.Tensor], block: torch.Tensor, masks: TokenMasks, thresholds: PatternThresholds) -> torch.Tensor:
+    """Index into PATTERNS of every (example, layer, head) map, from its head summaries."""
+    vertical = summaries["to_cls"] + summaries["to_sep"] >= thresholds.vertical
+    diagonal = summaries["to_prev"] + summaries["to_next"] >= thresholds.diagonal
+    two_segments = (masks.segment.masked_fill(~masks.valid, 0).amax(-1) > 0)[:, None, None]
+    is_block = two_segments & (block >= thresholds.block)
+    return torch.where(
+        vertical & diagonal,
+        2,
+        torch.where(vertical, 0, torch.where(diagonal, 1, torch.where(is_block, 3, 4))),
+    )

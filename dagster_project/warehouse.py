@@ -31,6 +31,7 @@ PARTITIONED_TABLES = frozenset(
         "position_histograms",
         "hta_correlations",
         "contribution_histograms",
+        "hta_example_maps",
     }
 )
 

@@ -56,6 +56,13 @@ def test_demo_pipeline_end_to_end(tiny_model_dir: Path, resources: dict, tmp_pat
     assert count("examples") == 24
     assert count("head_summaries") == 24 * TINY_LAYERS * TINY_HEADS
     assert count("hta_correlations") == 2 * 24 * TINY_LAYERS * TINY_HEADS  # previous-layer and input
+    # One example's full maps per pattern class found: n^2 cells per head, rows summing to 1.
+    maps = conn.execute(
+        "SELECT pattern, count(*), any_value(n_tokens), max(abs(row_sum - 1)) FROM (SELECT pattern, example_id, layer, head, query, "
+        "sum(input) AS row_sum, count(*) AS cells FROM hta_example_maps GROUP BY ALL) JOIN examples USING (example_id) "
+        "GROUP BY pattern"
+    ).fetchall()
+    assert maps and all(rows == n * TINY_LAYERS * TINY_HEADS and error < 1e-5 for _, rows, n, error in maps)
     pairs = conn.execute(
         "SELECT bool_and(pairs = n * n) FROM (SELECT sum(pair_count) AS pairs, any_value(e.n_tokens) AS n "
         "FROM position_histograms p JOIN examples e USING (model_id, corpus, example_id) "

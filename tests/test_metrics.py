@@ -6,6 +6,10 @@ import pytest
 import torch
 
 from dagster_project.metrics import (
+    PATTERNS,
+    PatternThresholds,
+    pattern_classes,
+    segment_block_mass,
     TokenMasks,
     offset_bins,
     head_summaries,
@@ -120,3 +124,35 @@ def test_batched_over_layers_and_heads():
     stats = head_summaries(attn, _masks(["cls", "other", "sep"]))
     assert stats["entropy"][0, 0].tolist() == pytest.approx([0.0, math.log(3)])
     assert stats["to_self"][0, 0].tolist() == pytest.approx([1.0, 1 / 3])
+
+
+def test_pattern_classes_follow_the_rules():
+    # [CLS] a b c d e [SEP] f g h i j [SEP]: four hand-built heads, one per rule.
+    classes = ["cls"] + ["other"] * 5 + ["sep"] + ["other"] * 5 + ["sep"]
+    segment = torch.tensor([[0] * 7 + [1] * 6])
+    n = len(classes)
+    masks = TokenMasks(
+        valid=torch.ones(1, n, dtype=torch.bool),
+        cls=torch.tensor([[c == "cls" for c in classes]]),
+        sep=torch.tensor([[c == "sep" for c in classes]]),
+        punct=torch.zeros(1, n, dtype=torch.bool),
+        segment=segment,
+    )
+    vertical = torch.zeros(n, n)
+    vertical[:, 0] = 1.0  # everything on [CLS]
+    diagonal = torch.zeros(n, n)
+    diagonal[torch.arange(1, n), torch.arange(0, n - 1)] = 1.0  # previous token
+    diagonal[0, 1] = 1.0
+    own_content = (segment[0][:, None] == segment[0][None, :]) & masks.content[0][None, :]
+    block = own_content / own_content.sum(-1, keepdim=True)  # uniform over the own segment's 5 words
+    uniform = torch.full((n, n), 1 / n)
+    attn = torch.stack([vertical, diagonal, block, uniform])[None, None]  # (1, 1, 4, n, n)
+    summaries = head_summaries(attn, masks)
+    block_mass = segment_block_mass(attn, masks)
+    assert block_mass[0, 0, 2].item() == pytest.approx(1.0)
+    assert block_mass[0, 0, 3].item() == pytest.approx(5 / n)  # five same-segment content keys
+    found = pattern_classes(summaries, block_mass, masks, PatternThresholds())[0, 0].tolist()
+    assert [PATTERNS[index] for index in found] == ["vertical", "diagonal", "block", "heterogeneous"]
+    # With both thresholds low, the [CLS] head's 1/n diagonal share is not enough, the previous-token head's [CLS] share is.
+    lenient = pattern_classes(summaries, block_mass, masks, PatternThresholds(vertical=0.05, diagonal=0.15))[0, 0].tolist()
+    assert [PATTERNS[index] for index in lenient][:2] == ["vertical", "vertical+diagonal"]

@@ -78,7 +78,11 @@ def build_hta_asset(corpus: str) -> AssetsDefinition:
         with warehouse.get_connection() as conn:
             written = replace_partition(
                 conn,
-                {"hta_correlations": facts.correlations, "contribution_histograms": facts.histograms},
+                {
+                    "hta_correlations": facts.correlations,
+                    "contribution_histograms": facts.histograms,
+                    "hta_example_maps": facts.example_maps,
+                },
                 context.partition_key,
                 corpus,
             )
@@ -89,6 +93,7 @@ def build_hta_asset(corpus: str) -> AssetsDefinition:
                 "examples": facts.n_examples,
                 "seconds": round(facts.seconds, 1),
                 "seconds_per_example": round(facts.seconds / facts.n_examples, 2),
+                "example_per_pattern": table_preview(facts.example_maps.group_by("pattern").agg(example_id=pl.col("example_id").first()).sort("pattern")),
                 "preview": table_preview(facts.correlations),
             },
             check_results=[check],

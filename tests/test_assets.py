@@ -39,8 +39,17 @@ def _run_demo(instance: DagsterInstance, resources: dict, model_id: str) -> None
     assert materialize([warehouse_views], instance=instance, resources=resources).success
     result = materialize(all_assets, selection=selection, partition_key=model_id, instance=instance, resources=resources)
     assert result.success
-    (check,) = result.get_asset_check_evaluations()
-    assert check.check_name == "estimate_matches_exact" and "pearson_with_exact" in check.metadata
+    checks = {check.check_name: check for check in result.get_asset_check_evaluations()}
+    assert set(checks) == {
+        "rows_sum_to_one",
+        "histogram_pairs_and_mass",
+        "finite_values",
+        "rows_per_example",
+        "contributions_sum_to_one",
+        "estimate_matches_exact",
+    }
+    assert all(checks[name].passed for name in checks if name != "estimate_matches_exact")
+    assert "pearson_with_exact" in checks["estimate_matches_exact"].metadata
 
 
 def test_demo_pipeline_end_to_end(tiny_model_dir: Path, resources: dict, tmp_path: Path):

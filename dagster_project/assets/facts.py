@@ -5,7 +5,9 @@ from dagster import AssetExecutionContext, AssetsDefinition, Config, Materialize
 from dagster_duckdb import DuckDBResource
 
 from dagster_project.assets.corpora import corpus_assets_by_name, model_tokens
+from dagster_project.assets.checks import check_result, fact_check_specs
 from dagster_project.assets.metadata import table_preview
+from dagster_project.checks import finite, histogram_masses, rows_per_example, rows_sum_to_one
 from dagster_project.corpora import CORPORA, CorpusSpec
 from dagster_project.facts import DEFAULT_BATCH_TOKENS, extract_attention_facts
 from dagster_project.models import load_encoder
@@ -19,16 +21,27 @@ class FactsConfig(Config):
     batch_tokens: int = DEFAULT_BATCH_TOKENS  # padded positions per forward batch
 
 
+FACT_CHECKS = {
+    "rows_sum_to_one": "Every attention row sums to 1 (max error <= 1e-4).",
+    "histogram_pairs_and_mass": "Per example and head: histogram pair counts sum to n^2 and weights to n.",
+    "finite_values": "No NaN or inf in the head summaries and histogram weights.",
+    "rows_per_example": "One head-summary row per (example, layer, head).",
+}
+
+
 def build_fact_asset(spec: CorpusSpec, corpus_asset: AssetsDefinition) -> AssetsDefinition:
     corpus = spec.name
+    name = f"{corpus}_attention_facts"
+    checks = FACT_CHECKS if spec.histograms else {k: v for k, v in FACT_CHECKS.items() if k != "histogram_pairs_and_mass"}
 
     @asset(
-        name=f"{corpus}_attention_facts",
+        name=name,
         description=f"Per-example, per-head attention facts of the '{corpus}' corpus (METHODS §3).",
         partitions_def=model_partitions,
         deps=[corpus_asset],
         group_name="facts",
         pool="warehouse_writer",
+        check_specs=fact_check_specs(name, checks),
     )
     def fact_asset(context: AssetExecutionContext, config: FactsConfig, warehouse: DuckDBResource) -> MaterializeResult:
         model_id = context.partition_key
@@ -40,7 +53,17 @@ def build_fact_asset(spec: CorpusSpec, corpus_asset: AssetsDefinition) -> Assets
                 last_report[0] = seconds
                 context.log.info(f"{corpus}: {done}/{total} examples, {done / seconds:.1f} examples/s")
 
-        facts = extract_attention_facts(load_encoder(source), tokens, config.batch_tokens, report, spec.histograms)
+        encoder = load_encoder(source)
+        facts = extract_attention_facts(encoder, tokens, config.batch_tokens, report, spec.histograms)
+        summaries = facts.head_summaries
+        outcomes = [
+            rows_sum_to_one(summaries),
+            finite(summaries, ["to_cls", "to_sep", "to_self", "entropy", "row_sum_error"]),
+            rows_per_example(summaries, tokens["example_id"].n_unique(), encoder.spec.n_layers * encoder.spec.n_heads),
+        ]
+        if spec.histograms:
+            lengths = summaries.select("example_id", "n_tokens").unique()
+            outcomes.append(histogram_masses(facts.position_histograms, lengths, "histogram_pairs_and_mass", FACT_CHECKS["histogram_pairs_and_mass"]))
         tables = {"head_summaries": facts.head_summaries}
         if spec.histograms:
             tables["position_histograms"] = facts.position_histograms
@@ -54,7 +77,8 @@ def build_fact_asset(spec: CorpusSpec, corpus_asset: AssetsDefinition) -> Assets
                 "examples_per_second": round(facts.n_examples / facts.seconds, 1),
                 "max_row_sum_error": MetadataValue.float(float(facts.head_summaries["row_sum_error"].max())),
                 "preview": table_preview(facts.head_summaries),
-            }
+            },
+            check_results=[check_result(outcome) for outcome in outcomes],
         )
 
     return fact_asset

@@ -16,7 +16,9 @@ from dagster import (
 )
 from dagster_duckdb import DuckDBResource
 
+from dagster_project.assets.checks import check_result, fact_check_specs
 from dagster_project.assets.corpora import corpus_assets_by_name, model_tokens
+from dagster_project.checks import histogram_masses
 from dagster_project.assets.metadata import table_preview
 from dagster_project.corpora import CORPORA
 from dagster_project.facts import length_batches
@@ -28,6 +30,7 @@ from dagster_project.warehouse import replace_partition
 
 DEFAULT_HTA_METHOD = "estimate(8,bf16)"  # fastest setting with Pearson >= 0.99 vs exact (bench/bench_hta.py)
 CHECK_MIN_PEARSON = 0.99
+CONTRIBUTION_CHECK = "Input contributions of every query row sum to 1; histogram pairs sum to n^2."
 _PROGRESS_EVERY_SECONDS = 30.0
 
 
@@ -50,6 +53,7 @@ def build_hta_asset(corpus: str) -> AssetsDefinition:
         group_name="hta",
         pool="warehouse_writer",
         check_specs=[
+            *fact_check_specs(name, {"contributions_sum_to_one": CONTRIBUTION_CHECK}),
             AssetCheckSpec(
                 "estimate_matches_exact",
                 asset=name,
@@ -75,6 +79,8 @@ def build_hta_asset(corpus: str) -> AssetsDefinition:
         encoder = load_encoder(source)
         facts = extract_hta_facts(encoder, tokens, method, config.seed, report)
         check = _estimate_check(encoder, corpus_tokens, method, config.check_examples)
+        lengths = tokens.group_by("example_id").agg(n_tokens=pl.len())
+        sums = histogram_masses(facts.histograms, lengths, "contributions_sum_to_one", CONTRIBUTION_CHECK)
         with warehouse.get_connection() as conn:
             written = replace_partition(
                 conn,
@@ -96,7 +102,7 @@ def build_hta_asset(corpus: str) -> AssetsDefinition:
                 "example_per_pattern": table_preview(facts.example_maps.group_by("pattern").agg(example_id=pl.col("example_id").first()).sort("pattern")),
                 "preview": table_preview(facts.correlations),
             },
-            check_results=[check],
+            check_results=[check_result(sums), check],
         )
 
     return hta_asset

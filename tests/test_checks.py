@@ -1,0 +1,33 @@
+"""Fact checks on small frames that pass and frames that must fail."""
+
+import polars as pl
+
+from dagster_project.checks import finite, histogram_masses, rows_per_example, rows_sum_to_one
+
+
+def _histogram(sums: list[float], counts: list[int]) -> pl.DataFrame:
+    return pl.DataFrame(
+        {"example_id": [0] * 3, "kind": ["attention"] * 3, "scope": ["all"] * 3, "layer": [1] * 3, "head": [1] * 3,
+         "offset": [-1, 0, 1], "weight_sum": sums, "pair_count": counts}
+    )
+
+
+def test_histograms_of_a_two_token_example():
+    lengths = pl.DataFrame({"example_id": [0], "n_tokens": [2]})
+    good = histogram_masses(_histogram([0.5, 1.0, 0.5], [1, 2, 1]), lengths, "h", "")
+    assert good.passed and good.metadata["heads_checked"] == 1
+    wrong_pairs = histogram_masses(_histogram([0.5, 1.0, 0.5], [1, 3, 1]), lengths, "h", "")
+    assert not wrong_pairs.passed and wrong_pairs.metadata["heads_with_wrong_pair_count"] == 1
+    wrong_mass = histogram_masses(_histogram([0.5, 1.2, 0.5], [1, 2, 1]), lengths, "h", "")
+    assert not wrong_mass.passed and abs(wrong_mass.metadata["max_relative_mass_error"] - 0.1) < 1e-9
+    assert not histogram_masses(_histogram([1, 1, 1], [1, 2, 1]).head(0), lengths, "h", "").passed  # nothing to check
+
+
+def test_row_sums_finiteness_and_row_counts():
+    summaries = pl.DataFrame({"example_id": [0, 0, 1, 1], "row_sum_error": [1e-7, 2e-7, 1e-7, 3e-3], "entropy": [0.1, float("nan"), 0.2, 0.3]})
+    assert not rows_sum_to_one(summaries).passed
+    assert rows_sum_to_one(summaries.head(3)).passed
+    outcome = finite(summaries, ["entropy"])
+    assert not outcome.passed and outcome.metadata["non_finite_entropy"] == 1
+    assert rows_per_example(summaries, 2, 2).passed
+    assert not rows_per_example(summaries, 3, 2).passed and not rows_per_example(summaries, 2, 3).passed

@@ -6,7 +6,7 @@ from dagster_duckdb import DuckDBResource
 
 from dagster_project.assets.corpora import corpus_assets_by_name, model_tokens
 from dagster_project.assets.checks import check_result, fact_check_specs
-from dagster_project.assets.metadata import table_preview
+from dagster_project.assets.metadata import progress_logger, table_preview
 from dagster_project.checks import finite, histogram_masses, rows_per_example, rows_sum_to_one
 from dagster_project.corpora import CORPORA, CorpusSpec
 from dagster_project.facts import DEFAULT_BATCH_TOKENS, extract_attention_facts
@@ -46,13 +46,7 @@ def build_fact_asset(spec: CorpusSpec, corpus_asset: AssetsDefinition) -> Assets
     def fact_asset(context: AssetExecutionContext, config: FactsConfig, warehouse: DuckDBResource) -> MaterializeResult:
         model_id = context.partition_key
         source, tokens = model_tokens(warehouse, model_id, corpus)
-        last_report = [0.0]
-
-        def report(done: int, total: int, seconds: float) -> None:
-            if seconds - last_report[0] >= _PROGRESS_EVERY_SECONDS or done == total:
-                last_report[0] = seconds
-                context.log.info(f"{corpus}: {done}/{total} examples, {done / seconds:.1f} examples/s")
-
+        report = progress_logger(context, corpus, _PROGRESS_EVERY_SECONDS)
         encoder = load_encoder(source)
         facts = extract_attention_facts(encoder, tokens, config.batch_tokens, report, spec.histograms)
         summaries = facts.head_summaries

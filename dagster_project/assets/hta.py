@@ -19,7 +19,7 @@ from dagster_duckdb import DuckDBResource
 from dagster_project.assets.checks import check_result, fact_check_specs
 from dagster_project.assets.corpora import corpus_assets_by_name, model_tokens
 from dagster_project.checks import histogram_masses
-from dagster_project.assets.metadata import table_preview
+from dagster_project.assets.metadata import progress_logger, table_preview
 from dagster_project.corpora import CORPORA
 from dagster_project.facts import length_batches
 from dagster_project.hta import HtaMethod, estimate_error
@@ -69,13 +69,7 @@ def build_hta_asset(corpus: str) -> AssetsDefinition:
         if config.max_examples:
             keep = tokens["example_id"].unique().sort()[: config.max_examples]
             tokens = tokens.filter(tokens["example_id"].is_in(keep.implode()))
-        last_report = [0.0]
-
-        def report(done: int, total: int, seconds: float) -> None:
-            if seconds - last_report[0] >= _PROGRESS_EVERY_SECONDS or done == total:
-                last_report[0] = seconds
-                context.log.info(f"{corpus} HTA ({method}): {done}/{total} examples, {seconds:.0f} s")
-
+        report = progress_logger(context, f"{corpus} HTA ({method})", _PROGRESS_EVERY_SECONDS)
         encoder = load_encoder(source)
         facts = extract_hta_facts(encoder, tokens, method, config.seed, report)
         check = _estimate_check(encoder, corpus_tokens, method, config.check_examples)

@@ -93,7 +93,7 @@ def encode_corpus(
     if "text_b" in shuffled.columns and shuffled["text_b"].is_not_null().any():
         segments.append(shuffled["text_b"].to_list())
     encoded = tokenizer(
-        *segments, return_special_tokens_mask=True, return_token_type_ids=True, return_offsets_mapping=True
+        *segments, return_special_tokens_mask=True, return_token_type_ids=True, return_offsets_mapping=True, verbose=False
     )
     lengths = np.fromiter((len(ids) for ids in encoded["input_ids"]), dtype=np.int64, count=shuffled.height)
     fits = lengths <= max_len

@@ -1,5 +1,6 @@
 """MiniLM (the embedded default) on small slices of the real corpora, through the assets."""
 
+import re
 from pathlib import Path
 
 import duckdb
@@ -11,6 +12,7 @@ from dagster_project.assets import all_assets, corpus_assets_by_name, fact_asset
 from dagster_project.models import DEFAULT_MODEL
 from dagster_project.registration import register_model
 from dagster_project.resources import ChartFolder, DataDirectory
+from dagster_project.settings import PROJECT_ROOT
 from dagster_project.warehouse import view_files
 
 pytestmark = pytest.mark.integration
@@ -160,3 +162,12 @@ def test_hta_contributions_and_correlations(warehouse):
     assert error < 1e-3
     kinds = warehouse.execute("SELECT DISTINCT kind FROM pascual_center_of_mass ORDER BY 1").fetchall()
     assert kinds == [("attention",), ("contribution",)]
+
+
+def test_readme_queries_run(warehouse):
+    readme = (PROJECT_ROOT / "README.md").read_text()
+    queries = re.findall(r"```sql\n(.*?)```", readme, flags=re.S)
+    assert len(queries) >= 4
+    results = [warehouse.execute(query).fetchall() for query in queries]
+    assert results[0], "MiniLM has heads above 0.5 on [CLS]"
+    assert results[3] and len(results[3]) == 6  # one row per MiniLM layer

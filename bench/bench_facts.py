@@ -113,7 +113,7 @@ def main() -> None:
     print(f"model {args.model}, corpus {args.corpus}, {tokens.height} tokens, {torch.get_num_threads()} threads", flush=True)
     bare_forward(encoder, tokens)  # warm-up
     bare, extracted, written = [], [], []
-    for _ in range(3):  # interleaved, so drift in machine load hits both alike
+    for _ in range(5):  # interleaved, so drift in machine load hits both alike; min of 5
         bare.append(timed(bare_forward, encoder, tokens))
         started = time.perf_counter()
         facts = extract(encoder, tokens)

@@ -23,11 +23,10 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import polars as pl  # noqa: E402
 import torch  # noqa: E402
-from torch.func import vmap  # noqa: E402
 
 from dagster_project.assets.hta import DEFAULT_HTA_METHOD  # noqa: E402
 from dagster_project.corpora import CORPORA, encode_corpus  # noqa: E402
-from dagster_project.hta import HtaMethod, _context_function, input_norms, normalize_rows  # noqa: E402
+from dagster_project.hta import HtaMethod, context_function, input_norms, normalize_rows  # noqa: E402
 from dagster_project.hta_facts import extract_hta_facts  # noqa: E402
 from dagster_project.models import DEFAULT_MODEL, load_encoder  # noqa: E402
 from dagster_project.settings import data_dir  # noqa: E402
@@ -42,7 +41,7 @@ def timed(function, *args):
 def backward_seconds(model, e0: torch.Tensor, sample: int, batch: int) -> float:
     """Seconds for `sample` output coordinates, `batch` cotangents per backward pass."""
     x = e0[None].clone().requires_grad_(True)
-    outputs = _context_function(model)(x).reshape(-1)
+    outputs = context_function(model)(x).reshape(-1)
     coordinates = torch.randperm(outputs.numel(), generator=torch.Generator().manual_seed(0))[:sample]
     started = time.perf_counter()
     for start in range(0, sample, batch):

@@ -129,7 +129,7 @@ def normalize_rows(norms: torch.Tensor) -> torch.Tensor:
     return norms / norms.sum(-1, keepdim=True)
 
 
-def _context_function(model: PreTrainedModel):
+def context_function(model: PreTrainedModel):
     """e0 (1, n, D) -> stacked head outputs of every layer, (L, n, H, dh)."""
     layers = _encoder_layers(model)
     heads, size = layers[0].attention.self.num_attention_heads, layers[0].attention.self.attention_head_size
@@ -174,7 +174,7 @@ def input_norms(model: PreTrainedModel, e0: torch.Tensor, method: HtaMethod, gen
     else:
         tangents = orthogonal_probes(n_tokens, width, method.probes, generator or torch.Generator().manual_seed(0))
         per_token = method.probes
-    contexts = _context_function(model)
+    contexts = context_function(model)
     primal = e0[None]
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=method.bf16):
         outputs = vmap(lambda tangent: jvp(contexts, (primal,), (tangent[None],))[1], chunk_size=PROBE_CHUNK)(tangents)

@@ -9,7 +9,7 @@ import numpy as np
 import polars as pl
 import torch
 
-from dagster_project.facts import SCOPES, Batch, frame, head_columns, histogram_columns, histogram_frame, length_batches
+from dagster_project.facts import SCOPES, frame, head_columns, histogram_columns, histogram_frame, length_batches
 from dagster_project.hta import HtaMethod, attention_weights, input_norms, normalize_rows, previous_layer_norms, row_correlations
 from dagster_project.metrics import PATTERNS, PatternThresholds, head_summaries, pattern_classes, segment_block_mass
 from dagster_project.models import LoadedEncoder
@@ -77,13 +77,14 @@ def extract_hta_facts(
     contribution's tangents already fill the machine for one example).
 
     For Pascual's Fig. 7 / appendix C, the full maps of one example per Kovaleva pattern
-    class are kept: the example with the most heads of that class (rules of `pattern_classes`).
+    class are kept (a few MB): the example with the most heads of that class (rules of
+    `pattern_classes`).
     """
     started = time.perf_counter()
     total = tokens["example_id"].n_unique()
     correlation_parts: list[dict[str, np.ndarray]] = []
     histogram_parts: dict[str, list[dict[str, np.ndarray]]] = {scope: [] for scope in SCOPES}
-    best: dict[str, tuple[int, Batch]] = {}  # pattern -> (heads of that pattern, example)
+    best: dict[str, tuple[int, int, ExampleMaps]] = {}  # pattern -> (heads of that pattern, example id, maps)
     for done, batch in enumerate(length_batches(tokens, encoder.tokenizer.pad_token_id or 0, 1, encoder.spec.takes_token_types), 1):
         maps = example_maps(encoder, batch.inputs, method, seed + int(batch.example_ids[0]))
         for kind in CONTRIBUTION_KINDS:
@@ -95,14 +96,11 @@ def extract_hta_facts(
         attention = maps.attention[None]
         classes = pattern_classes(head_summaries(attention, batch.masks), segment_block_mass(attention, batch.masks), batch.masks, thresholds)
         for index, count in enumerate(torch.bincount(classes.flatten(), minlength=len(PATTERNS)).tolist()):
-            if count > best.get(PATTERNS[index], (0, None))[0]:
-                best[PATTERNS[index]] = (count, batch)
+            if count > best.get(PATTERNS[index], (0,))[0]:
+                best[PATTERNS[index]] = (count, int(batch.example_ids[0]), maps)
         if progress:
             progress(done, total, time.perf_counter() - started)
-    example_rows = [
-        _map_rows(example_maps(encoder, batch.inputs, method, seed + int(batch.example_ids[0])), int(batch.example_ids[0]), pattern)
-        for pattern, (_, batch) in best.items()
-    ]
+    example_rows = [_map_rows(maps, example_id, pattern) for pattern, (_, example_id, maps) in best.items()]
     return HtaFacts(
         correlations=frame(correlation_parts).with_columns(hta_method=pl.lit(str(method))),
         histograms=histogram_frame(histogram_parts, "contribution").with_columns(hta_method=pl.lit(str(method))),

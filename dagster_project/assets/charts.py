@@ -27,6 +27,7 @@ class ChartSpec:
     corpora: tuple[str, ...]  # first one with rows for the model is drawn
     draw: Callable[[pl.DataFrame, str], alt.TopLevelMixin]
     needs_hta: bool = False
+    caption: str = ""  # appended to the chart title
 
 
 CHARTS = (
@@ -34,9 +35,9 @@ CHARTS = (
     ChartSpec("clark_fig4_entropy", "Clark et al. Fig. 4", "clark_entropy", ("wiki_segments", "demo"), charts.clark_entropy_chart),
     ChartSpec("pascual_fig2_attention_histograms", "Pascual et al. Fig. 2", "pascual_attention_histograms", ("xnli_en", "demo"), charts.pascual_histograms_chart),
     ChartSpec("pascual_fig4_center_of_mass", "Pascual et al. Fig. 4/5", "pascual_center_of_mass", ("xnli_en", "demo"), charts.pascual_center_of_mass_chart),
-    ChartSpec("pascual_fig1_local_correlation", "Pascual et al. Fig. 1: attention vs previous-layer contribution", "pascual_hta_local_correlation", ("xnli_en", "demo"), charts.pascual_correlation_chart, needs_hta=True),
+    ChartSpec("pascual_fig1_local_correlation", "Pascual et al. Fig. 1", "pascual_hta_local_correlation", ("xnli_en", "demo"), charts.pascual_correlation_chart, needs_hta=True, caption="attention vs previous-layer contribution"),
     ChartSpec("pascual_fig3_contribution_histograms", "Pascual et al. Fig. 3", "pascual_contribution_histograms", ("xnli_en", "demo"), charts.pascual_histograms_chart, needs_hta=True),
-    ChartSpec("pascual_fig6_global_correlation", "Pascual et al. Fig. 6: attention vs input contribution", "pascual_hta_global_correlation", ("xnli_en", "demo"), charts.pascual_correlation_chart, needs_hta=True),
+    ChartSpec("pascual_fig6_global_correlation", "Pascual et al. Fig. 6", "pascual_hta_global_correlation", ("xnli_en", "demo"), charts.pascual_correlation_chart, needs_hta=True, caption="attention vs input contribution"),
 )
 
 
@@ -59,7 +60,7 @@ def build_chart_asset(spec: ChartSpec) -> AssetsDefinition:
                 "materialize the corpus and attention-fact assets first."
             )
         rows = rows.filter(pl.col("corpus") == corpus)
-        title = f"{rows['model'][0]} on {corpus}" + (f": {spec.figure.split(': ')[1]}" if ": " in spec.figure else "")
+        title = f"{rows['model'][0]} on {corpus}" + (f": {spec.caption}" if spec.caption else "")
         html, png = charts.save_chart(spec.draw(rows, title), chart_folder.for_model(model_id), spec.name)
         context.log.info(f"Wrote {html} and {png}")
         encoded = base64.b64encode(png.read_bytes()).decode()

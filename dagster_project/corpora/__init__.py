@@ -4,7 +4,9 @@
 corpus, and one `<name>_attention_facts` asset per corpus analysed for attention.
 """
 
+from collections.abc import Callable
 from functools import partial
+from pathlib import Path
 
 from dagster_project.corpora.base import CorpusData, CorpusError, CorpusSpec, join_words, split_words
 from dagster_project.corpora.conllu_corpora import read_ud
@@ -31,17 +33,25 @@ FRAMENET_FILES = (
 UD_FILES = {"ewt": "ud_english_ewt/en_ewt-ud-{split}.conllu", "gum": "ud_english_gum/en_gum-ud-{split}.conllu"}
 
 
+def _annotated(name: str, description: str, files: tuple[str, ...], read: Callable[[Path], CorpusData], **options) -> CorpusSpec:
+    """A corpus analysed word by word against its gold annotations: every example that fits
+    (128 pieces unless given), no position histograms, not in the default run."""
+    return CorpusSpec(
+        name=name,
+        description=description,
+        files=files,
+        read=read,
+        **{"max_len": 128, "size": None, "histograms": False, "default": False, **options},
+    )
+
+
 def _ud(treebank: str, split: str) -> CorpusSpec:
     file = UD_FILES[treebank].format(split=split)
-    return CorpusSpec(
-        name=f"ud_{treebank}_{split}",
-        description=f"UD English {treebank.upper()} {split}: gold UPOS/XPOS, heads and relations (Clark §4-5).",
-        files=(file,),
-        read=lambda data_dir: read_ud([data_dir / file]),
-        max_len=128,
-        size=None,
-        histograms=False,
-        default=False,
+    return _annotated(
+        f"ud_{treebank}_{split}",
+        f"UD English {treebank.upper()} {split}: gold UPOS/XPOS, heads and relations (Clark §4-5).",
+        (file,),
+        lambda data_dir: read_ud([data_dir / file]),
     )
 
 
@@ -97,51 +107,36 @@ _SPECS = [
     ),
     *(_xnli(language) for language in ("en", "de", "ar")),
     *(_ud(treebank, split) for treebank in UD_FILES for split in ("dev", "test")),
-    CorpusSpec(
-        name="ontogum",
-        description="Clark §4.3: OntoGUM coreference (OntoNotes scheme), documents cut into sentence windows of <= 128 pieces.",
-        files=("gum_coref/ontogum_conllu/GUM_bio_byron.conllu",),
+    _annotated(
+        "ontogum",
+        "Clark §4.3: OntoGUM coreference (OntoNotes scheme), documents cut into sentence windows of <= 128 pieces.",
+        ("gum_coref/ontogum_conllu/GUM_bio_byron.conllu",),
         # The staged OntoGUM has a few unbalanced brackets: skipped and reported, not fatal.
-        read=lambda data_dir: read_ontogum(ontogum_files(data_dir), strict=False),
+        lambda data_dir: read_ontogum(ontogum_files(data_dir), strict=False),
         prepare=window_documents,
-        max_len=128,
-        size=None,
-        histograms=False,
-        default=False,
     ),
-    CorpusSpec(
-        name="conll2012",
-        description="CoNLL-2012 coreference (OntoNotes), for users who have it: conll2012/dev.english.v4_gold_conll.",
-        files=(CONLL2012_FILE,),
-        read=lambda data_dir: read_conll2012(data_dir / CONLL2012_FILE),
+    _annotated(
+        "conll2012",
+        "CoNLL-2012 coreference (OntoNotes), for users who have it: conll2012/dev.english.v4_gold_conll.",
+        (CONLL2012_FILE,),
+        lambda data_dir: read_conll2012(data_dir / CONLL2012_FILE),
         prepare=window_documents,
-        max_len=128,
-        size=None,
-        histograms=False,
-        default=False,
     ),
     *(
-        CorpusSpec(
-            name=f"gap_{split}",
-            description=f"GAP {split}: gendered pronoun, two name candidates, gold coreference flags.",
-            files=(gap_files(split),),
-            read=lambda data_dir, split=split: read_gap(data_dir / gap_files(split)),
+        _annotated(
+            f"gap_{split}",
+            f"GAP {split}: gendered pronoun, two name candidates, gold coreference flags.",
+            (gap_files(split),),
+            lambda data_dir, split=split: read_gap(data_dir / gap_files(split)),
             max_len=512,
-            size=None,
-            histograms=False,
-            default=False,
         )
         for split in ("development", "validation", "test")
     ),
-    CorpusSpec(
-        name="framenet",
-        description="Kovaleva §4.2: FrameNet 1.7 full-text dev+test sentences of <= 12 words with LU -> core FE links.",
-        files=tuple(FRAMENET_FILES),
-        read=lambda data_dir: read_framenet([data_dir / name for name in FRAMENET_FILES[:2]], data_dir / FRAMENET_FILES[2]),
-        max_len=128,
-        size=None,
-        histograms=False,
-        default=False,
+    _annotated(
+        "framenet",
+        "Kovaleva §4.2: FrameNet 1.7 full-text dev+test sentences of <= 12 words with LU -> core FE links.",
+        FRAMENET_FILES,
+        lambda data_dir: read_framenet([data_dir / name for name in FRAMENET_FILES[:2]], data_dir / FRAMENET_FILES[2]),
     ),
     *(_glue(task, "validation") for task in GLUE_TASKS),
     *(_glue(task, "train") for task in GLUE_TASKS if task != "qnli"),  # QNLI train is not staged

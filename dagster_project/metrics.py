@@ -130,3 +130,54 @@ def pattern_classes(summaries: dict[str, torch.Tensor], block: torch.Tensor, mas
         2,
         torch.where(vertical, 0, torch.where(diagonal, 1, torch.where(is_block, 3, 4))),
     )
+
+
+WORD_MODES = ("mean", "first", "max")
+
+
+def word_piece_matrix(piece_start: torch.Tensor, piece_end: torch.Tensor, width: int) -> torch.Tensor:
+    """(B, W, T) float membership of piece t in word w from [start, end) piece spans.
+
+    Padded word slots (and words without pieces) have start == end and so no pieces.
+    """
+    positions = torch.arange(width)
+    return ((positions >= piece_start[..., None]) & (positions < piece_end[..., None])).float()
+
+
+def word_level_maps(attn: torch.Tensor, membership: torch.Tensor, mode: str = "mean") -> torch.Tensor:
+    """Word-to-word attention (Clark §4.1, METHODS §3): (B, L, H, T, T) -> (B, L, H, W, W).
+
+    Attention TO a word is the sum over its pieces; FROM a word it is the mean over its
+    pieces (`mean`), the row of its first piece (`first`, the released code) or the
+    elementwise max over its pieces' rows (`max`). Special tokens belong to no word, so
+    their columns drop out. `membership` is `word_piece_matrix`'s (B, W, T).
+    """
+    to_words = torch.einsum("blhqk,bwk->blhqw", attn, membership)
+    counts = membership.sum(-1, keepdim=True)
+    if mode == "mean":
+        return torch.einsum("bvq,blhqw->blhvw", membership / counts.clamp(min=1), to_words)
+    if mode == "first":
+        first = membership * (membership.cumsum(-1) == 1)
+        return torch.einsum("bvq,blhqw->blhvw", first, to_words)
+    if mode == "max":
+        # Gather each word's piece rows (at most P per word), padded slots at -inf.
+        most = int(counts.max().item()) if counts.numel() else 0
+        order = membership.argsort(dim=-1, descending=True, stable=True)[..., : max(most, 1)]  # (B, W, P)
+        taken = torch.arange(order.shape[-1]) < counts  # (B, W, P)
+        b, l, h, _, width = to_words.shape
+        flat = order.reshape(b, 1, 1, -1, 1).expand(b, l, h, -1, width)
+        gathered = to_words.gather(-2, flat).reshape(b, l, h, *order.shape[1:], width)
+        gathered = gathered.masked_fill(~taken[:, None, None, :, :, None], float("-inf"))
+        return gathered.amax(-2).clamp(min=0)
+    raise ValueError(f"word_mode must be one of {WORD_MODES}, got '{mode}'")
+
+
+def most_attended_words(word_maps: torch.Tensor, words: torch.Tensor) -> torch.Tensor:
+    """Per (example, layer, head, word) the most-attended OTHER real word: argmax over
+    keys excluding itself and padded words, ties to the lower index. (B, L, H, W) int64;
+    -1 where the example has a single word. `words` (B, W) marks real word slots."""
+    width = word_maps.shape[-1]
+    allowed = words[:, None, :] & ~torch.eye(width, dtype=torch.bool)[None]
+    scores = word_maps.masked_fill(~allowed[:, None, None], float("-inf"))
+    best = scores.argmax(-1)
+    return torch.where(allowed.any(-1)[:, None, None], best, -1)

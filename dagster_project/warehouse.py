@@ -32,6 +32,8 @@ PARTITIONED_TABLES = frozenset(
         "hta_correlations",
         "contribution_histograms",
         "hta_example_maps",
+        "relation_hits",
+        "head_distances",
     }
 )
 

@@ -28,6 +28,7 @@ class ChartSpec:
     draw: Callable[[pl.DataFrame, str], alt.TopLevelMixin]
     needs_hta: bool = False
     caption: str = ""  # appended to the chart title
+    extra_deps: tuple[AssetsDefinition, ...] = ()  # analysis assets the view reads besides the facts
 
 
 CHARTS = (
@@ -46,7 +47,7 @@ def build_chart_asset(spec: ChartSpec) -> AssetsDefinition:
         name=spec.name,
         description=f"{spec.figure}, from the `{spec.view}` view (corpus: first of {', '.join(spec.corpora)} with rows).",
         partitions_def=model_partitions,
-        deps=[warehouse_views, *(hta_assets if spec.needs_hta else fact_assets)],
+        deps=[warehouse_views, *(hta_assets if spec.needs_hta else fact_assets), *spec.extra_deps],
         group_name="charts",
     )
     def chart_asset(context: AssetExecutionContext, warehouse: DuckDBResource, chart_folder: ChartFolder) -> MaterializeResult:

@@ -1,0 +1,69 @@
+"""Head clustering (Clark §6): pairwise Jensen-Shannon divergences between heads."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from scipy.spatial.distance import jensenshannon
+
+from dagster_project.head_clustering import head_js_divergence
+
+
+def _random_maps(lengths: list[int], layers: int, heads: int, width: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Random attention rows over each example's real keys; padded query rows hold junk that must be ignored."""
+    generator = torch.Generator().manual_seed(seed)
+    valid = torch.arange(width)[None, :] < torch.tensor(lengths)[:, None]
+    logits = torch.randn(len(lengths), layers, heads, width, width, generator=generator) * 2
+    logits = logits.masked_fill(~valid[:, None, None, None, :], float("-inf"))
+    attn = logits.softmax(-1)
+    attn = torch.where(valid[:, None, None, :, None], attn, torch.rand(attn.shape, generator=generator))
+    return attn, valid
+
+
+def _scipy_js_sums(attn: torch.Tensor, valid: torch.Tensor) -> np.ndarray:
+    batch, layers, heads, _, _ = attn.shape
+    flat = attn.double().reshape(batch, layers * heads, attn.shape[-2], attn.shape[-1]).numpy()
+    expected = np.zeros((layers * heads, layers * heads))
+    for example, query in zip(*np.nonzero(valid.numpy()), strict=True):
+        for a in range(layers * heads):
+            for b in range(layers * heads):
+                # scipy returns the Jensen-Shannon distance: the square root of the divergence.
+                expected[a, b] += jensenshannon(flat[example, a, query], flat[example, b, query]) ** 2
+    return expected
+
+
+def test_js_of_disjoint_one_hot_rows_is_log_two() -> None:
+    attn = torch.tensor([[1.0, 0.0], [0.0, 1.0]]).reshape(1, 1, 2, 1, 2).expand(1, 1, 2, 2, 2).contiguous()
+    valid = torch.tensor([[True, True]])
+    distances = head_js_divergence(attn, valid)
+    assert distances.dtype == torch.float64
+    assert distances[0, 1].item() == pytest.approx(2 * math.log(2))  # two query rows, ln 2 each
+    assert distances[1, 0].item() == pytest.approx(2 * math.log(2))
+    assert distances.diagonal().tolist() == [0.0, 0.0]
+
+
+def test_js_matches_scipy_with_padding() -> None:
+    attn, valid = _random_maps([6, 4, 1], layers=2, heads=3, width=6, seed=0)
+    distances = head_js_divergence(attn, valid)
+    np.testing.assert_allclose(distances.numpy(), _scipy_js_sums(attn, valid), rtol=1e-5, atol=1e-6)
+    assert torch.equal(distances, distances.T)
+
+
+def test_js_is_the_same_whatever_the_row_chunk() -> None:
+    attn, valid = _random_maps([5, 3], layers=2, heads=2, width=5, seed=1)
+    torch.testing.assert_close(head_js_divergence(attn, valid, chunk_bytes=1), head_js_divergence(attn, valid))
+
+
+def test_identical_heads_are_at_distance_zero() -> None:
+    attn, valid = _random_maps([4, 2], layers=2, heads=2, width=4, seed=2)
+    attn[:, 1, 0] = attn[:, 0, 1]  # layer 2 head 1 copies layer 1 head 2
+    distances = head_js_divergence(attn, valid)
+    assert distances[1, 2].item() == pytest.approx(0.0, abs=1e-6)
+    assert distances[0, 2].item() > 0.1
+
+
+def test_js_rejects_a_mask_of_the_wrong_shape() -> None:
+    attn, valid = _random_maps([3], layers=1, heads=2, width=3, seed=3)
+    with pytest.raises(ValueError, match=r"valid must be a bool \(B, T\)"):
+        head_js_divergence(attn, valid[:, :2])

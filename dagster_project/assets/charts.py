@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import altair as alt
+import duckdb
 import polars as pl
 from dagster import AssetExecutionContext, AssetsDefinition, MaterializeResult, MetadataValue, asset
 from dagster_duckdb import DuckDBResource
@@ -30,6 +31,15 @@ class ChartSpec:
     caption: str = ""  # appended to the chart title
     extra_deps: tuple[AssetsDefinition, ...] = ()  # analysis assets the view reads besides the facts
 
+    def rows(self, conn: duckdb.DuckDBPyConnection, model_id: str) -> tuple[str, pl.DataFrame] | None:
+        """The view rows drawn for a model: those of the first of `corpora` with rows, or None."""
+        rows = partition_rows(conn, self.view, model_id)
+        corpus = next((name for name in self.corpora if name in set(rows["corpus"])), None)
+        return None if corpus is None else (corpus, rows.filter(pl.col("corpus") == corpus))
+
+    def title(self, rows: pl.DataFrame, corpus: str) -> str:
+        return f"{rows['model'][0]} on {corpus}" + (f": {self.caption}" if self.caption else "")
+
 
 CHARTS = (
     ChartSpec("clark_fig2_special_tokens", "Clark et al. Fig. 2", "clark_special_tokens", ("wiki_segments", "demo"), charts.clark_special_tokens_chart),
@@ -53,16 +63,14 @@ def build_chart_asset(spec: ChartSpec) -> AssetsDefinition:
     def chart_asset(context: AssetExecutionContext, warehouse: DuckDBResource, chart_folder: ChartFolder) -> MaterializeResult:
         model_id = context.partition_key
         with warehouse.get_connection() as conn:
-            rows = partition_rows(conn, spec.view, model_id)
-        corpus = next((name for name in spec.corpora if name in set(rows["corpus"])), None)
-        if corpus is None:
+            found = spec.rows(conn, model_id)
+        if found is None:
             raise ValueError(
                 f"View {spec.view} has no rows for model '{model_id}' on {spec.corpora}: "
                 "materialize the corpus and attention-fact assets first."
             )
-        rows = rows.filter(pl.col("corpus") == corpus)
-        title = f"{rows['model'][0]} on {corpus}" + (f": {spec.caption}" if spec.caption else "")
-        html, png = charts.save_chart(spec.draw(rows, title), chart_folder.for_model(model_id), spec.name)
+        corpus, rows = found
+        html, png = charts.save_chart(spec.draw(rows, spec.title(rows, corpus)), chart_folder.for_model(model_id), spec.name)
         context.log.info(f"Wrote {html} and {png}")
         encoded = base64.b64encode(png.read_bytes()).decode()
         return MaterializeResult(

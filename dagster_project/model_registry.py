@@ -1,0 +1,135 @@
+"""The models registry the user edits: `models.toml` plus drop folders of local checkpoints.
+
+Pure: reads files and returns entries and per-entry problems; the sensor (sensors.py) does
+the registering. A malformed file raises RegistryError (with its line); a bad entry is
+returned as a problem and never stops the other entries.
+"""
+
+import os
+import tomllib
+from collections.abc import Collection
+from dataclasses import dataclass
+from pathlib import Path
+
+from dagster_project import settings
+
+ENTRY_KEYS = frozenset({"source", "analyses", "corpora", "enabled"})
+DROP_FOLDERS = ("drop", "finetuned")  # under the models cache; finetuned/ is where the pipeline saves checkpoints
+
+
+class RegistryError(ValueError):
+    """The registry file itself cannot be read."""
+
+
+@dataclass(frozen=True)
+class RegistryEntry:
+    source: str  # hub id, or the absolute path of a local checkpoint folder
+    origin: str  # where the entry came from, for messages
+    analyses: tuple[str, ...] | None = None  # None: the default analyses
+    corpora: tuple[str, ...] | None = None  # None: the default corpora whose files are present
+    enabled: bool = True
+
+
+@dataclass(frozen=True)
+class RegistryProblem:
+    origin: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.origin}: {self.reason}"
+
+
+@dataclass(frozen=True)
+class RegistryScan:
+    entries: tuple[RegistryEntry, ...]
+    problems: tuple[RegistryProblem, ...]
+
+
+def registry_path() -> Path:
+    """The registry file (ATTN_MODELS_REGISTRY, default models.toml in the project root)."""
+    return Path(os.environ.get("ATTN_MODELS_REGISTRY") or settings.PROJECT_ROOT / "models.toml").expanduser().resolve()
+
+
+def drop_folders() -> list[Path]:
+    return [settings.models_cache_dir() / name for name in DROP_FOLDERS]
+
+
+def _names(raw: dict, key: str, known: Collection[str]) -> tuple[str, ...] | None:
+    if key not in raw:
+        return None
+    value = raw[key]
+    if not isinstance(value, list) or not value or not all(isinstance(item, str) for item in value):
+        raise ValueError(f"'{key}' must be a non-empty list of names, got {value!r}")
+    unknown = [name for name in value if name not in known]
+    if unknown:
+        raise ValueError(f"unknown {key} {unknown}; choose from {sorted(known)}")
+    return tuple(value)
+
+
+def _entry(raw: object, origin: str, base: Path, analyses: Collection[str], corpora: Collection[str]) -> RegistryEntry:
+    if not isinstance(raw, dict):
+        raise ValueError(f"expected a table with a 'source', got {raw!r}")
+    extra = set(raw) - ENTRY_KEYS
+    if extra:
+        raise ValueError(f"unknown keys {sorted(extra)}; allowed: {sorted(ENTRY_KEYS)}")
+    source = raw.get("source")
+    if not isinstance(source, str) or not source.strip():
+        raise ValueError("'source' (a hub id or a checkpoint folder) is missing or empty")
+    enabled = raw.get("enabled", True)
+    if not isinstance(enabled, bool):
+        raise ValueError(f"'enabled' must be true or false, got {enabled!r}")
+    local = (base / source).expanduser()  # relative paths are relative to the registry file
+    return RegistryEntry(
+        source=str(local.resolve()) if local.exists() else source.strip(),
+        origin=origin,
+        analyses=_names(raw, "analyses", analyses),
+        corpora=_names(raw, "corpora", corpora),
+        enabled=enabled,
+    )
+
+
+def read_registry(path: Path, analyses: Collection[str], corpora: Collection[str]) -> RegistryScan:
+    """Entries of a registry file: `[[model]]` tables with `source` and optional `analyses`,
+    `corpora`, `enabled`. A missing file is an empty registry."""
+    if not path.is_file():
+        return RegistryScan((), ())
+    try:
+        document = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as error:
+        raise RegistryError(f"{path} is not valid TOML: {error}. Fix that line; every entry is a [[model]] table.") from error
+    extra = set(document) - {"model"}
+    if extra:
+        raise RegistryError(f"{path}: unknown top-level keys {sorted(extra)}; list models as [[model]] tables.")
+    models = document.get("model", [])
+    if not isinstance(models, list):
+        raise RegistryError(f"{path}: 'model' must be an array of tables ([[model]]), got {type(models).__name__}.")
+    entries, problems = [], []
+    for number, raw in enumerate(models, start=1):
+        origin = f"{path.name} [[model]] #{number}" + (f" ({raw['source']})" if isinstance(raw, dict) and "source" in raw else "")
+        try:
+            entries.append(_entry(raw, origin, path.parent, analyses, corpora))
+        except ValueError as error:
+            problems.append(RegistryProblem(origin, str(error)))
+    return RegistryScan(tuple(entries), tuple(problems))
+
+
+def checkpoint_folders(folder: Path) -> list[Path]:
+    """Subfolders holding a config.json: local checkpoints dropped (or fine-tuned) there."""
+    if not folder.is_dir():
+        return []
+    return sorted(path for path in folder.iterdir() if (path / "config.json").is_file())
+
+
+def scan_registry(path: Path, folders: list[Path], analyses: Collection[str], corpora: Collection[str]) -> RegistryScan:
+    """The registry file's entries, then one default entry per checkpoint folder in `folders`,
+    skipping sources listed twice (the first one wins)."""
+    listed = read_registry(path, analyses, corpora)
+    dropped = [RegistryEntry(str(checkpoint.resolve()), f"{checkpoint.parent.name}/{checkpoint.name}") for folder in folders for checkpoint in checkpoint_folders(folder)]
+    entries, problems, first_origin = [], list(listed.problems), {}
+    for entry in (*listed.entries, *dropped):
+        if entry.source in first_origin:
+            problems.append(RegistryProblem(entry.origin, f"'{entry.source}' is already listed by {first_origin[entry.source]}"))
+            continue
+        first_origin[entry.source] = entry.origin
+        entries.append(entry)
+    return RegistryScan(tuple(entries), tuple(problems))

@@ -1,0 +1,86 @@
+from pathlib import Path
+
+import pytest
+
+from dagster_project.model_registry import RegistryEntry, RegistryError, checkpoint_folders, read_registry, scan_registry
+
+ANALYSES, CORPORA = {"attention", "hta"}, {"demo", "xnli_en"}
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def test_entries_with_defaults_selections_and_relative_paths(tmp_path: Path) -> None:
+    (tmp_path / "ckpt").mkdir()
+    registry = write(
+        tmp_path / "models.toml",
+        '[[model]]\nsource = "org/encoder"\n\n'
+        '[[model]]\nsource = "ckpt"\nanalyses = ["attention", "hta"]\ncorpora = ["xnli_en"]\nenabled = false\n',
+    )
+    scan = read_registry(registry, ANALYSES, CORPORA)
+    assert scan.problems == ()
+    assert scan.entries == (
+        RegistryEntry("org/encoder", "models.toml [[model]] #1 (org/encoder)"),
+        RegistryEntry(str((tmp_path / "ckpt").resolve()), "models.toml [[model]] #2 (ckpt)", ("attention", "hta"), ("xnli_en",), False),
+    )
+
+
+def test_bad_entries_are_problems_and_do_not_stop_the_others(tmp_path: Path) -> None:
+    registry = write(
+        tmp_path / "models.toml",
+        '[[model]]\nsource = "org/a"\nanalyses = ["nonsense"]\n\n'
+        '[[model]]\nanalyses = ["attention"]\n\n'
+        '[[model]]\nsource = "org/b"\nenabled = "yes"\n\n'
+        '[[model]]\nsource = "org/c"\ncolour = "red"\n\n'
+        '[[model]]\nsource = "org/good"\n',
+    )
+    scan = read_registry(registry, ANALYSES, CORPORA)
+    assert [entry.source for entry in scan.entries] == ["org/good"]
+    reasons = {problem.origin: problem.reason for problem in scan.problems}
+    assert list(reasons) == ["models.toml [[model]] #1 (org/a)", "models.toml [[model]] #2", "models.toml [[model]] #3 (org/b)", "models.toml [[model]] #4 (org/c)"]
+    assert "unknown analyses ['nonsense']" in reasons["models.toml [[model]] #1 (org/a)"]
+    assert "'source'" in reasons["models.toml [[model]] #2"]
+    assert "'enabled' must be true or false" in reasons["models.toml [[model]] #3 (org/b)"]
+    assert "unknown keys ['colour']" in reasons["models.toml [[model]] #4 (org/c)"]
+
+
+def test_malformed_file_names_the_line(tmp_path: Path) -> None:
+    registry = write(tmp_path / "models.toml", '[[model]]\nsource = "org/a"\nsource "org/b"\n')
+    with pytest.raises(RegistryError, match=r"line 3"):
+        read_registry(registry, ANALYSES, CORPORA)
+    with pytest.raises(RegistryError, match=r"unknown top-level keys \['models'\]"):
+        read_registry(write(registry, '[[models]]\nsource = "org/a"\n'), ANALYSES, CORPORA)
+
+
+def test_missing_registry_is_empty(tmp_path: Path) -> None:
+    assert read_registry(tmp_path / "absent.toml", ANALYSES, CORPORA).entries == ()
+
+
+def test_drop_folders_add_checkpoints_and_duplicates_are_reported(tmp_path: Path) -> None:
+    drop, finetuned = tmp_path / "drop", tmp_path / "finetuned"
+    for folder in (drop / "mine", drop / "no_config", finetuned / "sst2-run"):
+        folder.mkdir(parents=True)
+    write(drop / "mine" / "config.json", "{}")
+    write(finetuned / "sst2-run" / "config.json", "{}")
+    assert checkpoint_folders(drop) == [drop / "mine"]
+    registry = write(tmp_path / "models.toml", '[[model]]\nsource = "drop/mine"\nanalyses = ["hta"]\n')
+    scan = scan_registry(registry, [drop, finetuned, tmp_path / "absent"], ANALYSES, CORPORA)
+    assert [(entry.source, entry.origin, entry.analyses) for entry in scan.entries] == [
+        (str((drop / "mine").resolve()), "models.toml [[model]] #1 (drop/mine)", ("hta",)),
+        (str((finetuned / "sst2-run").resolve()), "finetuned/sst2-run", None),
+    ]
+    assert [problem.origin for problem in scan.problems] == ["drop/mine"]
+    assert "already listed by models.toml [[model]] #1" in scan.problems[0].reason
+
+
+def test_project_registry_lists_the_default_model() -> None:
+    from dagster_project.analyses import ANALYSES as ALL_ANALYSES
+    from dagster_project.corpora import CORPORA as ALL_CORPORA
+    from dagster_project.model_registry import registry_path
+    from dagster_project.models import DEFAULT_MODEL
+
+    scan = read_registry(registry_path(), ALL_ANALYSES, ALL_CORPORA)
+    assert scan.problems == ()
+    assert [entry.source for entry in scan.entries] == [DEFAULT_MODEL]

@@ -59,3 +59,27 @@ def rows_per_example(frame: pl.DataFrame, n_examples: int, per_example: int) -> 
         "One row per (example, layer, head).",
         {"examples": counts.height, "expected_examples": n_examples, "rows_per_example": per_example},
     )
+
+
+def relation_hit_targets(hits: pl.DataFrame, words: pl.DataFrame, per_word: int) -> CheckOutcome:
+    """Every hit's target is another word of the same example that has pieces, and every
+    word with pieces has one hit per (layer, head) (unless it is its example's only word).
+
+    words: example_id, word_index, piece_start (null when the word has no pieces).
+    """
+    real = (
+        words.filter(pl.col("piece_start").is_not_null())
+        .select("example_id", "word_index")
+        .filter(pl.len().over("example_id") > 1)
+    )
+    outside = hits.join(
+        real.rename({"word_index": "target_word"}), on=["example_id", "target_word"], how="anti"
+    ).height + hits.filter(pl.col("target_word") == pl.col("word_index")).height
+    counts = hits.group_by("example_id", "word_index").len()
+    complete = counts.height == real.height and bool((counts["len"] == per_word).all())
+    return CheckOutcome(
+        "relation_hit_targets",
+        outside == 0 and complete,
+        "Relation-hit targets are other words of the same example; one hit per word, layer and head.",
+        {"hits": hits.height, "targets_outside_example": outside, "words_with_hits": counts.height, "words_with_pieces": real.height},
+    )

@@ -12,7 +12,15 @@ import numpy as np
 import polars as pl
 import torch
 
-from dagster_project.metrics import TokenMasks, head_summaries, pair_mask, relative_position_histogram
+from dagster_project.metrics import (
+    TokenMasks,
+    head_summaries,
+    most_attended_words,
+    pair_mask,
+    relative_position_histogram,
+    word_level_maps,
+    word_piece_matrix,
+)
 from dagster_project.models import LoadedEncoder
 
 SCOPES = ("all", "content")
@@ -26,12 +34,16 @@ class Batch:
     example_ids: torch.Tensor  # (B,)
     inputs: dict[str, torch.Tensor]  # model inputs, (B, T) each
     masks: TokenMasks
+    # (B, W, 2) piece span [start, end) of each corpus word, by word_index; start == end
+    # for padded slots and words without pieces. Present when words were given.
+    word_spans: torch.Tensor | None = None
 
 
 @dataclass(frozen=True)
 class AttentionFacts:
     head_summaries: pl.DataFrame
     position_histograms: pl.DataFrame
+    relation_hits: pl.DataFrame
     n_examples: int
     seconds: float
 
@@ -40,10 +52,14 @@ _CLASS_CODES = {"cls": 1, "sep": 2, "punct": 3}
 _PAD_CODE = -1
 
 
-def length_batches(tokens: pl.DataFrame, pad_token_id: int, batch_tokens: int, with_token_types: bool) -> Iterator[Batch]:
+def length_batches(
+    tokens: pl.DataFrame, pad_token_id: int, batch_tokens: int, with_token_types: bool, words: pl.DataFrame | None = None
+) -> Iterator[Batch]:
     """Padded batches of similar-length examples from a `tokens` frame (one row per token).
 
-    A batch holds as many examples as fit in `batch_tokens` padded positions.
+    A batch holds as many examples as fit in `batch_tokens` padded positions. With a
+    `words` frame (the warehouse table's example_id, word_index, piece_start, piece_end),
+    each batch also carries its examples' word spans.
     """
     per_example = (
         tokens.sort("example_id", "position")
@@ -52,6 +68,11 @@ def length_batches(tokens: pl.DataFrame, pad_token_id: int, batch_tokens: int, w
         .agg("token_id", "segment", "class_code", n=pl.len())
         .sort("n", "example_id")
     )
+    if words is not None:
+        spans = words.group_by("example_id").agg(
+            "word_index", pl.col("piece_start").fill_null(0), pl.col("piece_end").fill_null(0)
+        )
+        per_example = per_example.join(spans, on="example_id", how="left", maintain_order="left")
     lengths = per_example["n"].to_numpy()
     start = 0
     while start < per_example.height:
@@ -81,7 +102,19 @@ def _pad(chunk: pl.DataFrame, pad_token_id: int, with_token_types: bool) -> Batc
         punct=codes == _CLASS_CODES["punct"],
         segment=segments,
     )
-    return Batch(example_ids=torch.tensor(chunk["example_id"].to_numpy()), inputs=inputs, masks=masks)
+    word_spans = _word_spans(chunk) if "word_index" in chunk.columns else None
+    return Batch(example_ids=torch.tensor(chunk["example_id"].to_numpy()), inputs=inputs, masks=masks, word_spans=word_spans)
+
+
+def _word_spans(chunk: pl.DataFrame) -> torch.Tensor:
+    """(B, W, 2) piece spans placed at each word's index (examples without words: none)."""
+    indexes = [value or [] for value in chunk["word_index"].to_list()]
+    width = max((max(index) + 1 for index in indexes if index), default=0)
+    spans = torch.zeros(len(indexes), width, 2, dtype=torch.int64)
+    for row, (index, starts, ends) in enumerate(zip(indexes, chunk["piece_start"].to_list(), chunk["piece_end"].to_list())):
+        if index:
+            spans[row, index] = torch.tensor([starts, ends]).T
+    return spans
 
 
 def _grid(batch_size: int, n_layers: int, n_heads: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -122,6 +155,24 @@ def histogram_columns(maps: torch.Tensor, masks: TokenMasks, example_ids: torch.
     return scoped
 
 
+def relation_hit_columns(attn: torch.Tensor, word_spans: torch.Tensor, example_ids: torch.Tensor, word_mode: str) -> dict[str, np.ndarray]:
+    """Per (example, word with pieces, layer, head) the most-attended other word of the
+    word-level map (METHODS §3 relation hits), as flat columns."""
+    membership = word_piece_matrix(word_spans[..., 0], word_spans[..., 1], attn.shape[-1])
+    real = membership.sum(-1) > 0
+    best = most_attended_words(word_level_maps(attn, membership, word_mode), real)
+    b, layer, head, word = (real[:, None, None, :] & (best >= 0)).nonzero(as_tuple=True)
+    return _flat(
+        {
+            "example_id": example_ids[b],
+            "word_index": word.to(torch.int32),
+            "layer": (layer + 1).to(torch.int16),
+            "head": (head + 1).to(torch.int16),
+            "target_word": best[b, layer, head, word].to(torch.int32),
+        }
+    )
+
+
 def batch_facts(
     attn: torch.Tensor, batch: Batch, histograms: bool = True
 ) -> tuple[dict[str, np.ndarray], dict[str, dict[str, np.ndarray]]]:
@@ -155,34 +206,42 @@ def extract_attention_facts(
     batch_tokens: int = DEFAULT_BATCH_TOKENS,
     progress: Callable[[int, int, float], None] | None = None,
     histograms: bool = True,
+    words: pl.DataFrame | None = None,
+    word_mode: str = "mean",
 ) -> AttentionFacts:
     """Run the model once over a tokenized corpus and compute every attention fact.
 
     `tokens` has the columns of the warehouse `tokens` table for one (model, corpus).
     `progress(done, total, seconds)` is called after each batch. Without `histograms`,
     position_histograms comes back empty (corpora analysed per word, not per offset).
+    With `words` (the `words` table's rows), relation hits are computed in `word_mode`.
     """
     started = time.perf_counter()
     total = tokens["example_id"].n_unique()
     summary_parts: list[dict[str, np.ndarray]] = []
     histogram_parts: dict[str, list[dict[str, np.ndarray]]] = {scope: [] for scope in SCOPES}
+    hit_parts: list[dict[str, np.ndarray]] = []
     done = 0
     batches = length_batches(
-        tokens, encoder.tokenizer.pad_token_id or 0, batch_tokens, encoder.spec.takes_token_types
+        tokens, encoder.tokenizer.pad_token_id or 0, batch_tokens, encoder.spec.takes_token_types, words
     )
     with torch.inference_mode():
         for batch in batches:
             attentions = encoder.model(**batch.inputs, output_attentions=True).attentions
-            summaries, scoped = batch_facts(torch.stack(attentions, dim=1), batch, histograms)
+            attn = torch.stack(attentions, dim=1)
+            summaries, scoped = batch_facts(attn, batch, histograms)
             summary_parts.append(summaries)
             for scope, columns in scoped.items():
                 histogram_parts[scope].append(columns)
+            if batch.word_spans is not None:
+                hit_parts.append(relation_hit_columns(attn, batch.word_spans, batch.example_ids, word_mode))
             done += len(batch.example_ids)
             if progress:
                 progress(done, total, time.perf_counter() - started)
     return AttentionFacts(
         head_summaries=frame(summary_parts),
         position_histograms=histogram_frame(histogram_parts, "attention") if histograms else pl.DataFrame(),
+        relation_hits=frame(hit_parts).with_columns(word_mode=pl.lit(word_mode)) if hit_parts else pl.DataFrame(),
         n_examples=done,
         seconds=time.perf_counter() - started,
     )

@@ -7,18 +7,20 @@ from dagster_duckdb import DuckDBResource
 from dagster_project.assets.corpora import corpus_assets_by_name, model_tokens
 from dagster_project.assets.checks import check_result, fact_check_specs
 from dagster_project.assets.metadata import progress_logger, table_preview
-from dagster_project.checks import finite, histogram_masses, rows_per_example, rows_sum_to_one
+from dagster_project.checks import finite, histogram_masses, relation_hit_targets, rows_per_example, rows_sum_to_one
 from dagster_project.corpora import CORPORA, CorpusSpec
 from dagster_project.facts import DEFAULT_BATCH_TOKENS, extract_attention_facts
+from dagster_project.metrics import WORD_MODES
 from dagster_project.models import load_encoder
 from dagster_project.partitions import model_partitions
-from dagster_project.warehouse import replace_partition
+from dagster_project.warehouse import partition_rows, replace_partition
 
 _PROGRESS_EVERY_SECONDS = 10.0
 
 
 class FactsConfig(Config):
     batch_tokens: int = DEFAULT_BATCH_TOKENS  # padded positions per forward batch
+    word_mode: str = "mean"  # a split word's row from its pieces' rows: mean | first (released code) | max
 
 
 FACT_CHECKS = {
@@ -26,13 +28,15 @@ FACT_CHECKS = {
     "histogram_pairs_and_mass": "Per example and head: histogram pair counts sum to n^2 and weights to n.",
     "finite_values": "No NaN or inf in the head summaries and histogram weights.",
     "rows_per_example": "One head-summary row per (example, layer, head).",
+    "relation_hit_targets": "Relation-hit targets are other words of the same example; one hit per word, layer and head.",
 }
 
 
 def build_fact_asset(spec: CorpusSpec, corpus_asset: AssetsDefinition) -> AssetsDefinition:
     corpus = spec.name
     name = f"{corpus}_attention_facts"
-    checks = FACT_CHECKS if spec.histograms else {k: v for k, v in FACT_CHECKS.items() if k != "histogram_pairs_and_mass"}
+    skipped = {"histogram_pairs_and_mass": not spec.histograms, "relation_hit_targets": not spec.relation_hits}
+    checks = {name: text for name, text in FACT_CHECKS.items() if not skipped.get(name)}
 
     @asset(
         name=name,
@@ -45,10 +49,18 @@ def build_fact_asset(spec: CorpusSpec, corpus_asset: AssetsDefinition) -> Assets
     )
     def fact_asset(context: AssetExecutionContext, config: FactsConfig, warehouse: DuckDBResource) -> MaterializeResult:
         model_id = context.partition_key
+        if config.word_mode not in WORD_MODES:
+            raise ValueError(f"{name}: run config word_mode must be one of {WORD_MODES}, got '{config.word_mode}'")
         source, tokens = model_tokens(warehouse, model_id, corpus)
+        words = None
+        if spec.relation_hits:
+            with warehouse.get_connection() as conn:
+                words = partition_rows(conn, "words", model_id, corpus, ("example_id", "word_index", "piece_start", "piece_end"))
         report = progress_logger(context, corpus, _PROGRESS_EVERY_SECONDS)
         encoder = load_encoder(source)
-        facts = extract_attention_facts(encoder, tokens, config.batch_tokens, report, spec.histograms)
+        facts = extract_attention_facts(
+            encoder, tokens, config.batch_tokens, report, spec.histograms, words, config.word_mode
+        )
         summaries = facts.head_summaries
         outcomes = [
             rows_sum_to_one(summaries),
@@ -61,12 +73,16 @@ def build_fact_asset(spec: CorpusSpec, corpus_asset: AssetsDefinition) -> Assets
         tables = {"head_summaries": facts.head_summaries}
         if spec.histograms:
             tables["position_histograms"] = facts.position_histograms
+        if spec.relation_hits:
+            outcomes.append(relation_hit_targets(facts.relation_hits, words, encoder.spec.n_layers * encoder.spec.n_heads))
+            tables["relation_hits"] = facts.relation_hits
         with warehouse.get_connection() as conn:
             written = replace_partition(conn, tables, model_id, corpus)
         return MaterializeResult(
             metadata={
                 **{f"{table}_rows": rows for table, rows in written.items()},
                 "examples": facts.n_examples,
+                **({"word_mode": config.word_mode} if spec.relation_hits else {}),
                 "seconds": round(facts.seconds, 2),
                 "examples_per_second": round(facts.n_examples / facts.seconds, 1),
                 "max_row_sum_error": MetadataValue.float(float(facts.head_summaries["row_sum_error"].max())),

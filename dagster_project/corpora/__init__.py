@@ -35,13 +35,14 @@ UD_FILES = {"ewt": "ud_english_ewt/en_ewt-ud-{split}.conllu", "gum": "ud_english
 
 def _annotated(name: str, description: str, files: tuple[str, ...], read: Callable[[Path], CorpusData], **options) -> CorpusSpec:
     """A corpus analysed word by word against its gold annotations: every example that fits
-    (128 pieces unless given), no position histograms, not in the default run."""
+    (128 pieces unless given), relation hits instead of position histograms, not in the
+    default run."""
     return CorpusSpec(
         name=name,
         description=description,
         files=files,
         read=read,
-        **{"max_len": 128, "size": None, "histograms": False, "default": False, **options},
+        **{"max_len": 128, "size": None, "histograms": False, "relation_hits": True, "default": False, **options},
     )
 
 

@@ -48,6 +48,7 @@ class CorpusSpec:
     histograms: bool = True  # write per-example relative-position histograms (Clark §3, Pascual)
     default: bool = True  # part of `attn-warehouse run` without --corpus
     hta: bool = False  # Hidden Token Attribution facts (Pascual et al.)
+    relation_hits: bool = False  # word-level most-attended words, joined to gold relations (Clark §4)
     # Tokenizer-dependent preparation before encoding (cutting documents into windows).
     prepare: Callable[[CorpusData, PreTrainedTokenizerBase, int], CorpusData] | None = None
 

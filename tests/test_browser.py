@@ -1,0 +1,172 @@
+"""Real-browser checks: the static report and the Dagster UI, rendered by headless Chromium.
+
+One tiny warehouse (the demo pipeline with a 2 x 4 random BERT, no HTA) serves both: the
+report is opened from disk, and `dagster dev` is started on loopback over the same
+Dagster instance and warehouse.
+"""
+
+import dataclasses
+import os
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+import urllib.request
+import zlib
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pytest
+from dagster import AssetSelection, DagsterInstance, materialize
+from dagster_duckdb import DuckDBResource
+
+from dagster_project import settings
+from dagster_project.assets import all_assets, chart_assets, corpus_assets_by_name, encoder_model, fact_assets_by_corpus, hta_chart_assets, paper_report, warehouse_views
+from dagster_project.assets.charts import CHARTS
+from dagster_project.models import inspect_model
+from dagster_project.registration import register_model
+from dagster_project.report import paper_of
+from dagster_project.resources import ChartFolder, DataDirectory
+from dagster_project.warehouse import upsert_model
+
+CHROMIUM = next((found for name in ("chromium", "chromium-browser", "google-chrome") if (found := shutil.which(name))), None)
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None, reason="no Chromium on PATH (Debian: `apt-get install chromium`; .ci/run installs it)"
+)
+SCREEN = (1200, 900)
+
+
+def run_chromium(profile: Path, *args: str) -> subprocess.CompletedProcess:
+    """Headless Chromium with its own profile folder; no sandbox, since tests may run as root."""
+    command = [CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", f"--user-data-dir={profile}", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=60, check=True)
+
+
+def dump_dom(profile: Path, url: str, budget_ms: int = 2000) -> str:
+    """The DOM after the page's scripts ran for `budget_ms` of virtual time."""
+    return run_chromium(profile, f"--virtual-time-budget={budget_ms}", "--dump-dom", url).stdout
+
+
+def screenshot(profile: Path, url: str, path: Path) -> bytes:
+    run_chromium(profile, f"--window-size={SCREEN[0]},{SCREEN[1]}", "--hide-scrollbars", f"--screenshot={path}", url)
+    return path.read_bytes()
+
+
+def decode_png(data: bytes) -> np.ndarray:
+    """An 8-bit RGB or RGBA PNG as a (height, width, channels) array, undoing the per-row
+    filters of the PNG spec (no imaging library is installed)."""
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+    position, compressed = 8, bytearray()
+    while position < len(data):
+        length, kind = struct.unpack(">I4s", data[position : position + 8])
+        body = data[position + 8 : position + 8 + length]
+        if kind == b"IHDR":
+            width, height, depth, color = struct.unpack(">IIBB", body[:10])
+        elif kind == b"IDAT":
+            compressed += body
+        position += 12 + length
+    assert depth == 8 and color in (2, 6), f"unsupported PNG: depth {depth}, color type {color}"
+    channels = 3 if color == 2 else 4
+    stride = width * channels
+    filtered = np.frombuffer(zlib.decompress(bytes(compressed)), np.uint8).reshape(height, 1 + stride)
+    image = np.zeros((height, stride), np.uint8)
+    previous = np.zeros(stride, np.int64)
+    for y, (kind, row) in enumerate(zip(filtered[:, 0], filtered[:, 1:].astype(np.int64))):
+        if kind == 0:
+            current = row
+        elif kind == 1:  # Sub: each byte adds the reconstructed byte one pixel left
+            current = np.cumsum(row.reshape(width, channels), axis=0).ravel() % 256
+        elif kind == 2:  # Up
+            current = (row + previous) % 256
+        else:  # Average or Paeth: sequential along the row
+            current, up, left_row = row.tolist(), previous.tolist(), [0] * channels
+            for x in range(stride):
+                left = current[x - channels] if x >= channels else 0
+                upper_left = up[x - channels] if x >= channels else 0
+                if kind == 3:
+                    predictor = (left + up[x]) // 2
+                else:
+                    estimate = left + up[x] - upper_left
+                    distances = (abs(estimate - left), abs(estimate - up[x]), abs(estimate - upper_left))
+                    predictor = (left, up[x], upper_left)[distances.index(min(distances))]
+                current[x] = (current[x] + predictor) % 256
+            del left_row
+            current = np.array(current, np.int64)
+        image[y] = current
+        previous = current
+    return image.reshape(height, width, channels)
+
+
+@pytest.fixture(scope="module")
+def demo_home(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """A Dagster instance folder, warehouse and chart folder after the demo pipeline (no HTA)
+    and the report; a second model is registered without data, to exercise the selector."""
+    root = tmp_path_factory.mktemp("browser")
+    home = root / "dagster_home"
+    home.mkdir()
+    resources = {
+        "warehouse": DuckDBResource(database=str(root / "warehouse.duckdb")),
+        "data_dir": DataDirectory(path=str(root / "no-data")),
+        "chart_folder": ChartFolder(path=str(root / "charts")),
+    }
+    with DagsterInstance.local_temp(str(home)) as instance:
+        spec = register_model(str(tiny_model_dir), instance, resources["warehouse"])
+        other = dataclasses.replace(inspect_model(str(tiny_model_dir)), model_id="zz-unmaterialized", source="zz/unmaterialized")
+        with resources["warehouse"].get_connection() as conn:
+            upsert_model(conn, other)
+        assert materialize([warehouse_views], instance=instance, resources=resources).success
+        charts = [chart for chart in chart_assets if chart not in hta_chart_assets]
+        selection = AssetSelection.assets(encoder_model, corpus_assets_by_name["demo"], fact_assets_by_corpus["demo"], *charts)
+        assert materialize(all_assets, selection=selection, partition_key=spec.model_id, instance=instance, resources=resources).success
+        assert materialize(all_assets, selection=AssetSelection.assets(paper_report), instance=instance, resources=resources).success
+    return {"root": root, "home": home, "model_id": spec.model_id, "other_id": other.model_id, "resources": resources}
+
+
+def test_report_pages_render_charts_selector_and_headlines(demo_home: dict, tmp_path: Path):
+    report = demo_home["root"] / "charts" / "report"
+    papers = {paper_of(spec.figure) for spec in CHARTS}
+    assert {page.stem for page in report.glob("*.html")} == {"index", "kovaleva"} | papers
+    model_id, other_id = demo_home["model_id"], demo_home["other_id"]
+
+    index = dump_dom(tmp_path / "profile", (report / "index.html").as_uri())
+    assert all(f'href="{paper}.html"' in index for paper in papers)
+    assert model_id in index and other_id in index
+
+    dom = dump_dom(tmp_path / "profile", (report / "clark.html").as_uri())
+    assert '<select id="model-select">' in dom
+    assert f'<option value="{model_id}">' in dom and f'<option value="{other_id}">' in dom
+    # The script showed the first model's section and hid the other one.
+    assert f'<section class="model" data-model="{model_id}">' in dom
+    assert f'<section class="model" data-model="{other_id}" hidden="">' in dom
+    shown = dom.split(f'data-model="{other_id}"')[0]
+    clark = [spec for spec in CHARTS if paper_of(spec.figure) == "clark"]
+    assert shown.count('src="data:image/png;base64,') == len(clark)
+    assert all(f'<figure data-chart="{spec.name}">' in shown for spec in clark)
+    # Headline: the largest mean attention to [SEP] of any head, per layer, from the view.
+    with duckdb.connect(demo_home["resources"]["warehouse"].database, read_only=True) as conn:
+        to_sep = conn.execute(
+            "SELECT layer, max(to_sep) FROM clark_special_tokens WHERE model_id = ? AND corpus = 'demo' GROUP BY layer ORDER BY layer",
+            [model_id],
+        ).fetchall()
+    assert len(to_sep) == 2
+    assert all(f"<td>{layer}</td><td>{value:.3f}</td>" in shown for layer, value in to_sep)
+
+    # The hash picks a model; the unmaterialized one shows what to run instead of charts.
+    dom = dump_dom(tmp_path / "profile", (report / "pascual.html").as_uri() + f"#{other_id}")
+    assert f'<section class="model" data-model="{model_id}" hidden="">' in dom
+    other = dom.split(f'data-model="{other_id}"')[1]
+    assert "data:image/png" not in other
+    assert other.count('class="missing"') == sum(paper_of(spec.figure) == "pascual" for spec in CHARTS)
+    assert "attn-warehouse run zz/unmaterialized --hta" in other
+    shown = dom.split(f'data-model="{other_id}"')[0]
+    hta_missing = [spec for spec in CHARTS if paper_of(spec.figure) == "pascual" and spec.needs_hta]
+    assert all(f'<p class="missing" data-chart="{spec.name}">' in shown for spec in hta_missing)
+
+    image = decode_png(screenshot(tmp_path / "profile", (report / "clark.html").as_uri(), tmp_path / "clark.png"))
+    assert image.shape[:2] == (SCREEN[1], SCREEN[0])
+    assert image[..., :3].std() > 10  # a chart, not a blank page
+    assert len(np.unique(image[..., :3].reshape(-1, 3), axis=0)) > 50  # chart colours and anti-aliased text

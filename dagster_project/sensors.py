@@ -1,0 +1,110 @@
+"""The models-registry sensor: registers what models.toml and the drop folders list and
+requests one run per (model, analysis).
+
+Run keys are f"{model_id}:{analysis}" and the cursor keeps the keys already requested, so
+repeated ticks launch nothing twice. A bad entry (malformed, unloadable, not an encoder) is
+reported in the tick's log and skip reason and never blocks the others.
+"""
+
+import json
+
+from dagster import (
+    AssetKey,
+    DefaultSensorStatus,
+    RunRequest,
+    SensorEvaluationContext,
+    SensorResult,
+    SkipReason,
+    sensor,
+)
+from dagster_duckdb import DuckDBResource
+
+from dagster_project.analyses import ANALYSES, DEFAULT_ANALYSES, analysed_corpora, analysis_asset_keys, model_analysis_job, views_job
+from dagster_project.corpora import CORPORA
+from dagster_project.model_registry import RegistryEntry, RegistryError, RegistryProblem, drop_folders, registry_path, scan_registry
+from dagster_project.models import ModelLoadError, inspect_model, model_key
+from dagster_project.partitions import model_partitions
+from dagster_project.resources import DataDirectory
+from dagster_project.warehouse import sql_code_version, upsert_model
+
+MINIMUM_INTERVAL_SECONDS = 60
+
+
+def run_key(model_id: str, analysis: str) -> str:
+    return f"{model_id}:{analysis}"
+
+
+def _entry_corpora(entry: RegistryEntry, data_dir: DataDirectory) -> list[str]:
+    chosen = entry.corpora or [name for name, spec in CORPORA.items() if spec.default]
+    return [name for name in chosen if not CORPORA[name].missing_files(data_dir.root)]
+
+
+def _entry_runs(entry: RegistryEntry, model_id: str, corpora: list[str], launched: set[str]) -> tuple[list[RunRequest], list[str]]:
+    """Run requests for the entry's analyses not launched yet, and why any was left out."""
+    runs, notes = [], []
+    for name in entry.analyses or DEFAULT_ANALYSES:
+        key = run_key(model_id, name)
+        if key in launched:
+            continue
+        analysis = ANALYSES[name]
+        if not analysed_corpora(analysis, corpora):
+            notes.append(f"{name}: none of the corpora {corpora} has files in the data directory and this analysis")
+            continue
+        runs.append(
+            RunRequest(
+                run_key=key,
+                job_name=model_analysis_job.name,
+                partition_key=model_id,
+                asset_selection=analysis_asset_keys(analysis, corpora),
+                tags={"model": model_id, "analysis": name},
+            )
+        )
+    return runs, notes
+
+
+@sensor(
+    name="model_registry_sensor",
+    jobs=[model_analysis_job, views_job],
+    minimum_interval_seconds=MINIMUM_INTERVAL_SECONDS,
+    default_status=DefaultSensorStatus.RUNNING,
+    description="Registers the models of models.toml, models_cache/drop/ and models_cache/finetuned/, "
+    "then requests one run per (model, analysis).",
+)
+def model_registry_sensor(context: SensorEvaluationContext, warehouse: DuckDBResource, data_dir: DataDirectory) -> SensorResult | SkipReason:
+    launched = set(json.loads(context.cursor)["launched"]) if context.cursor else set()
+    try:
+        scan = scan_registry(registry_path(), drop_folders(), ANALYSES, CORPORA)
+    except RegistryError as error:
+        return SkipReason(str(error))
+    problems = list(scan.problems)
+    new_partitions, runs = [], []
+    for entry in scan.entries:
+        if not entry.enabled:
+            continue
+        wanted = [run_key(model_key(entry.source), name) for name in entry.analyses or DEFAULT_ANALYSES]
+        if set(wanted) <= launched:
+            continue  # registered and requested on an earlier tick: skip the tokenizer load
+        try:
+            spec = inspect_model(entry.source)
+        except ModelLoadError as error:
+            problems.append(RegistryProblem(entry.origin, str(error)))
+            continue
+        with warehouse.get_connection() as conn:
+            upsert_model(conn, spec)
+        if not context.instance.has_dynamic_partition(model_partitions.name, spec.model_id):
+            new_partitions.append(spec.model_id)
+        entry_runs, notes = _entry_runs(entry, spec.model_id, _entry_corpora(entry, data_dir), launched)
+        problems.extend(RegistryProblem(entry.origin, note) for note in notes)
+        runs.extend(entry_runs)
+    for problem in problems:
+        context.log.warning(f"models registry: {problem}")
+    if runs and context.instance.get_latest_materialization_event(AssetKey("warehouse_views")) is None:
+        # The charts read the views: create them first, request the model runs on a later tick.
+        runs = [RunRequest(run_key=f"warehouse_views:{sql_code_version()}", job_name=views_job.name)]
+    requested = launched | {run.run_key for run in runs if run.job_name == model_analysis_job.name}
+    cursor = json.dumps({"launched": sorted(requested)})
+    partition_requests = [model_partitions.build_add_request(new_partitions)] if new_partitions else []
+    if runs:
+        return SensorResult(run_requests=runs, dynamic_partitions_requests=partition_requests, cursor=cursor)
+    reason = "; ".join(map(str, problems)) if problems else "every registered model's analyses are already requested"
+    return SensorResult(skip_reason=SkipReason(reason), dynamic_partitions_requests=partition_requests, cursor=cursor)

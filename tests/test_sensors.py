@@ -1,0 +1,92 @@
+import json
+from pathlib import Path
+
+import duckdb
+import pytest
+from dagster import DagsterInstance, SensorResult, build_sensor_context, instance_for_test, materialize
+from dagster_duckdb import DuckDBResource
+
+from dagster_project.assets import warehouse_views
+from dagster_project.models import model_key
+from dagster_project.partitions import model_partitions
+from dagster_project.resources import DataDirectory
+from dagster_project.sensors import model_registry_sensor
+
+
+@pytest.fixture
+def instance() -> DagsterInstance:
+    with instance_for_test() as test_instance:
+        yield test_instance
+
+
+@pytest.fixture
+def resources(tmp_path: Path) -> dict:
+    return {"warehouse": DuckDBResource(database=str(tmp_path / "warehouse.duckdb")), "data_dir": DataDirectory(path=str(tmp_path / "no-data"))}
+
+
+@pytest.fixture
+def registry(tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The tiny model with both analyses, an unknown hub id, and a broken dropped checkpoint."""
+    path = tmp_path / "models.toml"
+    path.write_text(
+        f'[[model]]\nsource = "{tiny_model_dir}"\nanalyses = ["attention", "hta"]\n\n'
+        '[[model]]\nsource = "no-such-org/no-such-encoder"\n'
+    )
+    broken = tmp_path / "cache" / "drop" / "broken"
+    broken.mkdir(parents=True)
+    (broken / "config.json").write_text('{"model_type": "not-a-model"}')
+    monkeypatch.setenv("ATTN_MODELS_REGISTRY", str(path))
+    monkeypatch.setenv("ATTN_MODELS_CACHE", str(tmp_path / "cache"))
+    return path
+
+
+def tick(instance: DagsterInstance, resources: dict, cursor: str | None) -> SensorResult:
+    result = model_registry_sensor(build_sensor_context(instance=instance, cursor=cursor, resources=resources))
+    for request in result.dynamic_partitions_requests or []:  # what the daemon does with them
+        instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
+    return result
+
+
+def test_registers_requests_once_per_model_and_analysis_and_reports_bad_entries(
+    instance: DagsterInstance, resources: dict, registry: Path, tiny_model_dir: Path
+) -> None:
+    tiny = model_key(str(tiny_model_dir))
+
+    first = tick(instance, resources, None)
+    # The views are created first; the model runs wait for them, the partition is added now.
+    assert [(run.job_name, run.run_key) for run in first.run_requests] == [("warehouse_views_job", first.run_requests[0].run_key)]
+    assert first.run_requests[0].run_key.startswith("warehouse_views:")
+    assert first.dynamic_partitions_requests[0].partition_keys == [tiny]
+    assert json.loads(first.cursor) == {"launched": []}
+    assert instance.get_dynamic_partitions(model_partitions.name) == [tiny]
+    with duckdb.connect(resources["warehouse"].database, read_only=True) as conn:
+        assert conn.execute("SELECT model_id, n_layers, n_heads FROM models").fetchall() == [(tiny, 2, 4)]
+
+    materialize([warehouse_views], instance=instance, resources={"warehouse": resources["warehouse"]})
+    second = tick(instance, resources, first.cursor)
+    runs = {run.run_key: run for run in second.run_requests}
+    assert set(runs) == {f"{tiny}:attention", f"{tiny}:hta"}
+    assert {run.partition_key for run in runs.values()} == {tiny}
+    # No data directory: only the built-in demo corpus; charts drawn from demo, HTA charts only in the HTA run.
+    assert sorted(key.to_user_string() for key in runs[f"{tiny}:attention"].asset_selection) == [
+        "clark_fig2_special_tokens", "clark_fig4_entropy", "demo_attention_facts", "demo_examples", "encoder_model",
+        "pascual_fig2_attention_histograms", "pascual_fig4_center_of_mass",
+    ]
+    assert sorted(key.to_user_string() for key in runs[f"{tiny}:hta"].asset_selection) == [
+        "demo_examples", "demo_hta_facts", "encoder_model", "pascual_fig1_local_correlation",
+        "pascual_fig3_contribution_histograms", "pascual_fig6_global_correlation",
+    ]
+    assert not second.dynamic_partitions_requests
+
+    third = tick(instance, resources, second.cursor)
+    assert not third.run_requests
+    reasons = third.skip_reason.skip_message
+    assert "models.toml [[model]] #2 (no-such-org/no-such-encoder): Could not load model" in reasons
+    assert "drop/broken: Could not load model" in reasons
+    assert instance.get_dynamic_partitions(model_partitions.name) == [tiny]
+
+
+def test_malformed_registry_is_the_skip_reason(instance: DagsterInstance, resources: dict, registry: Path) -> None:
+    registry.write_text('[[model]]\nsource = \n')
+    result = model_registry_sensor(build_sensor_context(instance=instance, resources=resources))
+    assert "is not valid TOML" in result.skip_message and "line 2" in result.skip_message

@@ -6,9 +6,16 @@ pairwise; each head's own entropy is summed over rows once.
 
 import torch
 
-# Bytes allowed for one chunk's pairwise mixture tensor (rows x head pairs x keys); peak use is about
-# twice this (the mixture and one gathered operand).
-MIXTURE_CHUNK_BYTES = 2**28
+# Bytes of one chunk's pairwise mixture tensor (rows x head pairs x keys): small enough to stay in cache,
+# which makes the chunk loop ~3x faster than large chunks on a 2-core machine; peak use is 3 such buffers.
+MIXTURE_CHUNK_BYTES = 2**22
+
+
+def _entropy_sums(probabilities: torch.Tensor, log_buffer: torch.Tensor) -> torch.Tensor:
+    """Entropy in nats over the last axis, 0*log(0) := 0. Clamping to the smallest normal number before
+    the log avoids log(0) and subnormals, both of which make torch's log several times slower."""
+    torch.clamp_min(probabilities, torch.finfo(probabilities.dtype).tiny, out=log_buffer).log_()
+    return -torch.linalg.vecdot(probabilities, log_buffer)
 
 
 def head_js_divergence(attn: torch.Tensor, valid: torch.Tensor, chunk_bytes: int = MIXTURE_CHUNK_BYTES) -> torch.Tensor:
@@ -32,14 +39,19 @@ def head_js_divergence(attn: torch.Tensor, valid: torch.Tensor, chunk_bytes: int
 
     head_entropy = torch.zeros(n_heads, dtype=torch.float64)
     mixture_entropy = torch.zeros(first.numel(), dtype=torch.float64)
+    # Reused buffers: fresh multi-MB allocations per chunk would cost page faults on every chunk.
+    mixture, operand, log_buffer = (attn.new_empty(rows_per_chunk, first.numel(), width) for _ in range(3))
     for start in range(0, example_index.numel(), rows_per_chunk):
         chunk = slice(start, start + rows_per_chunk)
         # Advanced indices around slices put the row dimension first: (rows, L, H, T).
         rows = attn[example_index[chunk], :, :, query_index[chunk], :].reshape(-1, n_heads, width)
-        head_entropy += torch.special.entr(rows).sum(-1).sum(0, dtype=torch.float64)
-        mixture = rows[:, first, :]
-        mixture.add_(rows[:, second, :]).mul_(0.5)
-        mixture_entropy += torch.special.entr(mixture, out=mixture).sum(-1).sum(0, dtype=torch.float64)
+        n_rows = rows.shape[0]
+        head_entropy += _entropy_sums(rows, torch.empty_like(rows)).sum(0, dtype=torch.float64)
+        # index_select with out= is ~15x faster than advanced indexing here.
+        torch.index_select(rows, 1, first, out=mixture[:n_rows])
+        torch.index_select(rows, 1, second, out=operand[:n_rows])
+        mixture[:n_rows].add_(operand[:n_rows]).mul_(0.5)
+        mixture_entropy += _entropy_sums(mixture[:n_rows], log_buffer[:n_rows]).sum(0, dtype=torch.float64)
 
     pair_sums = (mixture_entropy - 0.5 * (head_entropy[first] + head_entropy[second])).clamp_min(0.0)
     distances = torch.zeros(n_heads, n_heads, dtype=torch.float64)

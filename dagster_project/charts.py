@@ -110,6 +110,24 @@ def pascual_correlation_chart(rows: pl.DataFrame, title: str) -> alt.LayerChart:
     return alt.layer(heads, median).properties(width=420, height=260, title=title)
 
 
+def clark_coreference_chart(rows: pl.DataFrame, title: str) -> alt.Chart:
+    """Clark Table 2: antecedent selection accuracy of the baselines and the best head,
+    grouped by mention type."""
+    systems = rows.unique("system", maintain_order=True)["system"].to_list()  # the view's order
+    return (
+        alt.Chart(rows)
+        .mark_bar()
+        .encode(
+            x=alt.X("mention_type:N", title="mention type", sort=["all", "pronoun", "proper", "nominal"]),
+            xOffset=alt.XOffset("system:N", sort=systems),
+            y=alt.Y("accuracy:Q", title="antecedent selection accuracy", scale=alt.Scale(domain=[0, 1])),
+            color=alt.Color("system:N", sort=systems, title="system"),
+            tooltip=["system", "mention_type", alt.Tooltip("accuracy:Q", format=".3f"), "n"],
+        )
+        .properties(width=420, height=260, title=f"{title}: coreference antecedent selection")
+    )
+
+
 def save_chart(chart: alt.TopLevelMixin, folder: Path, name: str) -> tuple[Path, Path]:
     """Write `name`.html and `name`.png into `folder`; returns both paths."""
     folder.mkdir(parents=True, exist_ok=True)

@@ -12,6 +12,7 @@ from dagster import AssetExecutionContext, AssetsDefinition, MaterializeResult, 
 from dagster_duckdb import DuckDBResource
 
 from dagster_project import charts
+from dagster_project.assets.coreference import coreference_baselines
 from dagster_project.assets.facts import fact_assets
 from dagster_project.assets.hta import hta_assets
 from dagster_project.assets.views import warehouse_views
@@ -49,6 +50,7 @@ CHARTS = (
     ChartSpec("pascual_fig1_local_correlation", "Pascual et al. Fig. 1", "pascual_hta_local_correlation", ("xnli_en", "demo"), charts.pascual_correlation_chart, needs_hta=True, caption="attention vs previous-layer contribution"),
     ChartSpec("pascual_fig3_contribution_histograms", "Pascual et al. Fig. 3", "pascual_contribution_histograms", ("xnli_en", "demo"), charts.pascual_histograms_chart, needs_hta=True),
     ChartSpec("pascual_fig6_global_correlation", "Pascual et al. Fig. 6", "pascual_hta_global_correlation", ("xnli_en", "demo"), charts.pascual_correlation_chart, needs_hta=True, caption="attention vs input contribution"),
+    ChartSpec("clark_table2_coreference", "Clark et al. Table 2", "clark_coreference_heads", ("ontogum",), charts.clark_coreference_chart, extra_deps=(coreference_baselines,)),
 )
 
 

@@ -37,6 +37,7 @@ class Document:
     path: Path
     words: list[str] = field(default_factory=list)
     upos: list[str | None] = field(default_factory=list)
+    xpos: list[str | None] = field(default_factory=list)  # PTB tag (number of nouns for the sieve baseline)
     heads: list[int | None] = field(default_factory=list)
     tags: list[str] = field(default_factory=list)  # the bracket string of each word, "" if none
     lines: list[int] = field(default_factory=list)  # source line of each word, for errors
@@ -118,7 +119,7 @@ def documents_to_corpus(documents: list[Document], path: Path, strict: bool) -> 
         problems += found
         for mention_id, (cluster, start, end, discontinuous) in enumerate(parsed):
             head = mention_head(document, start, end)
-            mentions.append((example_id, mention_id, cluster, start, end, head, mention_type(document.upos[head]), discontinuous))
+            mentions.append((example_id, mention_id, cluster, start, end, head, mention_type(document.upos[head]), discontinuous, document.xpos[head]))
         bounds = [*document.sentence_starts, len(document.words)]
         sentences += [(example_id, index, bounds[index], bounds[index + 1]) for index in range(len(bounds) - 1)]
     return CorpusData(
@@ -133,7 +134,11 @@ def documents_to_corpus(documents: list[Document], path: Path, strict: bool) -> 
         annotations={
             "coref_mentions": pl.DataFrame(
                 mentions,
-                schema={"example_id": pl.Int32, **dict(zip(MENTION_COLUMNS, (pl.Int32, pl.String, pl.Int32, pl.Int32, pl.Int32, pl.String, pl.Boolean)))},
+                schema={
+                    "example_id": pl.Int32,
+                    **dict(zip(MENTION_COLUMNS, (pl.Int32, pl.String, pl.Int32, pl.Int32, pl.Int32, pl.String, pl.Boolean))),
+                    "head_xpos": pl.String,
+                },
                 orient="row",
             ),
             "sentences": pl.DataFrame(
@@ -158,6 +163,7 @@ def read_ontogum(paths: list[Path], strict: bool = True) -> CorpusData:
             words, surface_of = surface_words(sentence.tokens)
             document.words += words
             document.upos += [None] * len(words)
+            document.xpos += [None] * len(words)
             document.heads += [None] * len(words)
             document.tags += [""] * len(words)
             document.lines += [0] * len(words)
@@ -169,6 +175,7 @@ def read_ontogum(paths: list[Path], strict: bool = True) -> CorpusData:
                 # A multiword token keeps the syntactic word whose head lies outside it.
                 if document.upos[position] is None or (head and surface_of[head] + base != position):
                     document.upos[position] = token["upos"]
+                    document.xpos[position] = token["xpos"]
                     document.heads[position] = surface_of[head] + base if head else None
                 document.tags[position] += (token["misc"] or {}).get("Entity", "") or ""
                 document.lines[position] = line
@@ -206,6 +213,7 @@ def read_conll2012(path: Path, strict: bool = True) -> CorpusData:
                 sentence_open = True
             document.words.append(columns[3])
             document.upos.append(pos_to_upos.get(columns[4]))
+            document.xpos.append(columns[4])
             document.heads.append(None)
             document.tags.append("" if columns[-1] == "-" else columns[-1])
             document.lines.append(number)
@@ -268,6 +276,7 @@ def window_documents(data: CorpusData, tokenizer: PreTrainedTokenizerBase, max_l
         head_word=pl.col("head_word") - shift,
         mention_type="mention_type",
         is_discontinuous="is_discontinuous",
+        head_xpos="head_xpos",
     )
     return CorpusData(
         texts=texts.sort("example_id"),

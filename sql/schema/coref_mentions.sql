@@ -16,3 +16,6 @@ CREATE TABLE IF NOT EXISTS coref_mentions (
     role VARCHAR,                      -- GAP only
     gold_coref BOOLEAN                 -- GAP only: candidate corefers with the pronoun
 );
+-- Added for the coreference baselines (kept as an ALTER so older warehouse files upgrade):
+-- the head word's PTB tag (XPOS), null where the format has none (GAP).
+ALTER TABLE coref_mentions ADD COLUMN IF NOT EXISTS head_xpos VARCHAR;

@@ -1,0 +1,51 @@
+"""Coreference baselines (Clark §4.3, Table 2): the antecedent each baseline system picks,
+written per mention so the SQL views judge them beside the attention heads."""
+
+from dagster import AssetExecutionContext, Config, MaterializeResult, asset
+from dagster_duckdb import DuckDBResource
+
+from dagster_project.assets.corpora import corpus_assets_by_name
+from dagster_project.assets.metadata import table_preview
+from dagster_project.coreference_baselines import predict_antecedents
+from dagster_project.partitions import model_partitions
+from dagster_project.warehouse import partition_rows, replace_partition
+
+
+class CoreferenceBaselinesConfig(Config):
+    corpus: str = "ontogum"  # a corpus with `coref_mentions` (ontogum, conll2012)
+
+
+@asset(
+    description=(
+        "Clark §4.3 baselines: the antecedent that the nearest, head-match and rule-based "
+        "(Lee et al. 2011 sieves) systems pick for every mention. Writes `coref_baseline_predictions`."
+    ),
+    partitions_def=model_partitions,
+    deps=[corpus_assets_by_name["ontogum"]],
+    group_name="facts",
+    pool="warehouse_writer",
+)
+def coreference_baselines(
+    context: AssetExecutionContext, config: CoreferenceBaselinesConfig, warehouse: DuckDBResource
+) -> MaterializeResult:
+    model_id, corpus = context.partition_key, config.corpus
+    with warehouse.get_connection() as conn:
+        mentions = partition_rows(conn, "coref_mentions", model_id, corpus)
+        words = partition_rows(conn, "words", model_id, corpus, ("example_id", "word_index", "word"))
+    if mentions.is_empty():
+        raise ValueError(
+            f"No coref_mentions for model '{model_id}' and corpus '{corpus}': materialize {corpus}_examples "
+            "first, or set the run config `corpus` to a coreference corpus (ontogum, conll2012)."
+        )
+    predictions = predict_antecedents(mentions, words)
+    context.log.info(f"{corpus}: {predictions.height} predictions for {mentions.height} mentions")
+    with warehouse.get_connection() as conn:
+        written = replace_partition(conn, {"coref_baseline_predictions": predictions}, model_id, corpus)
+    return MaterializeResult(
+        metadata={
+            "coref_baseline_predictions_rows": written["coref_baseline_predictions"],
+            "mentions": mentions.height,
+            "corpus": corpus,
+            "preview": table_preview(predictions),
+        }
+    )

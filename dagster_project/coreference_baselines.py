@@ -1,0 +1,140 @@
+"""Antecedent-selection baselines of Clark et al. §4.3 (Table 2), as pure polars functions.
+
+For every mention that has candidate antecedents, each system picks one of them:
+
+- `nearest`: the nearest candidate;
+- `head match`: the nearest candidate with the same head word (case-insensitive), else
+  the nearest;
+- `rule-based`: sieves in the spirit of Lee et al. (2011), as the paper describes them:
+  (1) full string match, (2) head word match, (3) number/gender/person agreement,
+  (4) any other mention; the nearest candidate passing the earliest sieve wins.
+
+A candidate antecedent of a mention is a mention of the same example that ends before the
+mention starts (so a mention never links to one that contains or overlaps it); "nearest"
+is the candidate that starts last, then the one that ends last (the last in mentions
+ordered by start and end). The views in
+`sql/staging/stg_coref_antecedents.sql` use the same rule for the gold antecedents.
+"""
+
+import polars as pl
+
+SYSTEMS = ("nearest", "head match", "rule-based")
+
+# Pronoun head words -> (number, gender, person); None is unknown (agrees with anything).
+_PRONOUNS: dict[str, tuple[str | None, str | None, int | None]] = {
+    **dict.fromkeys(("i", "me", "my", "mine", "myself"), ("singular", None, 1)),
+    **dict.fromkeys(("we", "us", "our", "ours", "ourselves"), ("plural", None, 1)),
+    **dict.fromkeys(("you", "your", "yours"), (None, None, 2)),
+    "yourself": ("singular", None, 2),
+    "yourselves": ("plural", None, 2),
+    **dict.fromkeys(("he", "him", "his", "himself"), ("singular", "masculine", 3)),
+    **dict.fromkeys(("she", "her", "hers", "herself"), ("singular", "feminine", 3)),
+    **dict.fromkeys(("it", "its", "itself"), ("singular", "neuter", 3)),
+    **dict.fromkeys(("they", "them", "their", "theirs", "themselves"), ("plural", None, 3)),
+    **dict.fromkeys(("this", "that"), ("singular", None, 3)),
+    **dict.fromkeys(("these", "those"), ("plural", None, 3)),
+}
+# Penn Treebank noun tags (the head word's XPOS) -> number.
+_NOUN_NUMBER = {"NN": "singular", "NNP": "singular", "NNS": "plural", "NNPS": "plural"}
+
+_MENTION_COLUMNS = ("example_id", "mention_id", "word_start", "word_end", "head_word", "mention_type")
+_WORD_COLUMNS = ("example_id", "word_index", "word")
+
+
+def _require(frame: pl.DataFrame, columns: tuple[str, ...], name: str) -> None:
+    missing = [column for column in columns if column not in frame.columns]
+    if missing:
+        raise ValueError(f"{name} frame lacks columns {missing}; pass the warehouse `{name}` table's rows (it has {frame.columns}).")
+
+
+def mention_features(mentions: pl.DataFrame, words: pl.DataFrame) -> pl.DataFrame:
+    """The mentions with their lower-cased full text and head word, and number, gender and
+    person (from the pronoun list, else number from the head's XPOS and 3rd person for
+    non-pronouns; null when unknown).
+
+    `mentions` has the `coref_mentions` columns (`head_xpos` optional), `words` those of
+    the `words` table.
+    """
+    _require(mentions, _MENTION_COLUMNS, "coref_mentions")
+    _require(words, _WORD_COLUMNS, "words")
+    if "head_xpos" not in mentions.columns:
+        mentions = mentions.with_columns(head_xpos=pl.lit(None, dtype=pl.String))
+    forms = words.select("example_id", "word_index", form=pl.col("word").str.to_lowercase())
+    spans = (
+        mentions.select("example_id", "mention_id", word_index=pl.int_ranges("word_start", "word_end"))
+        .explode("word_index")
+        .join(forms, on=["example_id", "word_index"], how="left")
+    )
+    missing = spans.filter(pl.col("form").is_null())
+    if missing.height:
+        row = missing.row(0, named=True)
+        raise ValueError(
+            f"mention {row['mention_id']} of example {row['example_id']} covers word {row['word_index']}, "
+            "which the words frame lacks; read mentions and words of the same (model, corpus) partition."
+        )
+    texts = spans.sort("word_index").group_by("example_id", "mention_id").agg(text=pl.col("form").str.join(" "))
+    lexicon = pl.DataFrame(
+        [(form, *attributes) for form, attributes in _PRONOUNS.items()],
+        schema={"head": pl.String, "number": pl.String, "gender": pl.String, "person": pl.Int8},
+        orient="row",
+    )
+    return (
+        mentions.join(texts, on=["example_id", "mention_id"])
+        .join(forms.rename({"word_index": "head_word", "form": "head"}), on=["example_id", "head_word"], how="left")
+        .join(lexicon, on="head", how="left")
+        .with_columns(
+            number=pl.coalesce("number", pl.col("head_xpos").replace_strict(_NOUN_NUMBER, default=None, return_dtype=pl.String)),
+            person=pl.coalesce("person", pl.when(pl.col("mention_type") != "pronoun").then(pl.lit(3, dtype=pl.Int8))),
+        )
+    )
+
+
+def _agree(attribute: str) -> pl.Expr:
+    """Compatible values: equal, or either unknown."""
+    return pl.col(attribute).is_null() | pl.col(f"{attribute}_candidate").is_null() | (pl.col(attribute) == pl.col(f"{attribute}_candidate"))
+
+
+def candidate_pairs(features: pl.DataFrame) -> pl.DataFrame:
+    """Every (mention, candidate antecedent) pair with `distance_rank` (1 = nearest) and the
+    candidate's features suffixed `_candidate`."""
+    candidates = features.select(
+        "example_id",
+        candidate_id="mention_id",
+        **{f"{column}_candidate": column for column in ("word_start", "word_end", "text", "head", "number", "gender", "person")},
+    )
+    pairs = features.join(candidates, on="example_id").filter(pl.col("word_end_candidate") <= pl.col("word_start"))
+    return pairs.with_columns(
+        distance_rank=pl.struct(start=-pl.col("word_start_candidate"), end=-pl.col("word_end_candidate"))
+        .rank("ordinal")
+        .over("example_id", "mention_id")
+    )
+
+
+def predict_antecedents(mentions: pl.DataFrame, words: pl.DataFrame) -> pl.DataFrame:
+    """Per (example, mention with a candidate, system) the predicted antecedent's mention_id."""
+    pairs = candidate_pairs(mention_features(mentions, words))
+    head_match = pl.col("head") == pl.col("head_candidate")
+    sieve = (
+        pl.when(pl.col("text") == pl.col("text_candidate"))
+        .then(1)
+        .when(head_match)
+        .then(2)
+        .when(_agree("number") & _agree("gender") & _agree("person"))
+        .then(3)
+        .otherwise(4)
+    )
+    # Each system ranks a mention's candidates by (its own preference, distance) and keeps the first.
+    preference = {"nearest": pl.lit(0), "head match": (~head_match).cast(pl.Int8), "rule-based": sieve}
+    predictions = [
+        pairs.with_columns(preference=expression)
+        .sort("preference", "distance_rank")
+        .group_by("example_id", "mention_id", maintain_order=True)
+        .agg(antecedent_id=pl.col("candidate_id").first())
+        .with_columns(system=pl.lit(system))
+        for system, expression in preference.items()
+    ]
+    return (
+        pl.concat(predictions)
+        .select("example_id", "mention_id", "system", pl.col("antecedent_id").cast(pl.Int32))
+        .sort("example_id", "mention_id", "system")
+    )

@@ -1,0 +1,137 @@
+"""Clark §4.3 views on hand-built tables (the document of test_coreference_baselines), and the
+coreference_baselines asset writing the predictions the views judge."""
+
+from datetime import datetime
+from pathlib import Path
+
+import duckdb
+import polars as pl
+import pytest
+from dagster import DagsterInstance, materialize
+from dagster_duckdb import DuckDBResource
+
+from dagster_project.assets.coreference import coreference_baselines
+from dagster_project.warehouse import apply_views, replace_partition
+from tests.test_coreference_baselines import EXPECTED, document_frames
+
+MODEL, CORPUS = "tiny", "ontogum"
+# Coreferent mentions: 3 (pronoun), 4 and 8 (nominal), 5 and 7 (proper). Each head's most
+# attended word from each mention's head word; antecedent head words: 3 -> {4}, 4 -> {4, 9},
+# 5 -> {6}, 7 -> {0}, 8 -> {4, 9, 13}.
+TARGETS = {
+    (1, 1): {9: 4, 13: 9, 16: 6, 21: 19, 26: 25},  # right: 3, 4, 5 -> 3/5
+    (1, 2): {9: 6, 13: 4, 16: 6, 21: 0, 26: 13},  # right: 4, 5, 7, 8 -> 4/5 (best)
+    (2, 1): {9: 0, 13: 0, 16: 0, 21: 0, 26: 0},  # right: 7 -> 1/5
+}
+
+
+def _hits() -> pl.DataFrame:
+    rows = [(7, word, layer, head, target) for (layer, head), picks in TARGETS.items() for word, target in picks.items()]
+    rows.append((7, 1, 1, 1, 0))  # a word heading no mention: ignored
+    return pl.DataFrame(
+        rows, schema={"example_id": pl.Int32, "word_index": pl.Int32, "layer": pl.Int16, "head": pl.Int16, "target_word": pl.Int32}, orient="row"
+    ).with_columns(word_mode=pl.lit("mean"))
+
+
+def _predictions() -> pl.DataFrame:
+    rows = [(7, mention, system, antecedent) for system, picks in EXPECTED.items() for mention, antecedent in picks.items()]
+    return pl.DataFrame(rows, schema={"example_id": pl.Int32, "mention_id": pl.Int32, "system": pl.String, "antecedent_id": pl.Int32}, orient="row")
+
+
+def _fill(conn: duckdb.DuckDBPyConnection, predictions: bool = True) -> None:
+    mentions, words = document_frames()
+    conn.execute(
+        "INSERT INTO models VALUES (?, 'org/tiny-bert', '/tmp/tiny', NULL, 'bert', 2, 4, TRUE, ?)", [MODEL, datetime(2026, 1, 1)]
+    )
+    words = words.with_columns(segment=pl.lit(0, dtype=pl.Int8), char_start=0, char_end=0)
+    tables = {"coref_mentions": mentions, "words": words, "relation_hits": _hits()}
+    if predictions:
+        tables["coref_baseline_predictions"] = _predictions()
+    replace_partition(conn, tables, MODEL, CORPUS)
+
+
+def _accuracies(conn: duckdb.DuckDBPyConnection, view: str, key: str) -> dict[tuple, tuple[float, int]]:
+    rows = conn.execute(f"SELECT {key}, mention_type, accuracy, n FROM {view}").fetchall()
+    return {tuple(row[:-2]): (round(row[-2], 6), row[-1]) for row in rows}
+
+
+def test_antecedents_are_earlier_same_cluster_mentions(conn: duckdb.DuckDBPyConnection):
+    _fill(conn)
+    pairs = conn.execute("SELECT mention_id, antecedent_id, antecedent_head_word FROM stg_coref_antecedents ORDER BY ALL").fetchall()
+    assert pairs == [(3, 1, 4), (4, 1, 4), (4, 3, 9), (5, 2, 6), (7, 0, 0), (8, 1, 4), (8, 3, 9), (8, 4, 13)]
+
+
+def test_head_accuracy_per_mention_type(conn: duckdb.DuckDBPyConnection):
+    _fill(conn)
+    accuracy = _accuracies(conn, "coref_head_accuracy", "layer, head")
+    assert accuracy[(1, 1, "all")] == (0.6, 5)
+    assert accuracy[(1, 1, "pronoun")] == (1.0, 1)
+    assert accuracy[(1, 1, "nominal")] == (0.5, 2)
+    assert accuracy[(1, 1, "proper")] == (0.5, 2)
+    assert accuracy[(1, 2, "all")] == (0.8, 5)
+    assert accuracy[(2, 1, "all")] == (0.2, 5)
+    assert accuracy[(2, 1, "proper")] == (0.5, 2)
+    assert len(accuracy) == 3 * 4
+
+
+def test_clark_coreference_heads_has_best_head_and_baselines(conn: duckdb.DuckDBPyConnection):
+    _fill(conn)
+    rows = conn.execute("SELECT model, corpus, system, mention_type, accuracy, n, layer, head FROM clark_coreference_heads").fetchall()
+    assert {row[:2] for row in rows} == {("org/tiny-bert", CORPUS)}
+    table = {(system, mention_type): (round(accuracy, 6), n) for _, _, system, mention_type, accuracy, n, _, _ in rows}
+    assert table == {
+        ("nearest", "all"): (0.2, 5),
+        ("nearest", "pronoun"): (0.0, 1),
+        ("nearest", "proper"): (0.0, 2),
+        ("nearest", "nominal"): (0.5, 2),
+        ("head match", "all"): (0.6, 5),
+        ("head match", "pronoun"): (0.0, 1),
+        ("head match", "proper"): (1.0, 2),
+        ("head match", "nominal"): (0.5, 2),
+        ("rule-based", "all"): (1.0, 5),
+        ("rule-based", "pronoun"): (1.0, 1),
+        ("rule-based", "proper"): (1.0, 2),
+        ("rule-based", "nominal"): (1.0, 2),
+        ("head 1-2", "all"): (0.8, 5),
+        ("head 1-2", "pronoun"): (0.0, 1),
+        ("head 1-2", "proper"): (1.0, 2),
+        ("head 1-2", "nominal"): (1.0, 2),
+    }
+    assert [row[2] for row in rows[::4]] == ["nearest", "head match", "rule-based", "head 1-2"]
+    assert {row[6:] for row in rows if row[2] == "head 1-2"} == {(1, 2)}
+
+
+@pytest.fixture
+def warehouse_file(tmp_path: Path) -> Path:
+    path = tmp_path / "warehouse.duckdb"
+    with duckdb.connect(str(path)) as conn:
+        apply_views(conn)
+        _fill(conn, predictions=False)
+    return path
+
+
+def test_asset_writes_predictions_the_views_judge(warehouse_file: Path):
+    instance = DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("models", [MODEL])
+    resources = {"warehouse": DuckDBResource(database=str(warehouse_file))}
+    for _ in range(2):  # a second run replaces the partition's rows
+        assert materialize([coreference_baselines], partition_key=MODEL, instance=instance, resources=resources).success
+    with duckdb.connect(str(warehouse_file), read_only=True) as conn:
+        assert conn.execute("SELECT count(*) FROM coref_baseline_predictions").fetchone()[0] == 3 * 8
+        accuracy = _accuracies(conn, "coref_baseline_accuracy", "system")
+    assert accuracy[("nearest", "all")] == (0.2, 5)
+    assert accuracy[("rule-based", "all")] == (1.0, 5)
+
+
+def test_asset_without_mentions_says_what_to_materialize(warehouse_file: Path):
+    instance = DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("models", [MODEL])
+    resources = {"warehouse": DuckDBResource(database=str(warehouse_file))}
+    with pytest.raises(ValueError, match="materialize conll2012_examples first"):
+        materialize(
+            [coreference_baselines],
+            partition_key=MODEL,
+            instance=instance,
+            resources=resources,
+            run_config={"ops": {"coreference_baselines": {"config": {"corpus": "conll2012"}}}},
+        )

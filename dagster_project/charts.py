@@ -110,6 +110,27 @@ def pascual_correlation_chart(rows: pl.DataFrame, title: str) -> alt.LayerChart:
     return alt.layer(heads, median).properties(width=420, height=260, title=title)
 
 
+_TARGET_TYPES = {"sep": "[SEP]", "punct": ". or ,", "other": "other"}
+
+
+def clark_grad_importance_chart(rows: pl.DataFrame, title: str) -> alt.Chart:
+    """Clark Fig. 3: per layer, the mean |d loss / d attention| for attention to [SEP],
+    to '.'/',' and to other tokens."""
+    loss = rows["loss_name"][0].replace("_", " ")
+    long = rows.with_columns(pl.col("target_type").replace_strict(_TARGET_TYPES).alias("attention to"))
+    return (
+        alt.Chart(long)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("layer:O"),
+            y=alt.Y("grad_magnitude:Q", title="avg. gradient magnitude", axis=alt.Axis(format=".1e")),
+            color=alt.Color("attention to:N", sort=list(_TARGET_TYPES.values())),
+            tooltip=["layer", "attention to", alt.Tooltip("grad_magnitude:Q", format=".3e"), "n_examples"],
+        )
+        .properties(width=420, height=260, title=f"{title}: gradient of the {loss} loss w.r.t. attention")
+    )
+
+
 def clark_coreference_chart(rows: pl.DataFrame, title: str) -> alt.Chart:
     """Clark Table 2: antecedent selection accuracy of the baselines and the best head,
     grouped by mention type."""

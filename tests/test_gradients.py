@@ -13,6 +13,7 @@ from dagster_duckdb import DuckDBResource
 from transformers import AutoTokenizer, BertConfig, BertForMaskedLM, BertForSequenceClassification
 
 from dagster_project.assets import all_assets, corpus_assets_by_name, encoder_model, warehouse_views
+from dagster_project.assets.charts import chart_assets_by_name
 from dagster_project.assets.gradients import grad_importance
 from dagster_project.facts import length_batches
 from dagster_project.gradients import (
@@ -247,26 +248,30 @@ def _materialize(model_dir: Path, resources: dict) -> tuple[dict, duckdb.DuckDBP
     assert materialize(all_assets, selection=corpus, partition_key=spec.model_id, instance=instance, resources=resources).success
     result = materialize(
         all_assets,
-        selection=AssetSelection.assets(grad_importance),
+        selection=AssetSelection.assets(grad_importance, chart_assets_by_name["clark_fig3_grad_importance"]),
         partition_key=spec.model_id,
         instance=instance,
         resources=resources,
         run_config={"ops": {"grad_importance": {"config": {"corpus": "demo", "max_examples": 3}}}},
     )
     assert result.success
-    metadata = result.asset_materializations_for_node("grad_importance")[0].metadata
+    metadata = {node: result.asset_materializations_for_node(node)[0].metadata for node in ("grad_importance", "clark_fig3_grad_importance")}
     return metadata, duckdb.connect(resources["warehouse"].database, read_only=True), spec.model_id
 
 
 def test_asset_writes_no_rows_for_a_model_without_loss_head(tiny_model_dir: Path, resources: dict):
-    metadata, conn, _ = _materialize(tiny_model_dir, resources)
+    materialized, conn, _ = _materialize(tiny_model_dir, resources)
+    metadata = materialized["grad_importance"]
     assert metadata["grad_importance_rows"].value == 0
     assert "no loss head" in metadata["reason"].value
     assert conn.execute("SELECT count(*) FROM grad_importance").fetchone() == (0,)
+    assert "no gradient rows" in materialized["clark_fig3_grad_importance"]["skipped"].value
 
 
-def test_asset_and_view_for_a_masked_lm(tiny_mlm_dir: Path, resources: dict):
-    metadata, conn, model_id = _materialize(tiny_mlm_dir, resources)
+def test_asset_view_and_chart_for_a_masked_lm(tiny_mlm_dir: Path, resources: dict):
+    materialized, conn, model_id = _materialize(tiny_mlm_dir, resources)
+    metadata = materialized["grad_importance"]
+    assert Path(materialized["clark_fig3_grad_importance"]["png"].value).stat().st_size > 0
     assert metadata["grad_importance_rows"].value > 0 and metadata["loss_name"].value == MASKED_LM
     view = conn.execute(
         "SELECT layer, target_type, grad_magnitude, loss_name, n_examples FROM clark_grad_importance WHERE model_id = ? ORDER BY ALL",

@@ -14,6 +14,7 @@ from dagster_duckdb import DuckDBResource
 from dagster_project import charts
 from dagster_project.assets.coreference import coreference_baselines
 from dagster_project.assets.facts import fact_assets
+from dagster_project.assets.gradients import grad_importance
 from dagster_project.assets.hta import hta_assets
 from dagster_project.assets.views import warehouse_views
 from dagster_project.partitions import model_partitions
@@ -31,6 +32,7 @@ class ChartSpec:
     needs_hta: bool = False
     caption: str = ""  # appended to the chart title
     extra_deps: tuple[AssetsDefinition, ...] = ()  # analysis assets the view reads besides the facts
+    when_empty: str = ""  # set: a model without rows is expected (why), the chart is skipped instead of failing
 
     def rows(self, conn: duckdb.DuckDBPyConnection, model_id: str) -> tuple[str, pl.DataFrame] | None:
         """The view rows drawn for a model: those of the first of `corpora` with rows, or None."""
@@ -45,6 +47,10 @@ class ChartSpec:
 CHARTS = (
     ChartSpec("clark_fig2_special_tokens", "Clark et al. Fig. 2", "clark_special_tokens", ("wiki_segments", "demo"), charts.clark_special_tokens_chart),
     ChartSpec("clark_fig4_entropy", "Clark et al. Fig. 4", "clark_entropy", ("wiki_segments", "demo"), charts.clark_entropy_chart),
+    ChartSpec(
+        "clark_fig3_grad_importance", "Clark et al. Fig. 3", "clark_grad_importance", ("wiki_segments", "demo"), charts.clark_grad_importance_chart,
+        extra_deps=(grad_importance,), when_empty="a model without a masked-LM or classification head has no gradient rows (see grad_importance's `reason`)",
+    ),
     ChartSpec("pascual_fig2_attention_histograms", "Pascual et al. Fig. 2", "pascual_attention_histograms", ("xnli_en", "demo"), charts.pascual_histograms_chart),
     ChartSpec("pascual_fig4_center_of_mass", "Pascual et al. Fig. 4/5", "pascual_center_of_mass", ("xnli_en", "demo"), charts.pascual_center_of_mass_chart),
     ChartSpec("pascual_fig1_local_correlation", "Pascual et al. Fig. 1", "pascual_hta_local_correlation", ("xnli_en", "demo"), charts.pascual_correlation_chart, needs_hta=True, caption="attention vs previous-layer contribution"),
@@ -66,6 +72,9 @@ def build_chart_asset(spec: ChartSpec) -> AssetsDefinition:
         model_id = context.partition_key
         with warehouse.get_connection() as conn:
             found = spec.rows(conn, model_id)
+        if found is None and spec.when_empty:
+            context.log.warning(f"{spec.name}: view {spec.view} has no rows for model '{model_id}' on {spec.corpora}; skipped: {spec.when_empty}")
+            return MaterializeResult(metadata={"skipped": spec.when_empty, "view": spec.view, "view_rows": 0})
         if found is None:
             raise ValueError(
                 f"View {spec.view} has no rows for model '{model_id}' on {spec.corpora}: "

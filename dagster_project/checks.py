@@ -43,10 +43,10 @@ def histogram_masses(histograms: pl.DataFrame, lengths: pl.DataFrame, name: str,
     )
 
 
-def finite(frame: pl.DataFrame, columns: list[str]) -> CheckOutcome:
-    """No NaN or infinity in the given float columns."""
+def finite(frame: pl.DataFrame, columns: list[str], name: str = "finite_values") -> CheckOutcome:
+    """No NaN or infinity in the given float columns (and at least one row)."""
     bad = {column: int((~frame[column].is_finite()).sum()) for column in columns}
-    return CheckOutcome("finite_values", sum(bad.values()) == 0, f"No NaN or inf in {', '.join(columns)}.", {f"non_finite_{c}": n for c, n in bad.items()})
+    return CheckOutcome(name, frame.height > 0 and sum(bad.values()) == 0, f"No NaN or inf in {', '.join(columns)}.", {f"non_finite_{c}": n for c, n in bad.items()})
 
 
 def rows_per_example(frame: pl.DataFrame, n_examples: int, per_example: int) -> CheckOutcome:

@@ -12,6 +12,7 @@ import numpy as np
 import polars as pl
 import torch
 
+from dagster_project.head_clustering import head_js_divergence
 from dagster_project.metrics import (
     TokenMasks,
     head_summaries,
@@ -44,6 +45,7 @@ class AttentionFacts:
     head_summaries: pl.DataFrame
     position_histograms: pl.DataFrame
     relation_hits: pl.DataFrame
+    head_distances: pl.DataFrame
     n_examples: int
     seconds: float
 
@@ -173,6 +175,23 @@ def relation_hit_columns(attn: torch.Tensor, word_spans: torch.Tensor, example_i
     )
 
 
+def head_distance_frame(js_sums: torch.Tensor, n_tokens: int, n_heads: int) -> pl.DataFrame:
+    """Rows (layer_a, head_a, layer_b, head_b, js_sum, tokens) of a (K, K) matrix of summed
+    Jensen-Shannon divergences, head index k = layer * n_heads + head (0-based)."""
+    first, second = torch.meshgrid(torch.arange(js_sums.shape[0]), torch.arange(js_sums.shape[0]), indexing="ij")
+    return pl.DataFrame(
+        _flat(
+            {
+                "layer_a": (first // n_heads + 1).to(torch.int16),
+                "head_a": (first % n_heads + 1).to(torch.int16),
+                "layer_b": (second // n_heads + 1).to(torch.int16),
+                "head_b": (second % n_heads + 1).to(torch.int16),
+                "js_sum": js_sums,
+            }
+        )
+    ).with_columns(tokens=pl.lit(n_tokens, dtype=pl.Int64))
+
+
 def batch_facts(
     attn: torch.Tensor, batch: Batch, histograms: bool = True
 ) -> tuple[dict[str, np.ndarray], dict[str, dict[str, np.ndarray]]]:
@@ -208,6 +227,7 @@ def extract_attention_facts(
     histograms: bool = True,
     words: pl.DataFrame | None = None,
     word_mode: str = "mean",
+    head_distances: bool = False,
 ) -> AttentionFacts:
     """Run the model once over a tokenized corpus and compute every attention fact.
 
@@ -215,12 +235,16 @@ def extract_attention_facts(
     `progress(done, total, seconds)` is called after each batch. Without `histograms`,
     position_histograms comes back empty (corpora analysed per word, not per offset).
     With `words` (the `words` table's rows), relation hits are computed in `word_mode`.
+    With `head_distances`, the Jensen-Shannon divergence of every pair of heads is summed
+    over the corpus's query tokens (Clark §6).
     """
     started = time.perf_counter()
     total = tokens["example_id"].n_unique()
     summary_parts: list[dict[str, np.ndarray]] = []
     histogram_parts: dict[str, list[dict[str, np.ndarray]]] = {scope: [] for scope in SCOPES}
     hit_parts: list[dict[str, np.ndarray]] = []
+    n_heads = encoder.spec.n_layers * encoder.spec.n_heads
+    js_sums, js_tokens = torch.zeros(n_heads, n_heads, dtype=torch.float64), 0
     done = 0
     batches = length_batches(
         tokens, encoder.tokenizer.pad_token_id or 0, batch_tokens, encoder.spec.takes_token_types, words
@@ -235,6 +259,9 @@ def extract_attention_facts(
                 histogram_parts[scope].append(columns)
             if batch.word_spans is not None:
                 hit_parts.append(relation_hit_columns(attn, batch.word_spans, batch.example_ids, word_mode))
+            if head_distances:
+                js_sums += head_js_divergence(attn, batch.masks.valid)
+                js_tokens += int(batch.masks.valid.sum())
             done += len(batch.example_ids)
             if progress:
                 progress(done, total, time.perf_counter() - started)
@@ -242,6 +269,7 @@ def extract_attention_facts(
         head_summaries=frame(summary_parts),
         position_histograms=histogram_frame(histogram_parts, "attention") if histograms else pl.DataFrame(),
         relation_hits=frame(hit_parts).with_columns(word_mode=pl.lit(word_mode)) if hit_parts else pl.DataFrame(),
+        head_distances=head_distance_frame(js_sums, js_tokens, encoder.spec.n_heads) if head_distances else pl.DataFrame(),
         n_examples=done,
         seconds=time.perf_counter() - started,
     )

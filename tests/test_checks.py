@@ -1,8 +1,9 @@
 """Fact checks on small frames that pass and frames that must fail."""
 
 import polars as pl
+import pytest
 
-from dagster_project.checks import finite, histogram_masses, rows_per_example, rows_sum_to_one
+from dagster_project.checks import finite, histogram_masses, relation_hit_targets, rows_per_example, rows_sum_to_one
 
 
 def _histogram(sums: list[float], counts: list[int]) -> pl.DataFrame:
@@ -31,3 +32,26 @@ def test_row_sums_finiteness_and_row_counts():
     assert not outcome.passed and outcome.metadata["non_finite_entropy"] == 1
     assert rows_per_example(summaries, 2, 2).passed
     assert not rows_per_example(summaries, 3, 2).passed and not rows_per_example(summaries, 2, 3).passed
+
+
+_WORDS = pl.DataFrame({"example_id": [0, 0, 0, 1], "word_index": [0, 1, 2, 0], "piece_start": [1, 2, None, 1]})
+
+
+def _hits(targets: list[int]) -> pl.DataFrame:
+    return pl.DataFrame({"example_id": [0, 0], "word_index": [0, 1], "target_word": targets})
+
+
+def test_relation_hit_targets_accepts_other_words_with_pieces():
+    # Word 2 has no pieces and example 1 has a single word: neither needs hits.
+    outcome = relation_hit_targets(_hits([1, 0]), _WORDS, per_word=1)
+    assert outcome.passed and outcome.metadata["words_with_pieces"] == 2
+
+
+@pytest.mark.parametrize("targets", [[1, 1], [2, 0], [5, 0]])  # itself, a word without pieces, outside
+def test_relation_hit_targets_rejects_bad_targets(targets):
+    outcome = relation_hit_targets(_hits(targets), _WORDS, per_word=1)
+    assert not outcome.passed and outcome.metadata["targets_outside_example"] == 1
+
+
+def test_relation_hit_targets_needs_every_layer_and_head():
+    assert not relation_hit_targets(_hits([1, 0]), _WORDS, per_word=2).passed

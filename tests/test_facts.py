@@ -1,5 +1,6 @@
 """Fact extraction on a tiny random BERT: batching and padding never change a number."""
 
+import math
 from pathlib import Path
 
 import polars as pl
@@ -68,3 +69,55 @@ def test_histograms_account_for_every_pair(encoder, demo_tokens):
     assert (summaries["n_tokens"] == summaries["n"]).all()
     assert summaries["row_sum_error"].max() < 1e-5
     assert ((summaries["entropy"] >= 0) & (summaries["entropy"] <= summaries["n"].log() + 1e-5)).all()
+
+
+@pytest.fixture(scope="module")
+def demo_words(encoder) -> pl.DataFrame:
+    return encode_corpus(read_demo_pairs(), encoder.tokenizer, 128, 12, 0).words
+
+
+def test_relation_hits_do_not_depend_on_batching(encoder, demo_tokens, demo_words):
+    one_by_one = extract_attention_facts(encoder, demo_tokens, batch_tokens=1, words=demo_words, word_mode="max")
+    padded = extract_attention_facts(encoder, demo_tokens, batch_tokens=4096, words=demo_words, word_mode="max")
+    keys = ["example_id", "word_index", "layer", "head"]
+    assert one_by_one.relation_hits.sort(keys).equals(padded.relation_hits.sort(keys))
+    real = demo_words.filter(pl.col("piece_start").is_not_null())
+    assert padded.relation_hits.height == real.height * TINY_LAYERS * TINY_HEADS
+    assert set(padded.relation_hits["word_mode"]) == {"max"}
+
+
+def test_relation_hits_are_the_word_level_argmax(encoder, demo_tokens, demo_words):
+    """Recompute one example's hits from its piece map with the word rules written out."""
+    facts = extract_attention_facts(encoder, demo_tokens, words=demo_words)
+    example = int(demo_tokens["example_id"].min())
+    ids = demo_tokens.filter(pl.col("example_id") == example).sort("position")["token_id"].to_list()
+    segments = demo_tokens.filter(pl.col("example_id") == example).sort("position")["segment"].to_list()
+    with torch.inference_mode():
+        out = encoder.model(input_ids=torch.tensor([ids]), token_type_ids=torch.tensor([segments]), output_attentions=True)
+    words = demo_words.filter((pl.col("example_id") == example) & pl.col("piece_start").is_not_null()).sort("word_index")
+    layer, head = 2, 3
+    piece_map = out.attentions[layer - 1][0, head - 1]
+    spans = list(zip(words["piece_start"], words["piece_end"]))
+    to_words = torch.stack([piece_map[:, start:end].sum(-1) for start, end in spans], dim=-1)
+    word_map = torch.stack([to_words[start:end].mean(0) for start, end in spans])
+    word_map.fill_diagonal_(-1.0)
+    expected = dict(zip(words["word_index"], [words["word_index"][i] for i in word_map.argmax(-1).tolist()]))
+    hits = facts.relation_hits.filter((pl.col("example_id") == example) & (pl.col("layer") == layer) & (pl.col("head") == head))
+    assert dict(zip(hits["word_index"], hits["target_word"])) == expected
+
+
+def test_head_distances_sum_over_batches(encoder, demo_tokens):
+    whole = extract_attention_facts(encoder, demo_tokens, batch_tokens=4096, head_distances=True).head_distances
+    split = extract_attention_facts(encoder, demo_tokens, batch_tokens=64, head_distances=True).head_distances
+    n_heads = TINY_LAYERS * TINY_HEADS
+    assert whole.height == n_heads**2
+    assert whole["tokens"][0] == demo_tokens.height
+    keys = ["layer_a", "head_a", "layer_b", "head_b"]
+    # float32 entropies: the mixture-minus-mean difference keeps ~3 significant digits
+    assert ((whole.sort(keys)["js_sum"] - split.sort(keys)["js_sum"]).abs() <= 1e-3 * whole.sort(keys)["js_sum"] + 1e-7).all()
+    diagonal = whole.filter((pl.col("layer_a") == pl.col("layer_b")) & (pl.col("head_a") == pl.col("head_b")))
+    assert diagonal["js_sum"].abs().max() == 0
+    mirrored = whole.join(whole, left_on=keys, right_on=["layer_b", "head_b", "layer_a", "head_a"])
+    assert (mirrored["js_sum"] - mirrored["js_sum_right"]).abs().max() == 0
+    # JS is at most ln 2 per token.
+    assert 0 < whole["js_sum"].max() <= math.log(2) * demo_tokens.height

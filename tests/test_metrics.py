@@ -13,9 +13,12 @@ from dagster_project.metrics import (
     TokenMasks,
     offset_bins,
     head_summaries,
+    most_attended_words,
     pair_mask,
     relative_position_histogram,
     row_entropy,
+    word_level_maps,
+    word_piece_matrix,
 )
 
 
@@ -156,3 +159,56 @@ def test_pattern_classes_follow_the_rules():
     # With both thresholds low, the [CLS] head's 1/n diagonal share is not enough, the previous-token head's [CLS] share is.
     lenient = pattern_classes(summaries, block_mass, masks, PatternThresholds(vertical=0.05, diagonal=0.15))[0, 0].tolist()
     assert [PATTERNS[index] for index in lenient][:2] == ["vertical", "vertical+diagonal"]
+
+
+# Word-level maps (Clark §4.1). Five pieces: [CLS] "play" "##ing" "ball" [SEP]; words
+# 0 = pieces 1-2 (split), 1 = piece 3.
+_PIECE_MAP = torch.tensor(
+    [
+        [0.2, 0.2, 0.2, 0.2, 0.2],
+        [0.1, 0.1, 0.3, 0.4, 0.1],
+        [0.0, 0.5, 0.1, 0.2, 0.2],
+        [0.3, 0.3, 0.1, 0.2, 0.1],
+        [0.2, 0.2, 0.2, 0.2, 0.2],
+    ]
+)
+_MEMBERSHIP = word_piece_matrix(torch.tensor([[1, 3]]), torch.tensor([[3, 4]]), 5)
+
+
+def test_word_piece_matrix_marks_spans():
+    assert _MEMBERSHIP.tolist() == [[[0, 1, 1, 0, 0], [0, 0, 0, 1, 0]]]
+
+
+@pytest.mark.parametrize(
+    ("mode", "expected"),
+    [
+        # TO a word: sum over its pieces; FROM: mean / first / elementwise max of its pieces' rows.
+        ("mean", [[(0.4 + 0.6) / 2, (0.4 + 0.2) / 2], [0.4, 0.2]]),
+        ("first", [[0.4, 0.4], [0.4, 0.2]]),
+        ("max", [[0.6, 0.4], [0.4, 0.2]]),
+    ],
+)
+def test_word_level_maps_by_mode(mode, expected):
+    words = word_level_maps(_PIECE_MAP[None, None, None], _MEMBERSHIP, mode)
+    assert words.shape == (1, 1, 1, 2, 2)
+    torch.testing.assert_close(words[0, 0, 0], torch.tensor(expected))
+
+
+def test_word_level_maps_reject_unknown_modes():
+    with pytest.raises(ValueError, match="word_mode"):
+        word_level_maps(_PIECE_MAP[None, None, None], _MEMBERSHIP, "last")
+
+
+def test_most_attended_other_word_skips_self_padding_and_ties_low():
+    maps = torch.tensor(
+        [
+            [0.1, 0.4, 0.4, 0.1],  # tie between words 1 and 2 -> 1
+            [0.2, 0.6, 0.1, 0.1],  # its own column is the largest -> next best, word 0
+            [0.0, 0.0, 0.3, 0.9],  # word 3 is padding -> best real other word, 0 (tie 0/1 at 0.0)
+            [0.5, 0.5, 0.0, 0.0],
+        ]
+    )[None, None, None]
+    real = torch.tensor([[True, True, True, False]])
+    assert most_attended_words(maps, real)[0, 0, 0, :3].tolist() == [1, 0, 0]
+    single = most_attended_words(torch.ones(1, 1, 1, 2, 2), torch.tensor([[True, False]]))
+    assert single[0, 0, 0, 0].item() == -1

@@ -29,13 +29,18 @@ FACT_CHECKS = {
     "finite_values": "No NaN or inf in the head summaries and histogram weights.",
     "rows_per_example": "One head-summary row per (example, layer, head).",
     "relation_hit_targets": "Relation-hit targets are other words of the same example; one hit per word, layer and head.",
+    "finite_head_distances": "Every head-pair Jensen-Shannon sum is finite.",
 }
 
 
 def build_fact_asset(spec: CorpusSpec, corpus_asset: AssetsDefinition) -> AssetsDefinition:
     corpus = spec.name
     name = f"{corpus}_attention_facts"
-    skipped = {"histogram_pairs_and_mass": not spec.histograms, "relation_hit_targets": not spec.relation_hits}
+    skipped = {
+        "histogram_pairs_and_mass": not spec.histograms,
+        "relation_hit_targets": not spec.relation_hits,
+        "finite_head_distances": not spec.head_distances,
+    }
     checks = {name: text for name, text in FACT_CHECKS.items() if not skipped.get(name)}
 
     @asset(
@@ -59,7 +64,7 @@ def build_fact_asset(spec: CorpusSpec, corpus_asset: AssetsDefinition) -> Assets
         report = progress_logger(context, corpus, _PROGRESS_EVERY_SECONDS)
         encoder = load_encoder(source)
         facts = extract_attention_facts(
-            encoder, tokens, config.batch_tokens, report, spec.histograms, words, config.word_mode
+            encoder, tokens, config.batch_tokens, report, spec.histograms, words, config.word_mode, spec.head_distances
         )
         summaries = facts.head_summaries
         outcomes = [
@@ -76,6 +81,9 @@ def build_fact_asset(spec: CorpusSpec, corpus_asset: AssetsDefinition) -> Assets
         if spec.relation_hits:
             outcomes.append(relation_hit_targets(facts.relation_hits, words, encoder.spec.n_layers * encoder.spec.n_heads))
             tables["relation_hits"] = facts.relation_hits
+        if spec.head_distances:
+            outcomes.append(finite(facts.head_distances, ["js_sum"], "finite_head_distances"))
+            tables["head_distances"] = facts.head_distances
         with warehouse.get_connection() as conn:
             written = replace_partition(conn, tables, model_id, corpus)
         return MaterializeResult(

@@ -105,6 +105,7 @@ _SPECS = [
         max_len=128,
         size=1000,
         spacy_features=True,
+        head_distances=True,
     ),
     *(_xnli(language) for language in ("en", "de", "ar")),
     *(_ud(treebank, split) for treebank in UD_FILES for split in ("dev", "test")),

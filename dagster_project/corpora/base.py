@@ -49,6 +49,7 @@ class CorpusSpec:
     default: bool = True  # part of `attn-warehouse run` without --corpus
     hta: bool = False  # Hidden Token Attribution facts (Pascual et al.)
     relation_hits: bool = False  # word-level most-attended words, joined to gold relations (Clark §4)
+    head_distances: bool = False  # Jensen-Shannon distances between heads (Clark §6)
     # Tokenizer-dependent preparation before encoding (cutting documents into windows).
     prepare: Callable[[CorpusData, PreTrainedTokenizerBase, int], CorpusData] | None = None
 

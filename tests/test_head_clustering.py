@@ -3,11 +3,12 @@
 import math
 
 import numpy as np
+import polars as pl
 import pytest
 import torch
-from scipy.spatial.distance import jensenshannon
+from scipy.spatial.distance import jensenshannon, pdist, squareform
 
-from dagster_project.head_clustering import head_js_divergence
+from dagster_project.head_clustering import distance_matrix, distance_rows, embed_heads, head_js_divergence
 
 
 def _random_maps(lengths: list[int], layers: int, heads: int, width: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -67,3 +68,37 @@ def test_js_rejects_a_mask_of_the_wrong_shape() -> None:
     attn, valid = _random_maps([3], layers=1, heads=2, width=3, seed=3)
     with pytest.raises(ValueError, match=r"valid must be a bool \(B, T\)"):
         head_js_divergence(attn, valid[:, :2])
+
+
+def test_distance_rows_number_heads_from_one_per_unordered_pair() -> None:
+    js_sums = torch.tensor([[0.0, 1.0, 2.0], [1.0, 0.0, 3.0], [2.0, 3.0, 0.0]], dtype=torch.float64)
+    rows = distance_rows(js_sums, tokens=10, heads=2)  # heads 0, 1, 2 = (1,1), (1,2), (2,1)
+    assert rows.rows() == [(1, 1, 1, 2, 1.0, 10), (1, 1, 2, 1, 2.0, 10), (1, 2, 2, 1, 3.0, 10)]
+
+
+def test_distance_matrix_is_the_mean_per_token_in_either_order() -> None:
+    rows = pl.DataFrame(
+        {"layer_a": [1, 2, 2, 1], "head_a": [1, 1, 1, 2], "layer_b": [1, 1, 1, 2], "head_b": [2, 1, 2, 1], "js_sum": [4.0, 8.0, 6.0, 6.0], "tokens": [8] * 4}
+    )  # (2,1)-(1,2) appears in both orders
+    distances = distance_matrix(rows)
+    assert distances.heads.rows() == [(1, 1), (1, 2), (2, 1)]
+    np.testing.assert_array_equal(distances.js_mean, [[0.0, 0.5, 1.0], [0.5, 0.0, 0.75], [1.0, 0.75, 0.0]])
+
+
+def test_distance_matrix_rejects_missing_pairs() -> None:
+    rows = pl.DataFrame({"layer_a": [1, 1], "head_a": [1, 1], "layer_b": [1, 2], "head_b": [2, 1], "js_sum": [1.0, 1.0], "tokens": [1, 1]})
+    with pytest.raises(ValueError, match="lacks 1 of their pairs"):
+        distance_matrix(rows)
+
+
+def test_mds_recovers_the_distances_of_a_planar_configuration() -> None:
+    points = np.array([[0.0, 0.0], [3.0, 0.0], [3.0, 4.0], [0.0, 4.0], [1.0, 1.0], [6.0, 2.0]])
+    embedding = embed_heads(squareform(pdist(points)))
+    np.testing.assert_allclose(pdist(embedding.xy), pdist(points), atol=1e-6)
+    assert embedding.stress < 1e-6
+
+
+def test_mds_of_points_on_a_line_keeps_their_gaps() -> None:
+    positions = np.array([0.0, 1.0, 3.0, 6.0])
+    embedding = embed_heads(np.abs(positions[:, None] - positions[None, :]))
+    np.testing.assert_allclose(pdist(embedding.xy), pdist(positions[:, None]), atol=1e-6)

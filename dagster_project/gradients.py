@@ -248,6 +248,8 @@ def extract_grad_importance(
     is needed for the sequence-classification losses and restricts the examples to those
     it lists. `seed` draws the masked-LM masking (unused by the other losses).
     """
+    if loss_model.loss_name != MASKED_LM and labels is None:
+        raise ValueError(f"The {loss_model.loss_name} loss needs the examples' labels: pass `labels` (example_id, label).")
     started = time.perf_counter()
     total = tokens["example_id"].n_unique() if labels is None else labels.height
     parts: list[dict[str, np.ndarray]] = []

@@ -7,10 +7,10 @@ import duckdb
 import polars as pl
 import pytest
 import torch
-import transformers.models.bert.modeling_bert as modeling_bert
 from dagster import AssetSelection, DagsterInstance, materialize
 from dagster_duckdb import DuckDBResource
 from transformers import AutoTokenizer, BertConfig, BertForMaskedLM, BertForSequenceClassification
+from transformers.models.bert import modeling_bert
 
 from dagster_project.assets import all_assets, corpus_assets_by_name, encoder_model, warehouse_views
 from dagster_project.assets.charts import chart_assets_by_name

@@ -1,0 +1,85 @@
+"""Uniform-attention head ablation on tiny random-weight classifiers."""
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from dagster_project.ablation import ablated_logits, ablation_settings, settings_logits, uniform_ablation_attention, use_ablation_attention
+from dagster_project.finetuning import build_classifier
+from tests.conftest import TINY_HEADS, TINY_LAYERS
+
+
+class _Attention(torch.nn.Module):
+    def __init__(self, layer_idx: int) -> None:
+        super().__init__()
+        self.layer_idx = layer_idx
+
+
+@pytest.fixture(scope="module")
+def classifier(tiny_model_dir: Path) -> torch.nn.Module:
+    return use_ablation_attention(build_classifier(str(tiny_model_dir), "rte", "pretrained", seed=0).eval())
+
+
+@pytest.fixture
+def inputs() -> dict[str, torch.Tensor]:
+    generator = torch.Generator().manual_seed(0)
+    ids = torch.randint(1000, 2000, (3, 7), generator=generator)
+    mask = torch.tensor([[1] * 7, [1] * 5 + [0] * 2, [1] * 3 + [0] * 4])
+    return {"input_ids": ids * mask, "attention_mask": mask, "token_type_ids": torch.zeros_like(ids)}
+
+
+def test_disabled_head_rows_are_exactly_one_over_n():
+    generator = torch.Generator().manual_seed(1)
+    query, key, value = (torch.randn(2, 3, 4, 5, generator=generator) for _ in range(3))
+    valid = torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0]], dtype=torch.bool)
+    additive = torch.zeros(2, 1, 4, 4).masked_fill(~valid[:, None, None, :], torch.finfo(torch.float32).min)
+    disabled = torch.zeros(1, 2, 3, dtype=torch.bool)
+    disabled[0, 1, 2] = True  # layer index 1, head index 2
+    output, weights = uniform_ablation_attention(_Attention(1), query, key, value, additive, disabled_heads=disabled)
+    assert torch.equal(weights[0, 2], torch.full((4, 4), 0.25))
+    assert torch.equal(weights[1, 2], torch.tensor([[0.5, 0.5, 0.0, 0.0]] * 4))
+    # other heads keep softmax attention; the output is the uniform mean of the real values
+    _, eager = uniform_ablation_attention(_Attention(1), query, key, value, additive)
+    assert torch.equal(weights[:, :2], eager[:, :2])
+    assert torch.allclose(output[1, :, 2], value[1, 2, :2].mean(0).expand(4, 5))
+    # the same mask for another layer disables nothing
+    _, untouched = uniform_ablation_attention(_Attention(0), query, key, value, additive, disabled_heads=disabled)
+    assert torch.equal(untouched, eager)
+
+
+def test_no_disabled_head_reproduces_the_baseline_exactly(tiny_model_dir: Path, classifier: torch.nn.Module, inputs: dict):
+    eager = build_classifier(str(tiny_model_dir), "rte", "pretrained", seed=0).eval()
+    with torch.no_grad():
+        baseline = eager(**inputs).logits
+    none_disabled = torch.zeros(1, TINY_LAYERS, TINY_HEADS, dtype=torch.bool)
+    assert torch.equal(ablated_logits(classifier, inputs, none_disabled)[0], baseline)
+
+
+def test_model_attention_of_a_disabled_head_is_uniform_over_real_tokens(classifier: torch.nn.Module, inputs: dict):
+    disabled = torch.zeros(1, TINY_LAYERS, TINY_HEADS, dtype=torch.bool)
+    disabled[0, 1, 3] = True
+    with torch.no_grad():
+        attentions = classifier(**inputs, disabled_heads=disabled, output_attentions=True).attentions
+    assert torch.equal(attentions[1][2, 3, 0], torch.tensor([1 / 3] * 3 + [0.0] * 4))
+    assert torch.equal(attentions[1][1, 3, 4], torch.tensor([0.2] * 5 + [0.0] * 2))
+    assert not torch.allclose(attentions[1][2, 2, 0, :3], torch.full((3,), 1 / 3))  # a kept head
+
+
+def test_settings_are_baseline_then_heads_then_layers():
+    settings = ablation_settings(2, 3)
+    assert settings.disabled.shape == (1 + 6 + 2, 2, 3)
+    assert settings.disabled.sum(dim=(1, 2)).tolist() == [0, 1, 1, 1, 1, 1, 1, 3, 3]
+    assert settings.disabled[5, 1, 1] and settings.layer[5] == 2 and settings.head[5] == 2
+    assert settings.disabled[7, 0].all() and not settings.disabled[7, 1].any()
+    assert settings.layer == [None, 1, 1, 1, 2, 2, 2, 1, 2]
+    assert settings.head == [None, 1, 2, 3, 1, 2, 3, None, None]
+
+
+def test_settings_in_one_pass_match_each_setting_alone(classifier: torch.nn.Module, inputs: dict):
+    settings = ablation_settings(TINY_LAYERS, TINY_HEADS)
+    together = settings_logits(classifier, [inputs], settings.disabled, batch_tokens=10**6)
+    in_chunks = settings_logits(classifier, [inputs], settings.disabled, batch_tokens=1)  # one setting per pass
+    assert together.shape == (1 + TINY_LAYERS * TINY_HEADS + TINY_LAYERS, 3, 2)
+    assert torch.allclose(together, in_chunks, atol=1e-6)
+    assert not torch.equal(together[1], together[0])  # disabling a head changes the logits (a little: random weights attend nearly uniformly)

@@ -1,0 +1,149 @@
+"""Fine-tuning mechanics on tiny random models, GLUE metrics by hand, and MiniLM on a slice of RTE."""
+
+import json
+import math
+from pathlib import Path
+
+import polars as pl
+import pytest
+import torch
+
+from dagster_project.ablation import ablation_settings, settings_logits, use_ablation_attention
+from dagster_project.finetuning import (
+    Recipe,
+    TaskData,
+    build_classifier,
+    fine_tune,
+    glue_metrics,
+    length_sorted_batches,
+    pad_inputs,
+    predict_logits,
+    recipe_record,
+    save_checkpoint,
+    task_data,
+    task_head,
+)
+
+
+def _toy_task(n: int) -> TaskData:
+    """[CLS] w w [SEP] with w = 'good' (label 1) or 'bad' (label 0): learnable from one token."""
+    words = torch.tensor([2204, 2919])  # bert-base-uncased ids of 'good', 'bad'
+    labels = torch.arange(n) % 2
+    ids = [torch.tensor([101, words[1 - label], words[1 - label], 102]) for label in labels.tolist()]
+    return TaskData(list(range(n)), ids, [torch.zeros(4, dtype=torch.long)] * n, 1.0 - labels.float())
+
+
+def test_glue_metrics_by_hand():
+    labels = torch.tensor([1.0, 1.0, 0.0, 0.0, 1.0])
+    logits = torch.tensor([[0.0, 1.0], [1.0, 0.0], [1.0, 0.0], [0.0, 1.0], [0.0, 1.0]])  # predicts 1 0 0 1 1
+    # tp 2, fp 1, fn 1: precision = recall = 2/3; accuracy 3/5
+    assert glue_metrics("mrpc", logits, labels) == pytest.approx({"accuracy": 0.6, "f1": 2 / 3})
+    # Matthews: (tp*tn - fp*fn) / sqrt((tp+fp)(tp+fn)(tn+fp)(tn+fn)) = (2 - 1) / sqrt(3*3*2*2) = 1/6
+    assert glue_metrics("cola", logits, labels) == pytest.approx({"accuracy": 0.6, "matthews": 1 / 6})
+    assert glue_metrics("rte", logits, labels) == pytest.approx({"accuracy": 0.6})
+    scores = glue_metrics("stsb", torch.tensor([[1.0], [2.0], [3.0], [5.0]]), torch.tensor([1.0, 2.0, 3.0, 4.0]))
+    # predictions 1 2 3 5 vs 1 2 3 4: centred (-1.75 -0.75 0.25 2.25) and (-1.5 -0.5 0.5 1.5)
+    assert scores["pearson"] == pytest.approx(6.5 / math.sqrt(8.75 * 5.0))
+    assert scores["spearman"] == pytest.approx(1.0)
+    assert math.isnan(glue_metrics("stsb", torch.ones(3, 1), torch.tensor([1.0, 2.0, 3.0]))["pearson"])
+
+
+def test_task_heads():
+    assert task_head("stsb") == (1, "regression")
+    assert task_head("mrpc") == (2, "single_label_classification")
+    with pytest.raises(ValueError, match="unknown GLUE task 'mnli'"):
+        task_head("mnli")
+
+
+def test_task_data_joins_labels_and_pads():
+    tokens = pl.DataFrame(
+        {"example_id": [7, 7, 7, 3, 3], "position": [1, 0, 2, 1, 0], "token_id": [11, 10, 12, 21, 20], "segment": [0, 0, 1, 0, 0]}
+    )
+    data = task_data(tokens, pl.DataFrame({"example_id": [3, 7], "label": [0.0, 1.0]}), "glue_rte")
+    assert data.example_ids == [3, 7]
+    assert [ids.tolist() for ids in data.token_ids] == [[20, 21], [10, 11, 12]]
+    assert data.labels.tolist() == [0.0, 1.0]
+    inputs = pad_inputs(data, [0, 1], pad_token_id=0, with_token_types=True)
+    assert inputs["input_ids"].tolist() == [[20, 21, 0], [10, 11, 12]]
+    assert inputs["attention_mask"].tolist() == [[1, 1, 0], [1, 1, 1]]
+    assert inputs["token_type_ids"].tolist() == [[0, 0, 0], [0, 0, 1]]
+    assert length_sorted_batches(data, 1) == [[0], [1]]
+    with pytest.raises(ValueError, match="1 examples of 'glue_rte' have no label .first example_id 7"):
+        task_data(tokens, pl.DataFrame({"example_id": [3], "label": [0.0]}), "glue_rte")
+
+
+def test_fine_tuning_moves_the_loss_down_and_is_seeded(tiny_model_dir: Path):
+    data = _toy_task(64)
+    recipe = Recipe(learning_rate=1e-2, batch_size=16, epochs=10, max_steps=30, seed=3, warmup_ratio=0.0)
+    seen = []
+    model = build_classifier(str(tiny_model_dir), "sst2", "pretrained", seed=3)
+    log = fine_tune(model, data, recipe, 0, True, progress=lambda step, steps, loss, seconds: seen.append((step, steps)))
+    assert log.steps == 30 and len(log.losses) == 30 and seen[-1] == (30, 30)
+    assert log.losses[0] == pytest.approx(math.log(2), abs=0.01)  # chance at the start
+    assert max(log.losses[-5:]) < 0.1
+    assert glue_metrics("sst2", predict_logits(model, data, 0, True), data.labels) == {"accuracy": 1.0}
+    again = fine_tune(build_classifier(str(tiny_model_dir), "sst2", "pretrained", seed=3), data, recipe, 0, True)
+    assert again.losses == log.losses
+
+
+def test_recipe_budget_subset_and_epochs(tiny_model_dir: Path):
+    model = build_classifier(str(tiny_model_dir), "stsb", "pretrained", seed=0)
+    log = fine_tune(model, _toy_task(64), Recipe(batch_size=8, epochs=2, train_subset=20), 0, True)
+    assert (log.train_examples, log.steps) == (20, 2 * 3)  # ceil(20 / 8) = 3 steps per epoch
+    assert model.config.problem_type == "regression" and model.config.num_labels == 1
+
+
+def test_random_init_draws_fresh_encoder_weights(tiny_model_dir: Path):
+    pretrained = build_classifier(str(tiny_model_dir), "rte", "pretrained", seed=0)
+    random = build_classifier(str(tiny_model_dir), "rte", "random", seed=0)
+    same_seed = build_classifier(str(tiny_model_dir), "rte", "random", seed=0)
+    name = "bert.encoder.layer.0.attention.self.query.weight"
+    assert not torch.equal(pretrained.state_dict()[name], random.state_dict()[name])
+    assert torch.equal(random.state_dict()[name], same_seed.state_dict()[name])
+    with pytest.raises(ValueError, match="init must be"):
+        build_classifier(str(tiny_model_dir), "rte", "normal", seed=0)
+
+
+def test_checkpoint_round_trip(tiny_model_dir: Path, tmp_path: Path):
+    from transformers import AutoModel, AutoTokenizer
+
+    model = build_classifier(str(tiny_model_dir), "rte", "pretrained", seed=0)
+    log = fine_tune(model, _toy_task(8), Recipe(batch_size=4, epochs=1), 0, True)
+    record = recipe_record(Recipe(batch_size=4, epochs=1), str(tiny_model_dir), "rte", log)
+    folder = save_checkpoint(model, AutoTokenizer.from_pretrained(tiny_model_dir), tmp_path / "finetuned" / "tiny--rte", record)
+    assert json.loads((folder / "recipe.json").read_text())["steps"] == 2
+    encoder = AutoModel.from_pretrained(folder)  # attention analyses load the encoder part
+    assert torch.equal(encoder.state_dict()["pooler.dense.weight"], model.state_dict()["bert.pooler.dense.weight"])
+
+
+@pytest.mark.integration
+def test_minilm_rte_slice(shared_data_dir: Path):
+    """Real data end to end through the pure functions (~16 s on 2 busy cores): 64 RTE train
+    pairs, 4 steps; baseline, one head and one layer disabled on 8 validation pairs."""
+    from dagster_project.corpora import read_glue
+    from dagster_project.corpora.encoding import encode_corpus
+    from dagster_project.models import DEFAULT_MODEL, resolve_source
+    from transformers import AutoTokenizer
+
+    path = resolve_source(DEFAULT_MODEL)[0]
+    tokenizer = AutoTokenizer.from_pretrained(path)
+
+    def encoded(split: str, size: int) -> TaskData:
+        corpus = encode_corpus(read_glue(shared_data_dir, "rte", split), tokenizer, 128, size, 0)
+        return task_data(corpus.tokens, corpus.examples, f"glue_rte_{split}")
+
+    train, validation = encoded("train", 64), encoded("validation", 8)
+    assert set(train.labels.tolist()) == {0.0, 1.0}
+    model = build_classifier(path, "rte", "pretrained", seed=0)
+    log = fine_tune(model, train, Recipe(batch_size=8, max_steps=4, learning_rate=5e-5), tokenizer.pad_token_id, True)
+    assert log.steps == 4 and all(math.isfinite(loss) for loss in log.losses)
+    logits = predict_logits(model, validation, tokenizer.pad_token_id, True)
+    assert 0.0 <= glue_metrics("rte", logits, validation.labels)["accuracy"] <= 1.0
+    settings = ablation_settings(6, 12)
+    batches = length_sorted_batches(validation, 8)
+    inputs = [pad_inputs(validation, batch, tokenizer.pad_token_id, True) for batch in batches]
+    chosen = settings.disabled[[0, 1, 1 + 72]]  # nothing, head 1-1, layer 1
+    ablated = settings_logits(use_ablation_attention(model), inputs, chosen, batch_tokens=8192)
+    assert ablated.shape == (3, 8, 2)
+    assert torch.allclose(ablated[0], logits[batches[0]], atol=1e-5)
+    assert not torch.allclose(ablated[2], ablated[0], atol=1e-4)

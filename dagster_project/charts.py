@@ -149,6 +149,26 @@ def clark_coreference_chart(rows: pl.DataFrame, title: str) -> alt.Chart:
     )
 
 
+_PROBE_ORDER = ["right_branching", "distance_words", "random_init_attn_words", "attn", "attn_words"]  # Clark Table 3's rows
+
+
+def clark_probe_chart(rows: pl.DataFrame, title: str) -> alt.LayerChart:
+    """Clark Table 3: UAS of each probe (bars) with the paper's BERT-base value (tick)."""
+    order = [probe for probe in _PROBE_ORDER if probe in set(rows["probe"])] + sorted(set(rows["probe"]) - set(_PROBE_ORDER))
+    x = alt.X("probe:N", sort=order, title=None, axis=alt.Axis(labelAngle=-30))
+    bars = (
+        alt.Chart(rows)
+        .mark_bar()
+        .encode(
+            x=x,
+            y=alt.Y("uas:Q", title="UAS (%, punctuation excluded)", scale=alt.Scale(domain=[0, 100])),
+            tooltip=["probe", "word_vectors", alt.Tooltip("uas:Q", format=".1f"), "paper_label", "paper_uas", "n_words"],
+        )
+    )
+    paper = alt.Chart(rows.drop_nulls("paper_uas")).mark_tick(color="#e45756", thickness=2, size=30).encode(x=x, y="paper_uas:Q")
+    return alt.layer(bars, paper).properties(width=360, height=260, title=f"{title}: dependency probes (red tick: Clark BERT-base)")
+
+
 def save_chart(chart: alt.TopLevelMixin, folder: Path, name: str) -> tuple[Path, Path]:
     """Write `name`.html and `name`.png into `folder`; returns both paths."""
     folder.mkdir(parents=True, exist_ok=True)

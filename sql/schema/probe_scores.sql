@@ -1,0 +1,24 @@
+-- Clark §5, Table 3: dependency-head probing classifiers trained on train_corpus (UD EWT
+-- dev) and scored on `corpus` (UD EWT test) by UAS, punctuation (UPOS PUNCT) excluded;
+-- ROOT is a candidate head and root words are scored. One row per probe.
+-- probe: right_branching | attn | attn_words | distance_words | random_init_attn_words
+-- word_vectors: none | model (the model's input embeddings, mean over a word's pieces)
+CREATE TABLE IF NOT EXISTS probe_scores (
+    model_id VARCHAR NOT NULL,
+    corpus VARCHAR NOT NULL,
+    probe VARCHAR NOT NULL,
+    word_vectors VARCHAR NOT NULL,
+    uas DOUBLE NOT NULL,               -- fraction of scored words with the gold head
+    n_words INTEGER NOT NULL,          -- scored test words
+    n_correct INTEGER NOT NULL,
+    train_loss DOUBLE,                 -- last epoch's mean cross-entropy per word (null: no training)
+    seconds DOUBLE NOT NULL,           -- training + scoring (and the random-init forward passes)
+    train_corpus VARCHAR NOT NULL,
+    n_train_sentences INTEGER NOT NULL,
+    n_test_sentences INTEGER NOT NULL,
+    word_mode VARCHAR NOT NULL,
+    epochs INTEGER NOT NULL,
+    learning_rate DOUBLE NOT NULL,
+    seed INTEGER NOT NULL,
+    torch_threads INTEGER NOT NULL
+);

@@ -83,6 +83,27 @@ def add_model(source: str) -> int:
     return 0
 
 
+def report(out_dir: Path | None) -> int:
+    """Write the static HTML report of every registered model's charts, read from the warehouse."""
+    import duckdb
+
+    from dagster_project.report import read_report_data, write_report
+
+    warehouse = settings.warehouse_path()
+    if not warehouse.exists():
+        print(f"error: no warehouse at {warehouse}: run `attn-warehouse run` first (or set ATTN_WAREHOUSE)", file=sys.stderr)
+        return 2
+    try:
+        with duckdb.connect(str(warehouse), read_only=True) as conn:
+            data = read_report_data(conn)
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    pages = write_report(data, out_dir or settings.charts_dir() / "report")
+    print(f"report: {pages[0]} ({len(pages) - 1} paper pages, models: {', '.join(data.models['model_id']) or 'none'})")
+    return 0
+
+
 def ui(port: int) -> int:
     workspace = settings.PROJECT_ROOT / "workspace.yaml"
     dagster = str(Path(sys.executable).with_name("dagster"))  # the one installed beside this Python
@@ -109,6 +130,8 @@ def main(argv: list[str] | None = None) -> int:
     run_parser.add_argument("--hta", action="store_true", help="also compute Hidden Token Attribution (Pascual) for the chosen corpora that have it")
     ui_parser = commands.add_parser("ui", help="start the Dagster UI on 127.0.0.1")
     ui_parser.add_argument("--port", type=int, default=3000)
+    report_parser = commands.add_parser("report", help="write the static HTML report (one page per paper, every model)")
+    report_parser.add_argument("--out", type=Path, help="folder for the pages (default: report/ in the charts folder)")
     args = parser.parse_args(argv)
     _use_project_instance()
     if args.command == "run":
@@ -116,6 +139,8 @@ def main(argv: list[str] | None = None) -> int:
         return run(args.model, list(CORPORA) if "all" in chosen else chosen, args.hta)
     if args.command == "add-model":
         return add_model(args.model)
+    if args.command == "report":
+        return report(args.out)
     return ui(args.port)
 
 

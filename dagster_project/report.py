@@ -151,7 +151,7 @@ def _html_table(table: pl.DataFrame) -> str:
 
 
 def _missing_note(spec: ChartSpec, model_id: str, source: str, reason: str) -> str:
-    command = f"attn-warehouse run {source}" + (" --hta" if spec.needs_hta else "")
+    command = f"attn-warehouse run {source} --corpus {spec.corpora[0]}" + (" --hta" if spec.needs_hta else "")
     return (
         f'<p class="missing" data-chart="{html.escape(spec.name)}">{html.escape(spec.figure)}: not materialized for '
         f"{html.escape(model_id)} ({html.escape(reason)}): run <code>{html.escape(command)}</code>, or materialize "

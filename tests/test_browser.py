@@ -7,6 +7,7 @@ Dagster instance and warehouse.
 
 import dataclasses
 import os
+import re
 import shutil
 import signal
 import socket
@@ -25,19 +26,22 @@ from dagster import AssetSelection, DagsterInstance, materialize
 from dagster_duckdb import DuckDBResource
 
 from dagster_project import settings
-from dagster_project.assets import all_assets, chart_assets, corpus_assets_by_name, encoder_model, fact_assets_by_corpus, hta_chart_assets, paper_report, warehouse_views
-from dagster_project.assets.charts import CHARTS
+from dagster_project.assets import all_assets, corpus_assets_by_name, encoder_model, fact_assets_by_corpus, paper_report, warehouse_views
+from dagster_project.assets.charts import CHARTS, chart_assets_by_name
 from dagster_project.models import inspect_model
 from dagster_project.registration import register_model
 from dagster_project.report import paper_of
 from dagster_project.resources import ChartFolder, DataDirectory
 from dagster_project.warehouse import upsert_model
+from tests.conftest import TINY_HEADS, TINY_LAYERS
 
 CHROMIUM = next((found for name in ("chromium", "chromium-browser", "google-chrome") if (found := shutil.which(name))), None)
 pytestmark = pytest.mark.skipif(
     CHROMIUM is None, reason="no Chromium on PATH (Debian: `apt-get install chromium`; .ci/run installs it)"
 )
 SCREEN = (1200, 900)
+# The charts the demo corpus can feed without HTA or other analyses; the others must show a note.
+DEMO_CHARTS = [spec for spec in CHARTS if "demo" in spec.corpora and not spec.needs_hta and not spec.extra_deps]
 
 
 def run_chromium(profile: Path, *args: str) -> subprocess.CompletedProcess:
@@ -119,7 +123,7 @@ def demo_home(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) ->
         with resources["warehouse"].get_connection() as conn:
             upsert_model(conn, other)
         assert materialize([warehouse_views], instance=instance, resources=resources).success
-        charts = [chart for chart in chart_assets if chart not in hta_chart_assets]
+        charts = [chart_assets_by_name[spec.name] for spec in DEMO_CHARTS]
         selection = AssetSelection.assets(encoder_model, corpus_assets_by_name["demo"], fact_assets_by_corpus["demo"], *charts)
         assert materialize(all_assets, selection=selection, partition_key=spec.model_id, instance=instance, resources=resources).success
         assert materialize(all_assets, selection=AssetSelection.assets(paper_report), instance=instance, resources=resources).success
@@ -144,8 +148,11 @@ def test_report_pages_render_charts_selector_and_headlines(demo_home: dict, tmp_
     assert f'<section class="model" data-model="{other_id}" hidden="">' in dom
     shown = dom.split(f'data-model="{other_id}"')[0]
     clark = [spec for spec in CHARTS if paper_of(spec.figure) == "clark"]
-    assert shown.count('src="data:image/png;base64,') == len(clark)
-    assert all(f'<figure data-chart="{spec.name}">' in shown for spec in clark)
+    assert shown.count('src="data:image/png;base64,') == sum(spec in DEMO_CHARTS for spec in clark) > 0
+    assert all(
+        (f'<figure data-chart="{spec.name}">' if spec in DEMO_CHARTS else f'<p class="missing" data-chart="{spec.name}">') in shown
+        for spec in clark
+    )
     # Headline: the largest mean attention to [SEP] of any head, per layer, from the view.
     with duckdb.connect(demo_home["resources"]["warehouse"].database, read_only=True) as conn:
         to_sep = conn.execute(
@@ -161,12 +168,97 @@ def test_report_pages_render_charts_selector_and_headlines(demo_home: dict, tmp_
     other = dom.split(f'data-model="{other_id}"')[1]
     assert "data:image/png" not in other
     assert other.count('class="missing"') == sum(paper_of(spec.figure) == "pascual" for spec in CHARTS)
-    assert "attn-warehouse run zz/unmaterialized --hta" in other
+    assert "run <code>attn-warehouse run zz/unmaterialized --corpus xnli_en --hta</code>" in other
     shown = dom.split(f'data-model="{other_id}"')[0]
-    hta_missing = [spec for spec in CHARTS if paper_of(spec.figure) == "pascual" and spec.needs_hta]
-    assert all(f'<p class="missing" data-chart="{spec.name}">' in shown for spec in hta_missing)
+    pascual = [spec for spec in CHARTS if paper_of(spec.figure) == "pascual"]
+    assert all(
+        (f'<figure data-chart="{spec.name}">' if spec in DEMO_CHARTS else f'<p class="missing" data-chart="{spec.name}">') in shown
+        for spec in pascual
+    )
 
     image = decode_png(screenshot(tmp_path / "profile", (report / "clark.html").as_uri(), tmp_path / "clark.png"))
     assert image.shape[:2] == (SCREEN[1], SCREEN[0])
     assert image[..., :3].std() > 10  # a chart, not a blank page
     assert len(np.unique(image[..., :3].reshape(-1, 3), axis=0)) > 50  # chart colours and anti-aliased text
+
+
+# The UI must not launch runs of its own (the registry sensor would start MiniLM analyses):
+# a queue that admits none.
+NO_RUNS_INSTANCE = """run_coordinator:
+  module: dagster._core.run_coordinator
+  class: QueuedRunCoordinator
+  config:
+    max_concurrent_runs: 0
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture
+def dagster_ui(demo_home: dict, tmp_path: Path) -> str:
+    """`dagster dev` on loopback over the demo instance and warehouse; yields its base URL."""
+    root, home = demo_home["root"], demo_home["home"]
+    (home / "dagster.yaml").write_text(NO_RUNS_INSTANCE)
+    env = os.environ | {
+        "DAGSTER_HOME": str(home),
+        "ATTN_WAREHOUSE": demo_home["resources"]["warehouse"].database,
+        "ATTN_CHARTS_DIR": str(root / "charts"),
+        "ATTN_DATA_DIR": str(root / "no-data"),
+        "ATTN_MODELS_REGISTRY": str(tmp_path / "models.toml"),  # none: the sensor registers nothing
+        "ATTN_MODELS_CACHE": str(tmp_path / "models_cache"),
+    }
+    port = free_port()
+    log_path = tmp_path / "dagster_dev.log"
+    command = [str(Path(sys.executable).with_name("dagster")), "dev", "-w", str(settings.PROJECT_ROOT / "workspace.yaml"), "-h", "127.0.0.1", "-p", str(port)]
+    with log_path.open("w") as log:
+        server = subprocess.Popen(command, cwd=settings.PROJECT_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/server_info", timeout=2) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                pass
+            if server.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"dagster dev did not answer on {url}; log:\n{log_path.read_text()[-3000:]}")
+            time.sleep(0.5)
+        yield url
+    finally:
+        # The whole process group (webserver, daemon, code server); dagster dev takes long to
+        # honour SIGTERM and nothing it holds needs a clean shutdown here.
+        os.killpg(server.pid, signal.SIGKILL)
+        server.wait()
+
+
+def metadata_value(dom: str, key: str) -> str | None:
+    """The rendered value of a metadata entry in the UI's metadata table."""
+    found = re.search(rf">{key}</span></div></td><td[^>]*>(.*?)</td>", dom, re.S)
+    return None if found is None else re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", found.group(1))).strip()
+
+
+def test_dagster_ui_shows_the_graph_charts_and_row_counts(demo_home: dict, dagster_ui: str, tmp_path: Path):
+    profile = tmp_path / "profile"
+    graph = dump_dom(profile, f"{dagster_ui}/asset-groups", budget_ms=15000)
+    assert "Global asset lineage" in graph
+    assert all(f">{group}<" in graph for group in ("models", "corpora", "facts", "views", "charts"))
+
+    facts = dump_dom(profile, f"{dagster_ui}/assets/demo_attention_facts?view=events", budget_ms=15000)
+    assert f"Partition {demo_home['model_id']}" in re.sub(r"<[^>]+>", "", facts)
+    assert metadata_value(facts, "examples") == "24"
+    assert metadata_value(facts, "head_summaries_rows") == str(24 * TINY_LAYERS * TINY_HEADS)
+
+    chart = dump_dom(profile, f"{dagster_ui}/assets/{DEMO_CHARTS[0].name}?view=events", budget_ms=15000)
+    assert metadata_value(chart, "chart") == "[Show Markdown]"  # the PNG, behind the UI's markdown toggle
+    assert metadata_value(chart, "corpus") == "demo"
+    assert metadata_value(chart, "view_rows") == str(TINY_LAYERS * TINY_HEADS)  # one row per head
+
+    report = dump_dom(profile, f"{dagster_ui}/assets/paper_report?view=events", budget_ms=15000)
+    assert metadata_value(report, "models") == "2"
+    assert metadata_value(report, "charts_drawn") == str(len(DEMO_CHARTS))

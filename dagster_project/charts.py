@@ -169,6 +169,22 @@ def clark_probe_chart(rows: pl.DataFrame, title: str) -> alt.LayerChart:
     return alt.layer(bars, paper).properties(width=360, height=260, title=f"{title}: dependency probes (red tick: Clark BERT-base)")
 
 
+def clark_head_mds_chart(rows: pl.DataFrame, title: str) -> alt.Chart:
+    """Clark Fig. 6: heads embedded in 2-D by MDS of their Jensen-Shannon divergences, colored by layer."""
+    rows = rows.with_columns(layer_head=pl.format("{}-{}", "layer", "head"))
+    return (
+        alt.Chart(rows)
+        .mark_circle(size=60, opacity=0.8)
+        .encode(
+            x=alt.X("x:Q", title=None, axis=alt.Axis(labels=False, ticks=False)),
+            y=alt.Y("y:Q", title=None, axis=alt.Axis(labels=False, ticks=False)),
+            color=alt.Color("layer:O", scale=alt.Scale(scheme="viridis")),
+            tooltip=[alt.Tooltip("layer_head:N", title="layer-head"), alt.Tooltip("stress:Q", title="Stress-1", format=".3f")],
+        )
+        .properties(width=420, height=420, title=f"{title}: heads embedded by Jensen-Shannon distance (MDS)")
+    )
+
+
 def save_chart(chart: alt.TopLevelMixin, folder: Path, name: str) -> tuple[Path, Path]:
     """Write `name`.html and `name`.png into `folder`; returns both paths."""
     folder.mkdir(parents=True, exist_ok=True)

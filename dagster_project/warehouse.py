@@ -34,6 +34,7 @@ PARTITIONED_TABLES = frozenset(
         "hta_example_maps",
         "relation_hits",
         "head_distances",
+        "head_mds",
         "probe_scores",
         "coref_baseline_predictions",
         "grad_importance",

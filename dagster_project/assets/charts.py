@@ -15,6 +15,7 @@ from dagster_project import charts
 from dagster_project.assets.coreference import coreference_baselines
 from dagster_project.assets.facts import fact_assets
 from dagster_project.assets.gradients import grad_importance
+from dagster_project.assets.head_clustering import head_mds
 from dagster_project.assets.hta import hta_assets
 from dagster_project.assets.probes import dependency_probes
 from dagster_project.assets.views import warehouse_views
@@ -47,6 +48,10 @@ class ChartSpec:
 
 CHARTS = (
     ChartSpec("clark_fig2_special_tokens", "Clark et al. Fig. 2", "clark_special_tokens", ("wiki_segments", "demo"), charts.clark_special_tokens_chart),
+    ChartSpec(
+        "clark_fig6_head_mds", "Clark et al. Fig. 6", "clark_head_mds", ("wiki_segments",), charts.clark_head_mds_chart,
+        extra_deps=(head_mds,), when_empty="materialize wiki_segments_attention_facts (head distances) and head_mds first",
+    ),
     ChartSpec("clark_fig4_entropy", "Clark et al. Fig. 4", "clark_entropy", ("wiki_segments", "demo"), charts.clark_entropy_chart),
     ChartSpec(
         "clark_fig3_grad_importance", "Clark et al. Fig. 3", "clark_grad_importance", ("wiki_segments", "demo"), charts.clark_grad_importance_chart,

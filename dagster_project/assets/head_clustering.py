@@ -1,0 +1,56 @@
+"""Head clustering (Clark §6, Fig. 6): every head of a model embedded in 2-D by metric MDS of the
+Jensen-Shannon divergences in `head_distances`, written to `head_mds`."""
+
+import polars as pl
+from dagster import AssetExecutionContext, Config, MaterializeResult, asset
+from dagster_duckdb import DuckDBResource
+
+from dagster_project.assets.facts import fact_assets_by_corpus
+from dagster_project.assets.metadata import table_preview
+from dagster_project.head_clustering import distance_matrix, embed_heads
+from dagster_project.partitions import model_partitions
+from dagster_project.warehouse import partition_rows, replace_partition
+
+
+class HeadMdsConfig(Config):
+    corpus: str = "wiki_segments"  # a corpus whose attention facts fill head_distances
+
+
+@asset(
+    description=(
+        "Clark et al. Fig. 6: each head embedded in 2-D by metric MDS (SMACOF from a classical-MDS start) of the "
+        "mean Jensen-Shannon divergence per query token between heads (Clark's summed divergence / token count: "
+        "the same layout up to scale). Writes `head_mds` with the embedding's Stress-1."
+    ),
+    partitions_def=model_partitions,
+    deps=[fact_assets_by_corpus["wiki_segments"]],
+    group_name="analysis",
+    pool="warehouse_writer",
+)
+def head_mds(context: AssetExecutionContext, config: HeadMdsConfig, warehouse: DuckDBResource) -> MaterializeResult:
+    model_id, corpus = context.partition_key, config.corpus
+    with warehouse.get_connection() as conn:
+        rows = partition_rows(conn, "head_distances", model_id, corpus, ("layer_a", "head_a", "layer_b", "head_b", "js_sum", "tokens"))
+    if rows.is_empty():
+        raise ValueError(
+            f"No head_distances rows for model '{model_id}' and corpus '{corpus}': materialize "
+            f"{corpus}_attention_facts for this model first, or set the run config `corpus` to a corpus whose "
+            "attention facts compute head distances (wiki_segments)."
+        )
+    distances = distance_matrix(rows)
+    embedding = embed_heads(distances.js_mean)
+    context.log.info(f"{corpus}: {distances.heads.height} heads embedded, Stress-1 {embedding.stress:.3f}")
+    frame = distances.heads.with_columns(
+        x=pl.Series(embedding.xy[:, 0]), y=pl.Series(embedding.xy[:, 1]), stress=pl.lit(embedding.stress)
+    )
+    with warehouse.get_connection() as conn:
+        written = replace_partition(conn, {"head_mds": frame}, model_id, corpus)
+    return MaterializeResult(
+        metadata={
+            "head_mds_rows": written["head_mds"],
+            "corpus": corpus,
+            "tokens": int(rows["tokens"].max()),
+            "stress_1": round(embedding.stress, 4),
+            "preview": table_preview(frame),
+        }
+    )

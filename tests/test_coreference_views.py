@@ -10,8 +10,9 @@ import pytest
 from dagster import DagsterInstance, materialize
 from dagster_duckdb import DuckDBResource
 
+from dagster_project import charts
 from dagster_project.assets.coreference import coreference_baselines
-from dagster_project.warehouse import apply_views, replace_partition
+from dagster_project.warehouse import apply_views, partition_rows, replace_partition
 from tests.test_coreference_baselines import EXPECTED, document_frames
 
 MODEL, CORPUS = "tiny", "ontogum"
@@ -135,3 +136,11 @@ def test_asset_without_mentions_says_what_to_materialize(warehouse_file: Path):
             resources=resources,
             run_config={"ops": {"coreference_baselines": {"config": {"corpus": "conll2012"}}}},
         )
+
+
+def test_chart_groups_systems_in_the_view_order(conn: duckdb.DuckDBPyConnection):
+    _fill(conn)
+    rows = partition_rows(conn, "clark_coreference_heads", MODEL, CORPUS)
+    spec = charts.clark_coreference_chart(rows, "tiny").to_dict()
+    assert spec["encoding"]["xOffset"]["sort"] == ["nearest", "head match", "rule-based", "head 1-2"]
+    assert len(spec["datasets"][next(iter(spec["datasets"]))]) == 16

@@ -30,7 +30,7 @@ def head_js_divergence(attn: torch.Tensor, valid: torch.Tensor, chunk_bytes: int
     """Sums over a batch's real query rows of the JS divergence between every two heads' rows.
 
     attn: (B, L, H, T, T) attention maps whose columns over padded keys are 0; valid: (B, T) bool,
-    real tokens. Returns (L*H, L*H) float64, head index = layer * H + head (0-based), symmetric with a
+    real tokens, on attn's device. Returns (L*H, L*H) float64 on that device, head index = layer * H + head (0-based), symmetric with a
     zero diagonal. Per-row entropies are computed in attn's dtype and summed in float64.
     """
     if attn.dim() != 5 or attn.shape[-1] != attn.shape[-2]:
@@ -41,12 +41,12 @@ def head_js_divergence(attn: torch.Tensor, valid: torch.Tensor, chunk_bytes: int
             f"head_js_divergence: valid must be a bool (B, T) = ({batch}, {width}) mask, got {valid.dtype} {tuple(valid.shape)}"
         )
     n_heads = layers * heads
-    first, second = torch.triu_indices(n_heads, n_heads, offset=1)
+    first, second = torch.triu_indices(n_heads, n_heads, offset=1, device=attn.device)
     rows_per_chunk = max(1, chunk_bytes // (first.numel() * width * attn.element_size()))
     example_index, query_index = valid.nonzero(as_tuple=True)
 
-    head_entropy = torch.zeros(n_heads, dtype=torch.float64)
-    mixture_entropy = torch.zeros(first.numel(), dtype=torch.float64)
+    head_entropy = torch.zeros(n_heads, dtype=torch.float64, device=attn.device)
+    mixture_entropy = torch.zeros(first.numel(), dtype=torch.float64, device=attn.device)
     # Reused buffers: fresh multi-MB allocations per chunk would cost page faults on every chunk.
     mixture, operand, log_buffer = (attn.new_empty(rows_per_chunk, first.numel(), width) for _ in range(3))
     for start in range(0, example_index.numel(), rows_per_chunk):
@@ -62,7 +62,7 @@ def head_js_divergence(attn: torch.Tensor, valid: torch.Tensor, chunk_bytes: int
         mixture_entropy += _entropy_sums(mixture[:n_rows], log_buffer[:n_rows]).sum(0, dtype=torch.float64)
 
     pair_sums = (mixture_entropy - 0.5 * (head_entropy[first] + head_entropy[second])).clamp_min(0.0)
-    distances = torch.zeros(n_heads, n_heads, dtype=torch.float64)
+    distances = torch.zeros(n_heads, n_heads, dtype=torch.float64, device=attn.device)
     distances[first, second] = pair_sums
     distances[second, first] = pair_sums
     return distances

@@ -177,6 +177,9 @@ def paper_page(data: ReportData, paper: str, specs: list[ChartSpec], papers: lis
     title = PAPER_TITLES.get(paper, paper.capitalize())
     parts = [_nav(papers), f"<h1>{html.escape(title)}</h1>"]
     models = data.models.select("model_id", "source")
+    if not specs:
+        parts.append('<p class="missing">No chart of this paper is registered yet (CHARTS in dagster_project/assets/charts.py).</p>')
+        return _page(title, "\n".join(parts))
     if models.is_empty():
         parts.append('<p class="missing">No models in the warehouse: run <code>attn-warehouse run</code>.</p>')
         return _page(title, "\n".join(parts))

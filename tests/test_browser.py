@@ -6,6 +6,7 @@ Dagster instance and warehouse.
 """
 
 import dataclasses
+import json
 import os
 import re
 import shutil
@@ -17,6 +18,7 @@ import sys
 import time
 import urllib.request
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import duckdb
@@ -130,6 +132,7 @@ def demo_home(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) ->
     return {"root": root, "home": home, "model_id": spec.model_id, "other_id": other.model_id, "resources": resources}
 
 
+@pytest.mark.usefixtures("dagster_server")  # started early, to boot while the report is checked
 def test_report_pages_render_charts_selector_and_headlines(demo_home: dict, tmp_path: Path):
     report = demo_home["root"] / "charts" / "report"
     papers = {paper_of(spec.figure) for spec in CHARTS}
@@ -198,43 +201,67 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-@pytest.fixture
-def dagster_ui(demo_home: dict, tmp_path: Path) -> str:
-    """`dagster dev` on loopback over the demo instance and warehouse; yields its base URL."""
+@pytest.fixture(scope="module")
+def dagster_server(demo_home: dict, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, subprocess.Popen, Path]]:
+    """`dagster dev` on loopback over the demo instance and warehouse, not waited for: it
+    boots (half a minute) while the report is checked. Yields its URL, process and log."""
     root, home = demo_home["root"], demo_home["home"]
+    scratch = tmp_path_factory.mktemp("dagster-dev")
     (home / "dagster.yaml").write_text(NO_RUNS_INSTANCE)
     env = os.environ | {
         "DAGSTER_HOME": str(home),
         "ATTN_WAREHOUSE": demo_home["resources"]["warehouse"].database,
         "ATTN_CHARTS_DIR": str(root / "charts"),
         "ATTN_DATA_DIR": str(root / "no-data"),
-        "ATTN_MODELS_REGISTRY": str(tmp_path / "models.toml"),  # none: the sensor registers nothing
-        "ATTN_MODELS_CACHE": str(tmp_path / "models_cache"),
+        "ATTN_MODELS_REGISTRY": str(scratch / "models.toml"),  # none: the sensor registers nothing
+        "ATTN_MODELS_CACHE": str(scratch / "models_cache"),
     }
     port = free_port()
-    log_path = tmp_path / "dagster_dev.log"
+    log_path = scratch / "dagster_dev.log"
     command = [str(Path(sys.executable).with_name("dagster")), "dev", "-w", str(settings.PROJECT_ROOT / "workspace.yaml"), "-h", "127.0.0.1", "-p", str(port)]
     with log_path.open("w") as log:
         server = subprocess.Popen(command, cwd=settings.PROJECT_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/server_info", timeout=2) as response:
-                    if response.status == 200:
-                        break
-            except OSError:
-                pass
-            if server.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"dagster dev did not answer on {url}; log:\n{log_path.read_text()[-3000:]}")
-            time.sleep(0.5)
-        yield url
+        yield f"http://127.0.0.1:{port}", server, log_path
     finally:
         # The whole process group (webserver, daemon, code server); dagster dev takes long to
         # honour SIGTERM and nothing it holds needs a clean shutdown here.
         os.killpg(server.pid, signal.SIGKILL)
         server.wait()
+
+
+LOCATIONS_QUERY = """{ workspaceOrError { ... on Workspace { locationEntries {
+    loadStatus locationOrLoadError { __typename ... on PythonError { message } } } } } }"""
+
+
+def code_location_error(url: str) -> str | None:
+    """None while the server is not ready (it answers before its code location is loaded),
+    "" once the code location is loaded, and the load error when it failed."""
+    request = urllib.request.Request(
+        f"{url}/graphql", data=json.dumps({"query": LOCATIONS_QUERY}).encode(), headers={"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:
+            entries = json.load(response)["data"]["workspaceOrError"]["locationEntries"]
+    except (OSError, KeyError, TypeError, ValueError):
+        return None
+    if not entries or any(entry["loadStatus"] != "LOADED" for entry in entries):
+        return None
+    return "\n".join(entry["locationOrLoadError"].get("message", "") for entry in entries)
+
+
+@pytest.fixture
+def dagster_ui(dagster_server: tuple[str, subprocess.Popen, Path]) -> str:
+    """The server's base URL once its code location is loaded."""
+    url, server, log_path = dagster_server
+    deadline = time.monotonic() + 120
+    while (error := code_location_error(url)) is None:
+        if server.poll() is not None or time.monotonic() > deadline:
+            pytest.fail(f"dagster dev did not answer on {url}; log:\n{log_path.read_text()[-3000:]}")
+        time.sleep(0.5)
+    if error:
+        pytest.fail(f"dagster dev could not load the definitions: {error}")
+    return url
 
 
 def metadata_value(dom: str, key: str) -> str | None:

@@ -62,7 +62,10 @@ CHARTS = (
     ChartSpec("pascual_fig1_local_correlation", "Pascual et al. Fig. 1", "pascual_hta_local_correlation", ("xnli_en", "demo"), charts.pascual_correlation_chart, needs_hta=True, caption="attention vs previous-layer contribution"),
     ChartSpec("pascual_fig3_contribution_histograms", "Pascual et al. Fig. 3", "pascual_contribution_histograms", ("xnli_en", "demo"), charts.pascual_histograms_chart, needs_hta=True),
     ChartSpec("pascual_fig6_global_correlation", "Pascual et al. Fig. 6", "pascual_hta_global_correlation", ("xnli_en", "demo"), charts.pascual_correlation_chart, needs_hta=True, caption="attention vs input contribution"),
-    ChartSpec("clark_table2_coreference", "Clark et al. Table 2", "clark_coreference_heads", ("ontogum",), charts.clark_coreference_chart, extra_deps=(coreference_baselines,)),
+    ChartSpec(
+        "clark_table2_coreference", "Clark et al. Table 2", "clark_coreference_heads", ("ontogum",), charts.clark_coreference_chart,
+        extra_deps=(coreference_baselines,), when_empty="materialize ontogum_examples, ontogum_attention_facts (relation hits) and coreference_baselines first",
+    ),
     ChartSpec(
         "clark_table3_probes", "Clark et al. Table 3", "clark_probe_uas", ("ud_ewt_test",), charts.clark_probe_chart,
         extra_deps=(dependency_probes,), when_empty="the probes run only once ud_ewt_dev and ud_ewt_test are materialized (asset dependency_probes)",

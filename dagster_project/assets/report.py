@@ -6,7 +6,8 @@ from dagster import AssetExecutionContext, MaterializeResult, MetadataValue, ass
 from dagster_duckdb import DuckDBResource
 
 from dagster_project.assets.charts import chart_assets
-from dagster_project.report import read_report_data, write_report
+# A module import: dagster_project.report imports the chart registry, hence this package.
+from dagster_project import report as report_pages
 from dagster_project.resources import ChartFolder
 
 
@@ -16,8 +17,8 @@ def paper_report(context: AssetExecutionContext, warehouse: DuckDBResource, char
     of that paper for every registered model, a model selector and headline numbers per layer.
     Opens offline (charts are embedded PNGs)."""
     with warehouse.get_connection() as conn:
-        data = read_report_data(conn)
-    pages = write_report(data, Path(chart_folder.path).expanduser().resolve() / "report")
+        data = report_pages.read_report_data(conn)
+    pages = report_pages.write_report(data, Path(chart_folder.path).expanduser().resolve() / "report")
     drawn = sum(isinstance(found, tuple) for found in data.chart_rows.values())
     context.log.info(f"Wrote {len(pages)} pages to {pages[0].parent}")
     return MaterializeResult(

@@ -185,6 +185,48 @@ def clark_head_mds_chart(rows: pl.DataFrame, title: str) -> alt.Chart:
     )
 
 
+def _primary_metric(rows: pl.DataFrame) -> pl.DataFrame:
+    """Rows of the task's headline metric: accuracy, else Pearson (STS-B)."""
+    metric = "accuracy" if "accuracy" in set(rows["metric"]) else "pearson"
+    return rows.filter(pl.col("metric") == metric)
+
+
+def kovaleva_head_ablation_chart(rows: pl.DataFrame, title: str) -> alt.LayerChart:
+    """Kovaleva Fig. 8: score with one head disabled (layer x head), change vs the baseline."""
+    rows = _primary_metric(rows)
+    metric, baseline = rows["metric"][0], rows["baseline_score"][0]
+    limit = max(float(rows["delta_vs_baseline"].abs().max()), 1e-9)
+    cells = alt.Chart(rows).encode(x=alt.X("head:O", title="head"), y=alt.Y("layer:O", title="layer"))
+    heat = cells.mark_rect().encode(
+        color=alt.Color("delta_vs_baseline:Q", title="Δ vs baseline (points)", scale=alt.Scale(scheme="redblue", domain=[-limit, limit])),
+        tooltip=["layer", "head", alt.Tooltip("score:Q", format=".1f"), alt.Tooltip("delta_vs_baseline:Q", format="+.2f"), alt.Tooltip("to_sep:Q", format=".2f"), alt.Tooltip("entropy:Q", format=".2f")],
+    )
+    labels = cells.mark_text(fontSize=8).encode(text=alt.Text("score:Q", format=".1f"))
+    return alt.layer(heat, labels).properties(
+        width=420, height=260, title=f"{title}: {metric} with one head disabled (baseline {baseline:.1f})"
+    )
+
+
+def kovaleva_layer_ablation_chart(rows: pl.DataFrame, title: str) -> alt.LayerChart:
+    """Kovaleva Fig. 9: score with every head of one layer disabled, and the baseline."""
+    rows = _primary_metric(rows)
+    metric = rows["metric"][0]
+    bars = (
+        alt.Chart(rows)
+        .mark_bar()
+        .encode(
+            x=alt.X("layer:O", title="disabled layer"),
+            y=alt.Y("score:Q", title=f"{metric} (%)", scale=alt.Scale(zero=False)),
+            tooltip=["layer", alt.Tooltip("score:Q", format=".1f"), alt.Tooltip("delta_vs_baseline:Q", format="+.2f")],
+        )
+    )
+    baseline = alt.Chart(rows.head(1)).mark_rule(color="orange", strokeWidth=2).encode(y="baseline_score:Q")
+    return alt.layer(bars, baseline).properties(width=420, height=240, title=f"{title}: {metric} with one layer disabled")
+
+
+_PATTERN_ORDER = ["vertical", "diagonal", "vertical+diagonal", "block", "heterogeneous"]
+
+
 def save_chart(chart: alt.TopLevelMixin, folder: Path, name: str) -> tuple[Path, Path]:
     """Write `name`.html and `name`.png into `folder`; returns both paths."""
     folder.mkdir(parents=True, exist_ok=True)

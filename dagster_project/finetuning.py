@@ -127,6 +127,11 @@ def build_classifier(path: str, task: str, init: str, seed: int) -> PreTrainedMo
     raise ValueError(f"init must be 'pretrained' or 'random', not {init!r}")
 
 
+def load_classifier(path: str) -> PreTrainedModel:
+    """A saved fine-tuned classifier (its trained head included), eager attention, eval mode."""
+    return AutoModelForSequenceClassification.from_pretrained(path, attn_implementation="eager", dtype=torch.float32).eval()
+
+
 def fine_tune(
     model: PreTrainedModel,
     data: TaskData,
@@ -136,6 +141,8 @@ def fine_tune(
     progress: Callable[[int, int, float, float], None] | None = None,
 ) -> TrainLog:
     """AdamW with linear warm-up and decay over shuffled batches; progress(step, steps, loss, seconds)."""
+    if len(data) == 0:
+        raise ValueError("no training examples: materialize the task's train corpus (glue_<task>_train_examples) first")
     generator = torch.Generator().manual_seed(recipe.seed)
     indices = torch.randperm(len(data), generator=generator)[: recipe.train_subset or len(data)]
     steps_per_epoch = math.ceil(len(indices) / recipe.batch_size)

@@ -38,6 +38,8 @@ PARTITIONED_TABLES = frozenset(
         "probe_scores",
         "coref_baseline_predictions",
         "grad_importance",
+        "task_scores",
+        "ablation_scores",
     }
 )
 

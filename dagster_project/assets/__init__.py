@@ -2,6 +2,7 @@ from dagster_project.assets.charts import chart_assets, hta_chart_assets
 from dagster_project.assets.corpora import corpus_assets, corpus_assets_by_name
 from dagster_project.assets.coreference import coreference_baselines
 from dagster_project.assets.facts import fact_assets, fact_assets_by_corpus
+from dagster_project.assets.finetuning import ablation_assets_by_task, finetuned_assets_by_task, finetuning_assets
 from dagster_project.assets.gradients import grad_importance
 from dagster_project.assets.head_clustering import head_mds
 from dagster_project.assets.hta import hta_assets, hta_assets_by_corpus
@@ -10,6 +11,6 @@ from dagster_project.assets.probes import dependency_probes
 from dagster_project.assets.report import paper_report
 from dagster_project.assets.views import warehouse_views
 
-all_assets = [encoder_model, warehouse_views, *corpus_assets, *fact_assets, coreference_baselines, grad_importance, dependency_probes, head_mds, *hta_assets, *chart_assets, paper_report]
+all_assets = [encoder_model, warehouse_views, *corpus_assets, *fact_assets, coreference_baselines, grad_importance, dependency_probes, head_mds, *hta_assets, *finetuning_assets, *chart_assets, paper_report]
 
-__all__ = ["hta_chart_assets", "all_assets", "chart_assets", "corpus_assets_by_name", "coreference_baselines", "dependency_probes", "encoder_model", "fact_assets_by_corpus", "grad_importance", "head_mds", "hta_assets_by_corpus", "paper_report", "warehouse_views"]
+__all__ = ["hta_chart_assets", "all_assets", "chart_assets", "corpus_assets_by_name", "coreference_baselines", "dependency_probes", "encoder_model", "ablation_assets_by_task", "fact_assets_by_corpus", "finetuned_assets_by_task", "grad_importance", "head_mds", "hta_assets_by_corpus", "paper_report", "warehouse_views"]

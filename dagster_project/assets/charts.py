@@ -14,6 +14,7 @@ from dagster_duckdb import DuckDBResource
 from dagster_project import charts
 from dagster_project.assets.coreference import coreference_baselines
 from dagster_project.assets.facts import fact_assets
+from dagster_project.assets.finetuning import FINETUNE_TASKS, ablation_assets_by_task
 from dagster_project.assets.gradients import grad_importance
 from dagster_project.assets.head_clustering import head_mds
 from dagster_project.assets.hta import hta_assets
@@ -69,6 +70,16 @@ CHARTS = (
     ChartSpec(
         "clark_table3_probes", "Clark et al. Table 3", "clark_probe_uas", ("ud_ewt_test",), charts.clark_probe_chart,
         extra_deps=(dependency_probes,), when_empty="the probes run only once ud_ewt_dev and ud_ewt_test are materialized (asset dependency_probes)",
+    ),
+    ChartSpec(
+        "kovaleva_fig8_head_ablation", "Kovaleva et al. Fig. 8", "kovaleva_head_ablation", tuple(f"glue_{task}" for task in FINETUNE_TASKS),
+        charts.kovaleva_head_ablation_chart, extra_deps=tuple(ablation_assets_by_task.values()),
+        when_empty="materialize finetuned_<task> and <task>_ablation for a GLUE task first",
+    ),
+    ChartSpec(
+        "kovaleva_fig9_layer_ablation", "Kovaleva et al. Fig. 9", "kovaleva_layer_ablation", tuple(f"glue_{task}" for task in FINETUNE_TASKS),
+        charts.kovaleva_layer_ablation_chart, extra_deps=tuple(ablation_assets_by_task.values()),
+        when_empty="materialize finetuned_<task> and <task>_ablation for a GLUE task first",
     ),
 )
 

@@ -1,0 +1,78 @@
+"""The fine-tuning and ablation assets, in process, on a tiny random BERT and a toy RTE."""
+
+import json
+from pathlib import Path
+
+import duckdb
+import polars as pl
+import pytest
+from dagster import AssetSelection, DagsterInstance, materialize
+from dagster_duckdb import DuckDBResource
+
+from dagster_project.assets import ablation_assets_by_task, all_assets, corpus_assets_by_name, finetuned_assets_by_task, warehouse_views
+from dagster_project.assets.charts import CHARTS, chart_assets
+from dagster_project.registration import register_model
+from dagster_project.resources import ChartFolder, DataDirectory
+from tests.conftest import TINY_HEADS, TINY_LAYERS
+
+
+def _toy_rte(folder: Path, split: str, n: int) -> None:
+    words = ["good", "bad", "cat", "dog", "rain", "sun"]
+    pl.DataFrame(
+        {
+            "sentence1": [f"the {words[i % 6]} is here ." for i in range(n)],
+            "sentence2": [f"a {words[(i * 5) % 6]} is there" for i in range(n)],
+            "label": [i % 2 for i in range(n)],
+            "idx": list(range(n)),
+        }
+    ).write_parquet(folder / f"rte_{split}.parquet")
+
+
+def test_finetune_and_ablation_assets(tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("ATTN_MODELS_CACHE", str(tmp_path / "models_cache"))
+    glue = tmp_path / "data" / "glue" / "hf_parquet"
+    glue.mkdir(parents=True)
+    _toy_rte(glue, "train", 24)
+    _toy_rte(glue, "validation", 10)
+    warehouse = DuckDBResource(database=str(tmp_path / "warehouse.duckdb"))
+    resources = {"warehouse": warehouse, "data_dir": DataDirectory(path=str(tmp_path / "data")), "chart_folder": ChartFolder(path=str(tmp_path / "charts"))}
+    instance = DagsterInstance.ephemeral()
+    base = register_model(str(tiny_model_dir), instance, warehouse).model_id
+    assert materialize([warehouse_views], instance=instance, resources=resources).success
+    ablation_charts = [chart for chart, spec in zip(chart_assets, CHARTS) if spec.view.startswith("kovaleva_") and "ablation" in spec.view]
+    selection = AssetSelection.assets(
+        corpus_assets_by_name["glue_rte_train"], corpus_assets_by_name["glue_rte"], finetuned_assets_by_task["rte"], ablation_assets_by_task["rte"], *ablation_charts
+    )
+    run_config = {"ops": {"finetuned_rte": {"config": {"batch_size": 8, "max_steps": 2, "learning_rate": 1e-3}}, "rte_ablation": {"config": {"batch_tokens": 64}}}}
+    result = materialize(all_assets, selection=selection, partition_key=base, instance=instance, resources=resources, run_config=run_config)
+    assert result.success
+
+    folder = tmp_path / "models_cache" / "finetuned" / f"{base}--rte"
+    recipe = json.loads((folder / "recipe.json").read_text())
+    assert (recipe["steps"], recipe["train_examples"], recipe["batch_size"]) == (2, 24, 8)
+    with duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True) as conn:
+        scores = conn.table("kovaleva_task_scores").pl().sort("setting")
+        heads = conn.table("kovaleva_head_ablation").pl()
+        layers = conn.table("kovaleva_layer_ablation").pl()
+        baseline = conn.table("ablation_scores").filter("kind = 'baseline'").pl()
+    assert scores["setting"].to_list() == ["pretrained", "pretrained_finetuned", "random_init_finetuned"]
+    assert scores["metric"].unique().to_list() == ["accuracy"] and scores["n_examples"].unique().to_list() == [10]
+    assert scores["paper_score"].to_list() == [52.7, 64.6, 52.7]
+    assert scores["steps"].to_list() == [None, 2, 2]
+    tuned = scores.filter(pl.col("setting") == "pretrained_finetuned")
+    tuned_id = tuned["tuned_model_id"][0]
+    assert tuned_id in instance.get_dynamic_partitions("models")  # attention analyses can run on it
+    # the ablation baseline is the fine-tuned model's own validation score
+    assert 100 * baseline["score"][0] == pytest.approx(tuned["score"][0])
+    assert heads.height == TINY_LAYERS * TINY_HEADS and layers.height == TINY_LAYERS
+    assert set(heads["tuned_model_id"]) == {tuned_id}
+    assert heads.select((pl.col("score") - pl.col("baseline_score") - pl.col("delta_vs_baseline")).abs().max()).item() < 1e-9
+    assert (tmp_path / "charts").is_dir()
+
+    # a run of one setting replaces its rows and keeps the others'
+    again = {"ops": {"finetuned_rte": {"config": {"settings": ["pretrained"], "seed": 1}}}}
+    assert materialize(all_assets, selection=AssetSelection.assets(finetuned_assets_by_task["rte"]), partition_key=base, instance=instance, resources=resources, run_config=again).success
+    with duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True) as conn:
+        rerun = conn.table("task_scores").pl().sort("setting")
+    assert rerun["setting"].to_list() == ["pretrained", "pretrained_finetuned", "random_init_finetuned"]
+    assert [json.loads(recipe)["seed"] for recipe in rerun["recipe"]] == [1, 0, 0]

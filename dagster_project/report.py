@@ -155,7 +155,9 @@ def _missing_note(spec: ChartSpec, model_id: str, source: str, reason: str) -> s
     return (
         f'<p class="missing" data-chart="{html.escape(spec.name)}">{html.escape(spec.figure)}: not materialized for '
         f"{html.escape(model_id)} ({html.escape(reason)}): run <code>{html.escape(command)}</code>, or materialize "
-        f"<code>{html.escape(spec.name)}</code> for this partition in the UI.</p>"
+        f"<code>{html.escape(spec.name)}</code> for this partition in the UI"
+        + (f" ({html.escape(spec.when_empty)})" if spec.when_empty else "")
+        + ".</p>"
     )
 
 

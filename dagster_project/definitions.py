@@ -5,6 +5,13 @@ from dagster import Definitions
 from dagster_project.analyses import model_analysis_job, views_job
 from dagster_project.assets import all_assets
 from dagster_project.resources import default_resources
+from dagster_project.schedules import build_refresh_schedule
 from dagster_project.sensors import model_registry_sensor
 
-defs = Definitions(assets=all_assets, jobs=[model_analysis_job, views_job], sensors=[model_registry_sensor], resources=default_resources())
+defs = Definitions(
+    assets=all_assets,
+    jobs=[model_analysis_job, views_job],
+    sensors=[model_registry_sensor],
+    schedules=[build_refresh_schedule(all_assets)],
+    resources=default_resources(),
+)

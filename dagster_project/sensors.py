@@ -19,7 +19,7 @@ from dagster import (
 )
 from dagster_duckdb import DuckDBResource
 
-from dagster_project.analyses import ANALYSES, DEFAULT_ANALYSES, analysed_corpora, analysis_asset_keys, model_analysis_job, views_job
+from dagster_project.analyses import ANALYSES, DEFAULT_ANALYSES, analysis_asset_keys, model_analysis_job, views_job
 from dagster_project.corpora import CORPORA
 from dagster_project.model_registry import RegistryEntry, RegistryError, RegistryProblem, drop_folders, registry_path, scan_registry
 from dagster_project.models import ModelLoadError, inspect_model, model_key
@@ -34,30 +34,21 @@ def run_key(model_id: str, analysis: str) -> str:
     return f"{model_id}:{analysis}"
 
 
-def _entry_corpora(entry: RegistryEntry, data_dir: DataDirectory) -> list[str]:
-    chosen = entry.corpora or [name for name, spec in CORPORA.items() if spec.default]
-    return [name for name in chosen if not CORPORA[name].missing_files(data_dir.root)]
-
-
-def _entry_runs(entry: RegistryEntry, model_id: str, corpora: list[str], launched: set[str]) -> tuple[list[RunRequest], list[str]]:
+def _entry_runs(entry: RegistryEntry, model_id: str, present: list[str], launched: set[str]) -> tuple[list[RunRequest], list[str]]:
     """Run requests for the entry's analyses not launched yet, and why any was left out."""
+    chosen = entry.corpora or [name for name, spec in CORPORA.items() if spec.default]
+    corpora = [name for name in chosen if name in present]
     runs, notes = [], []
     for name in entry.analyses or DEFAULT_ANALYSES:
         key = run_key(model_id, name)
         if key in launched:
             continue
-        analysis = ANALYSES[name]
-        if not analysed_corpora(analysis, corpora):
-            notes.append(f"{name}: none of the corpora {corpora} has files in the data directory and this analysis")
+        selection = analysis_asset_keys(ANALYSES[name], corpora, present)
+        if not selection or selection == [AssetKey("encoder_model")]:
+            notes.append(f"analysis '{name}' has nothing to run on the corpora with files in the data directory ({', '.join(corpora) or 'none'})")
             continue
         runs.append(
-            RunRequest(
-                run_key=key,
-                job_name=model_analysis_job.name,
-                partition_key=model_id,
-                asset_selection=analysis_asset_keys(analysis, corpora),
-                tags={"model": model_id, "analysis": name},
-            )
+            RunRequest(run_key=key, job_name=model_analysis_job.name, partition_key=model_id, asset_selection=selection, tags={"model": model_id, "analysis": name})
         )
     return runs, notes
 
@@ -77,6 +68,7 @@ def model_registry_sensor(context: SensorEvaluationContext, warehouse: DuckDBRes
     except RegistryError as error:
         return SkipReason(str(error))
     problems = list(scan.problems)
+    present = [name for name, spec in CORPORA.items() if not spec.missing_files(data_dir.root)]
     new_partitions, runs = [], []
     for entry in scan.entries:
         if not entry.enabled:
@@ -93,7 +85,7 @@ def model_registry_sensor(context: SensorEvaluationContext, warehouse: DuckDBRes
             upsert_model(conn, spec)
         if not context.instance.has_dynamic_partition(model_partitions.name, spec.model_id):
             new_partitions.append(spec.model_id)
-        entry_runs, notes = _entry_runs(entry, spec.model_id, _entry_corpora(entry, data_dir), launched)
+        entry_runs, notes = _entry_runs(entry, spec.model_id, present, launched)
         problems.extend(RegistryProblem(entry.origin, note) for note in notes)
         runs.extend(entry_runs)
     for problem in problems:

@@ -3,13 +3,14 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from dagster import DagsterInstance, SensorResult, build_sensor_context, instance_for_test, materialize
+from dagster import DagsterInstance, DefaultScheduleStatus, DefaultSensorStatus, Definitions, SensorResult, build_sensor_context, instance_for_test, materialize
 from dagster_duckdb import DuckDBResource
 
-from dagster_project.assets import warehouse_views
+from dagster_project.analyses import model_analysis_job
+from dagster_project.assets import all_assets, warehouse_views
 from dagster_project.models import model_key
 from dagster_project.partitions import model_partitions
-from dagster_project.resources import DataDirectory
+from dagster_project.resources import ChartFolder, DataDirectory
 from dagster_project.sensors import model_registry_sensor
 
 
@@ -48,7 +49,7 @@ def tick(instance: DagsterInstance, resources: dict, cursor: str | None) -> Sens
 
 
 def test_registers_requests_once_per_model_and_analysis_and_reports_bad_entries(
-    instance: DagsterInstance, resources: dict, registry: Path, tiny_model_dir: Path
+    instance: DagsterInstance, resources: dict, registry: Path, tiny_model_dir: Path, tmp_path: Path
 ) -> None:
     tiny = model_key(str(tiny_model_dir))
 
@@ -67,16 +68,19 @@ def test_registers_requests_once_per_model_and_analysis_and_reports_bad_entries(
     runs = {run.run_key: run for run in second.run_requests}
     assert set(runs) == {f"{tiny}:attention", f"{tiny}:hta"}
     assert {run.partition_key for run in runs.values()} == {tiny}
-    # No data directory: only the built-in demo corpus; charts drawn from demo, HTA charts only in the HTA run.
-    assert sorted(key.to_user_string() for key in runs[f"{tiny}:attention"].asset_selection) == [
-        "clark_fig2_special_tokens", "clark_fig4_entropy", "demo_attention_facts", "demo_examples", "encoder_model",
-        "pascual_fig2_attention_histograms", "pascual_fig4_center_of_mass",
-    ]
-    assert sorted(key.to_user_string() for key in runs[f"{tiny}:hta"].asset_selection) == [
-        "demo_examples", "demo_hta_facts", "encoder_model", "pascual_fig1_local_correlation",
-        "pascual_fig3_contribution_histograms", "pascual_fig6_global_correlation",
-    ]
+    # No data directory: only the built-in demo corpus; HTA only in the run that asks for it.
+    attention = {key.to_user_string() for key in runs[f"{tiny}:attention"].asset_selection}
+    hta = {key.to_user_string() for key in runs[f"{tiny}:hta"].asset_selection}
+    assert {"encoder_model", "demo_examples", "demo_attention_facts", "clark_fig2_special_tokens", "pascual_fig2_attention_histograms"} <= attention
+    assert {"encoder_model", "demo_examples", "demo_hta_facts", "pascual_fig1_local_correlation", "pascual_fig6_global_correlation"} <= hta
+    assert not {key for key in attention | hta if key.startswith("wiki_segments") or key.startswith("xnli")}
+    assert "demo_hta_facts" not in attention and "demo_attention_facts" not in hta
     assert not second.dynamic_partitions_requests
+
+    # The requested attention run executes as the model_analysis job would launch it.
+    job = Definitions(assets=all_assets, jobs=[model_analysis_job], resources={**resources, "chart_folder": ChartFolder(path=str(tmp_path / "charts"))}).resolve_job_def("model_analysis")
+    request = runs[f"{tiny}:attention"]
+    assert job.get_subset(asset_selection=set(request.asset_selection)).execute_in_process(partition_key=request.partition_key, instance=instance).success
 
     third = tick(instance, resources, second.cursor)
     assert not third.run_requests
@@ -90,3 +94,12 @@ def test_malformed_registry_is_the_skip_reason(instance: DagsterInstance, resour
     registry.write_text('[[model]]\nsource = \n')
     result = model_registry_sensor(build_sensor_context(instance=instance, resources=resources))
     assert "is not valid TOML" in result.skip_message and "line 2" in result.skip_message
+
+
+def test_definitions_run_the_sensor_and_the_refresh_schedule_by_default() -> None:
+    from dagster_project.definitions import defs
+
+    repository = defs.get_repository_def()
+    assert repository.get_sensor_def("model_registry_sensor").default_status == DefaultSensorStatus.RUNNING
+    assert repository.get_schedule_def("warehouse_refresh").default_status == DefaultScheduleStatus.RUNNING
+    assert "demo_attention_facts" in {key.to_user_string() for key in repository.get_job("model_analysis").asset_layer.executable_asset_keys}

@@ -227,6 +227,113 @@ def kovaleva_layer_ablation_chart(rows: pl.DataFrame, title: str) -> alt.LayerCh
 _PATTERN_ORDER = ["vertical", "diagonal", "vertical+diagonal", "block", "heterogeneous"]
 
 
+_PATTERN_ORDER = ["vertical", "diagonal", "vertical+diagonal", "block", "heterogeneous"]
+
+
+def kovaleva_pattern_shares_chart(rows: pl.DataFrame, title: str) -> alt.Chart:
+    """Kovaleva Fig. 2 (left): stacked shares of the five pattern classes per task."""
+    return (
+        alt.Chart(rows)
+        .mark_bar()
+        .encode(
+            x=alt.X("task:N", title=None),
+            y=alt.Y("share:Q", title="share of (example, head) maps", axis=alt.Axis(format="%"), scale=alt.Scale(domain=[0, 1])),
+            color=alt.Color("pattern:N", sort=_PATTERN_ORDER),
+            order=alt.Order("pattern_order:Q"),
+            tooltip=["task", "pattern", alt.Tooltip("share:Q", format=".1%"), "maps"],
+        )
+        .properties(width=alt.Step(60), height=260, title=f"{title}: attention pattern classes")
+    )
+
+
+def kovaleva_pattern_examples_chart(rows: pl.DataFrame, title: str) -> alt.FacetChart:
+    """Kovaleva Fig. 2 (right): the kept example maps, one row of maps per pattern class."""
+    rows = rows.with_columns(
+        map=pl.format("{} L{}-H{} ex. {}", "task", "layer", "head", "example_id"),
+        slot=pl.col("example_id").rank("dense").over("task", "pattern").cast(pl.Int32),
+    )
+    return (
+        alt.Chart(rows)
+        .mark_rect()
+        .encode(
+            x=alt.X("key:O", title="key", axis=None),
+            y=alt.Y("query:O", title="query", axis=None),
+            color=alt.Color("attention:Q", scale=alt.Scale(scheme="blues", domain=[0, 1])),
+            tooltip=["map", "query_token", "key_token", alt.Tooltip("attention:Q", format=".3f")],
+        )
+        .properties(width=110, height=110)
+        .facet(row=alt.Row("pattern:N", sort=_PATTERN_ORDER), column=alt.Column("slot:O", title="example"))
+        .resolve_scale(x="independent", y="independent")
+        .properties(title=f"{title}: example maps per pattern class")
+    )
+
+
+def _head_heatmap(rows: pl.DataFrame, value: str, legend: str, scheme: str, domain: list[float] | None = None) -> alt.Chart:
+    """Layer x head heatmap of one per-head value."""
+    return (
+        alt.Chart(rows)
+        .mark_rect()
+        .encode(
+            x=alt.X("head:O"),
+            y=alt.Y("layer:O", sort="descending"),
+            color=alt.Color(f"{value}:Q", title=legend, scale=alt.Scale(scheme=scheme, **({"domain": domain} if domain else {}))),
+            tooltip=["layer", "head", alt.Tooltip(f"{value}:Q", format=".3f")],
+        )
+        .properties(width=alt.Step(22), height=alt.Step(22))
+    )
+
+
+def kovaleva_framenet_chart(rows: pl.DataFrame, title: str) -> alt.LayerChart:
+    """Kovaleva Fig. 3: mean max attention over FrameNet links per head; x marks the heads
+    above the 99th percentile."""
+    marks = alt.Chart(rows.filter(pl.col("above_p99"))).mark_text(text="×", fontSize=16, color="#e45756").encode(x="head:O", y=alt.Y("layer:O", sort="descending"))
+    p99 = rows["p99"][0]
+    return alt.layer(_head_heatmap(rows, "mean_max_attention", "mean max attention", "blues"), marks).properties(
+        title=f"{title}: frame-semantic links (× above p99 = {p99:.3f})"
+    )
+
+
+def kovaleva_finetune_similarity_chart(rows: pl.DataFrame, title: str) -> alt.FacetChart:
+    """Kovaleva Fig. 5: per-head cosine of pre-trained and fine-tuned maps, one panel per task."""
+    return (
+        _head_heatmap(rows, "cosine", "cosine", "greys", [0, 1])
+        .encode(color=alt.Color("cosine:Q", scale=alt.Scale(scheme="greys", domain=[0, 1], reverse=True)))
+        .facet(column=alt.Column("task:N"))
+        .properties(title=f"{title}: pre-trained vs fine-tuned attention (darker: more change)")
+    )
+
+
+def kovaleva_feature_attention_chart(rows: pl.DataFrame, title: str) -> alt.FacetChart:
+    """Kovaleva Fig. 6 / §4.4-4.5: per head, the attention each feature type receives (and
+    the token-to-token pairs); fine-tuned models show their base model's scores beside."""
+    long = rows.select("feature", "layer", "head", "role", "score")
+    if rows["base_score"].is_not_null().any():
+        long = pl.concat([long, rows.select("feature", "layer", "head", role=pl.lit("pre-trained (base)"), score="base_score")])
+    long = long.with_columns(panel=pl.format("{} ({})", "feature", "role"))
+    return (
+        _head_heatmap(long, "score", "attention", "viridis")
+        .properties(width=alt.Step(14), height=alt.Step(14))
+        .facet(facet=alt.Facet("panel:N", title=None, sort=sorted(set(long["panel"]))), columns=4)
+        .resolve_scale(color="independent")
+        .properties(title=f"{title}: attention received by feature type")
+    )
+
+
+def kovaleva_cls_attention_chart(rows: pl.DataFrame, title: str) -> alt.Chart:
+    """Kovaleva Fig. 7: final-layer [CLS] row's weight to each feature type, per head."""
+    return (
+        alt.Chart(rows)
+        .mark_rect()
+        .encode(
+            x=alt.X("head:O"),
+            y=alt.Y("feature:N", title=None),
+            color=alt.Color("score:Q", title="[CLS] attention", scale=alt.Scale(scheme="viridis")),
+            tooltip=["feature", "head", alt.Tooltip("score:Q", format=".3f"), "n_examples"],
+        )
+        .properties(width=alt.Step(22), height=alt.Step(18), title=f"{title}: final-layer [CLS] attention by feature type")
+    )
+
+
 def save_chart(chart: alt.TopLevelMixin, folder: Path, name: str) -> tuple[Path, Path]:
     """Write `name`.html and `name`.png into `folder`; returns both paths."""
     folder.mkdir(parents=True, exist_ok=True)

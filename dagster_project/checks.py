@@ -83,3 +83,31 @@ def relation_hit_targets(hits: pl.DataFrame, words: pl.DataFrame, per_word: int)
         "Relation-hit targets are other words of the same example; one hit per word, layer and head.",
         {"hits": hits.height, "targets_outside_example": outside, "words_with_hits": counts.height, "words_with_pieces": real.height},
     )
+
+
+def received_sums_to_one(received: pl.DataFrame) -> CheckOutcome:
+    """Per (example, layer, head): received attention (column sums / n) sums to 1 over the
+    example's tokens, as does the [CLS] row (examples of models without [CLS] excepted)."""
+    totals = received.group_by("example_id", "layer", "head").agg(
+        received=pl.col("received").sum(), from_cls=pl.col("from_cls").sum()
+    )
+    received_error = float((totals["received"] - 1).abs().max() or 0.0)
+    cls_error = float((totals["from_cls"].fill_nan(1.0) - 1).abs().max() or 0.0)
+    return CheckOutcome(
+        "received_sums_to_one",
+        totals.height > 0 and received_error <= ROW_SUM_TOLERANCE and cls_error <= ROW_SUM_TOLERANCE,
+        "Per example and head, received attention and the [CLS] row each sum to 1 over tokens.",
+        {"heads_checked": totals.height, "max_received_sum_error": received_error, "max_cls_row_sum_error": cls_error},
+    )
+
+
+def frame_link_bounds(links: pl.DataFrame) -> CheckOutcome:
+    """Every frame-link max attention is finite and in [0, 1] (a link whose spans had no
+    pieces would give -inf), and there is at least one link."""
+    outside = 0 if links.is_empty() else links.filter(~pl.col("max_attention").is_between(0.0, 1.0 + ROW_SUM_TOLERANCE)).height
+    return CheckOutcome(
+        "frame_link_bounds",
+        links.height > 0 and outside == 0,
+        "Every frame link has a finite max attention in [0, 1] per (layer, head).",
+        {"rows": links.height, "rows_outside_0_1": outside},
+    )

@@ -181,3 +181,45 @@ def most_attended_words(word_maps: torch.Tensor, words: torch.Tensor) -> torch.T
     scores = word_maps.masked_fill(~allowed[:, None, None], float("-inf"))
     best = scores.argmax(-1)
     return torch.where(allowed.any(-1)[:, None, None], best, -1)
+
+
+def received_attention(attn: torch.Tensor, masks: TokenMasks) -> tuple[torch.Tensor, torch.Tensor]:
+    """Kovaleva §4.4: per (example, layer, head, key token) the attention it receives, the
+    column sum over the n real query rows divided by n (so it sums to 1 over keys), and
+    the weight the first [CLS] row gives it (NaN where an example has no [CLS]).
+    (B, L, H, T, T) -> two (B, L, H, T); padded keys are 0."""
+    valid = masks.valid.to(attn.dtype)
+    received = torch.einsum("blhqk,bq->blhk", attn, valid) / valid.sum(-1)[:, None, None, None]
+    cls_pos = masks.cls.to(torch.int64).argmax(-1)
+    index = cls_pos[:, None, None, None, None].expand(*attn.shape[:3], 1, attn.shape[-1])
+    from_cls = attn.gather(-2, index)[..., 0, :]
+    from_cls = torch.where(masks.cls.any(-1)[:, None, None, None], from_cls, torch.nan)
+    return received * valid[:, None, None, :], from_cls * valid[:, None, None, :]
+
+
+def word_pair_attention(word_maps: torch.Tensor, pairs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean attention over the (query word, key word) pairs of a (B, W, W) mask, from
+    word-level maps (B, L, H, W, W): (B, L, H) means (NaN without pairs) and (B,) pair counts."""
+    weights = pairs.to(word_maps.dtype)
+    counts = weights.sum((-2, -1))
+    means = torch.einsum("blhqk,bqk->blh", word_maps, weights) / counts[:, None, None]
+    return means, counts.to(torch.int64)
+
+
+def span_pair_max(attn: torch.Tensor, first: torch.Tensor, second: torch.Tensor) -> torch.Tensor:
+    """Kovaleva §4.2: per link, the largest attention between the pieces of two spans, in
+    both directions (first -> second and second -> first).
+
+    attn (K, L, H, T, T) holds each link's example map; first/second (K, T) bool piece
+    masks. Returns (K, L, H); -inf for a link whose spans have no pieces."""
+    pairs = (first[:, :, None] & second[:, None, :]) | (second[:, :, None] & first[:, None, :])
+    return attn.masked_fill(~pairs[:, None, None], float("-inf")).amax((-2, -1))
+
+
+def map_cosine(first: torch.Tensor, second: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """Kovaleva §4.3: cosine similarity of two models' maps of the same examples, each
+    flattened over its cropped n x n block (padding ignored). (B, L, H, T, T) x2 -> (B, L, H)."""
+    cells = pair_mask(valid, valid)[:, None, None].to(first.dtype)
+    a, b = first * cells, second * cells
+    dot = (a * b).sum((-2, -1))
+    return dot / (a.square().sum((-2, -1)).sqrt() * b.square().sum((-2, -1)).sqrt())

@@ -38,6 +38,11 @@ PARTITIONED_TABLES = frozenset(
         "probe_scores",
         "coref_baseline_predictions",
         "grad_importance",
+        "received_attention",
+        "feature_pair_attention",
+        "frame_link_attention",
+        "pattern_example_maps",
+        "finetune_cosines",
         "task_scores",
         "ablation_scores",
     }

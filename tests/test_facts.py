@@ -110,14 +110,116 @@ def test_head_distances_sum_over_batches(encoder, demo_tokens):
     whole = extract_attention_facts(encoder, demo_tokens, batch_tokens=4096, head_distances=True).head_distances
     split = extract_attention_facts(encoder, demo_tokens, batch_tokens=64, head_distances=True).head_distances
     n_heads = TINY_LAYERS * TINY_HEADS
-    assert whole.height == n_heads**2
+    assert whole.height == n_heads * (n_heads - 1) // 2  # unordered pairs
     assert whole["tokens"][0] == demo_tokens.height
     keys = ["layer_a", "head_a", "layer_b", "head_b"]
     # float32 entropies: the mixture-minus-mean difference keeps ~3 significant digits
     assert ((whole.sort(keys)["js_sum"] - split.sort(keys)["js_sum"]).abs() <= 1e-3 * whole.sort(keys)["js_sum"] + 1e-7).all()
-    diagonal = whole.filter((pl.col("layer_a") == pl.col("layer_b")) & (pl.col("head_a") == pl.col("head_b")))
-    assert diagonal["js_sum"].abs().max() == 0
-    mirrored = whole.join(whole, left_on=keys, right_on=["layer_b", "head_b", "layer_a", "head_a"])
-    assert (mirrored["js_sum"] - mirrored["js_sum_right"]).abs().max() == 0
     # JS is at most ln 2 per token.
     assert 0 < whole["js_sum"].max() <= math.log(2) * demo_tokens.height
+
+
+def _example_maps(encoder, demo_tokens: pl.DataFrame, example: int) -> torch.Tensor:
+    """(L, H, n, n) attention of one example, run alone (no padding)."""
+    rows = demo_tokens.filter(pl.col("example_id") == example).sort("position")
+    with torch.inference_mode():
+        out = encoder.model(
+            input_ids=torch.tensor([rows["token_id"].to_list()]), token_type_ids=torch.tensor([rows["segment"].to_list()]), output_attentions=True
+        )
+    return torch.stack(out.attentions)[:, 0]
+
+
+@pytest.fixture(scope="module")
+def flagged_words(demo_words) -> pl.DataFrame:
+    """Demo words with made-up spaCy flags: every third word a verb, the others nouns; words
+    0 and 4 subjects, word 2 a pronoun; null flags must read as False."""
+    index = pl.col("word_index")
+    return demo_words.with_columns(
+        is_noun=index % 3 != 0,
+        is_verb=index % 3 == 0,
+        is_pronoun=index == 2,
+        is_subject=index.is_in([0, 4]),
+        is_object=pl.lit(None, dtype=pl.Boolean),
+        is_negation=pl.lit(False),
+    )
+
+
+def test_pattern_column_and_received_attention(encoder, demo_tokens):
+    from dagster_project.metrics import PATTERNS
+
+    one_by_one = extract_attention_facts(encoder, demo_tokens, batch_tokens=1, received=True)
+    padded = extract_attention_facts(encoder, demo_tokens, batch_tokens=4096, received=True)
+    assert set(padded.head_summaries["pattern"]) <= set(PATTERNS)
+    keys = ["example_id", "layer", "head"]
+    assert one_by_one.head_summaries.sort(keys)["pattern"].equals(padded.head_summaries.sort(keys)["pattern"])
+    received_keys = ["example_id", "position", "layer", "head"]
+    a, b = one_by_one.received_attention.sort(received_keys), padded.received_attention.sort(received_keys)
+    assert a.height == b.height == demo_tokens.height * TINY_LAYERS * TINY_HEADS
+    assert (a["received"] - b["received"]).abs().max() < 1e-6 and (a["from_cls"] - b["from_cls"]).abs().max() < 1e-6
+    example = int(demo_tokens["example_id"].max())
+    maps = _example_maps(encoder, demo_tokens, example)
+    rows = b.filter((pl.col("example_id") == example) & (pl.col("layer") == 2) & (pl.col("head") == 4)).sort("position")
+    assert torch.allclose(torch.tensor(rows["received"].to_numpy()), maps[1, 3].mean(0), atol=1e-6)
+    assert torch.allclose(torch.tensor(rows["from_cls"].to_numpy()), maps[1, 3, 0], atol=1e-6)
+
+
+def test_feature_pairs_are_word_level_means_over_pairs(encoder, demo_tokens, flagged_words):
+    facts = extract_attention_facts(encoder, demo_tokens, batch_tokens=256, words=flagged_words, relation_hits=False, received=True)
+    assert facts.relation_hits.is_empty()
+    example = int(demo_tokens["example_id"].min())
+    maps = _example_maps(encoder, demo_tokens, example)
+    words = flagged_words.filter((pl.col("example_id") == example) & pl.col("piece_start").is_not_null()).sort("word_index")
+    spans = dict(zip(words["word_index"], zip(words["piece_start"], words["piece_end"])))
+    segment = dict(zip(words["word_index"], words["segment"]))
+
+    def expected(layer: int, head: int, source: str, target: str) -> tuple[float, int]:
+        piece_map = maps[layer - 1, head - 1]
+        sources = words.filter(pl.col(source))["word_index"].to_list()
+        targets = words.filter(pl.col(target))["word_index"].to_list()
+        values = [
+            piece_map[spans[q][0] : spans[q][1], spans[k][0] : spans[k][1]].sum(-1).mean().item()
+            for q in sources
+            for k in targets
+            if q != k and segment[q] == segment[k]
+        ]
+        return sum(values) / len(values), len(values)
+
+    rows = facts.feature_pair_attention.filter(pl.col("example_id") == example)
+    for pair, (source, target) in {"verb_subject": ("is_verb", "is_subject"), "noun_pronoun": ("is_noun", "is_pronoun")}.items():
+        row = rows.filter((pl.col("pair") == pair) & (pl.col("layer") == 2) & (pl.col("head") == 3)).row(0, named=True)
+        mean, count = expected(2, 3, source, target)
+        assert row["pairs"] == count > 0
+        assert row["attention"] == pytest.approx(mean, abs=1e-6)
+
+
+def test_frame_link_max_over_both_directions(encoder, demo_tokens, demo_words):
+    example = int(demo_tokens["example_id"].min())
+    links = pl.DataFrame({"example_id": [example], "target_start": [0], "target_end": [1], "element_start": [2], "element_end": [4]})
+    facts = extract_attention_facts(encoder, demo_tokens, words=demo_words, frame_links=links)
+    assert facts.frame_link_attention.height == TINY_LAYERS * TINY_HEADS
+    words = demo_words.filter(pl.col("example_id") == example).sort("word_index")
+    lu = range(words["piece_start"][0], words["piece_end"][0])
+    fe = range(words["piece_start"][2], words["piece_end"][3])
+    maps = _example_maps(encoder, demo_tokens, example)
+    for row in facts.frame_link_attention.iter_rows(named=True):
+        piece_map = maps[row["layer"] - 1, row["head"] - 1]
+        best = max(max(piece_map[q, k].item(), piece_map[k, q].item()) for q in lu for k in fe)
+        assert row["max_attention"] == pytest.approx(best, abs=1e-7)
+
+
+def test_pattern_example_maps_are_cropped_maps_of_their_class(encoder, demo_tokens):
+    facts = extract_attention_facts(encoder, demo_tokens, pattern_examples=2)
+    maps = facts.pattern_example_maps
+    per_class = maps.group_by("pattern").agg(examples=pl.col("example_id").n_unique(), heads=pl.struct("example_id", "layer", "head").n_unique())
+    assert per_class.height >= 1 and (per_class["examples"] <= 2).all() and (per_class["examples"] == per_class["heads"]).all()
+    lengths = demo_tokens.group_by("example_id").len()
+    sizes = maps.group_by("pattern", "example_id").len().join(lengths, on="example_id")
+    assert (sizes["len"] == sizes["len_right"] ** 2).all()
+    chosen = maps.row(0, named=True)
+    summary = facts.head_summaries.filter(
+        (pl.col("example_id") == chosen["example_id"]) & (pl.col("layer") == chosen["layer"]) & (pl.col("head") == chosen["head"])
+    )
+    assert summary["pattern"][0] == chosen["pattern"]
+    cells = maps.filter((pl.col("example_id") == chosen["example_id"]) & (pl.col("pattern") == chosen["pattern"])).sort("query", "key")
+    expected = _example_maps(encoder, demo_tokens, chosen["example_id"])[chosen["layer"] - 1, chosen["head"] - 1]
+    assert torch.allclose(torch.tensor(cells["attention"].to_numpy()), expected.reshape(-1), atol=1e-6)

@@ -13,7 +13,11 @@ from dagster_project.metrics import (
     TokenMasks,
     offset_bins,
     head_summaries,
+    map_cosine,
     most_attended_words,
+    received_attention,
+    span_pair_max,
+    word_pair_attention,
     pair_mask,
     relative_position_histogram,
     row_entropy,
@@ -212,3 +216,50 @@ def test_most_attended_other_word_skips_self_padding_and_ties_low():
     assert most_attended_words(maps, real)[0, 0, 0, :3].tolist() == [1, 0, 0]
     single = most_attended_words(torch.ones(1, 1, 1, 2, 2), torch.tensor([[True, False]]))
     assert single[0, 0, 0, 0].item() == -1
+
+
+def test_received_attention_is_column_mean_and_cls_row():
+    # n = 3 real tokens padded to 4; the padded query row holds garbage that must not count.
+    attn = torch.tensor([[0.5, 0.5, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0], [0.2, 0.3, 0.5, 0.0], [0.9, 0.1, 0.0, 0.0]])[None, None, None]
+    received, from_cls = received_attention(attn, _masks(["cls", "other", "sep"], width=4))
+    assert torch.allclose(received[0, 0, 0], torch.tensor([0.7 / 3, 1.8 / 3, 0.5 / 3, 0.0]))
+    assert received.sum(-1).item() == pytest.approx(1.0)
+    assert torch.equal(from_cls[0, 0, 0], torch.tensor([0.5, 0.5, 0.0, 0.0]))
+
+
+def test_received_attention_without_cls_is_nan():
+    attn = torch.full((1, 1, 1, 2, 2), 0.5)
+    _, from_cls = received_attention(attn, _masks(["other", "other"]))
+    assert from_cls.isnan().all()
+
+
+def test_word_pair_attention_means_over_pairs():
+    word_maps = torch.tensor([[0.1, 0.2, 0.3], [0.4, 0.5, 0.6], [0.7, 0.8, 0.9]])[None, None, None]
+    pairs = torch.zeros(2, 3, 3, dtype=torch.bool)
+    pairs[0, 0, 1] = pairs[0, 2, 1] = True  # 0.2 and 0.8
+    means, counts = word_pair_attention(word_maps.expand(2, 1, 1, 3, 3), pairs)
+    assert counts.tolist() == [2, 0]
+    assert means[0, 0, 0].item() == pytest.approx(0.5)
+    assert means[1].isnan().all()
+
+
+def test_span_pair_max_reads_both_directions_only():
+    attn = torch.tensor(
+        [[0.10, 0.20, 0.30, 0.40], [0.05, 0.15, 0.25, 0.55], [0.60, 0.35, 0.05, 0.00], [0.05, 0.45, 0.40, 0.10]]
+    )[None, None, None]
+    first = torch.tensor([[False, True, False, False]])
+    second = torch.tensor([[False, False, True, True]])
+    # pairs (1,2)=0.25 (1,3)=0.55 (2,1)=0.35 (3,1)=0.45; 0.60 at (2,0) is outside the link
+    assert span_pair_max(attn, first, second).item() == pytest.approx(0.55)
+    assert span_pair_max(attn, first, torch.zeros_like(second)).item() == float("-inf")
+
+
+def test_map_cosine_on_cropped_maps():
+    valid = torch.tensor([[True, True, False]])
+    first = torch.tensor([[0.5, 0.5, 0.0], [1.0, 0.0, 0.0], [0.3, 0.3, 0.4]])[None, None, None]
+    same_but_padding = first.clone()
+    same_but_padding[..., 2, :] = torch.tensor([1.0, 0.0, 0.0])  # padded query row differs
+    assert map_cosine(first, same_but_padding, valid).item() == pytest.approx(1.0)
+    other = torch.tensor([[0.0, 1.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]])[None, None, None]
+    # cropped: a = [.5 .5 1 0], b = [0 1 0 1] -> 0.5 / (sqrt(1.5) * sqrt(2))
+    assert map_cosine(first, other, valid).item() == pytest.approx(0.5 / math.sqrt(3.0))

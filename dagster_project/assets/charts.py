@@ -18,8 +18,10 @@ from dagster_project.assets.finetuning import FINETUNE_TASKS, ablation_assets_by
 from dagster_project.assets.gradients import grad_importance
 from dagster_project.assets.head_clustering import head_mds
 from dagster_project.assets.hta import hta_assets
+from dagster_project.assets.kovaleva import similarity_assets
 from dagster_project.assets.probes import dependency_probes
 from dagster_project.assets.views import warehouse_views
+from dagster_project.corpora import GLUE_TASKS
 from dagster_project.partitions import model_partitions
 from dagster_project.resources import ChartFolder
 from dagster_project.warehouse import partition_rows
@@ -36,10 +38,15 @@ class ChartSpec:
     caption: str = ""  # appended to the chart title
     extra_deps: tuple[AssetsDefinition, ...] = ()  # analysis assets the view reads besides the facts
     when_empty: str = ""  # set: a model without rows is expected (why), the chart is skipped instead of failing
+    all_corpora: bool = False  # draw the rows of every one of `corpora` with rows (one panel or bar per corpus)
 
     def rows(self, conn: duckdb.DuckDBPyConnection, model_id: str) -> tuple[str, pl.DataFrame] | None:
-        """The view rows drawn for a model: those of the first of `corpora` with rows, or None."""
+        """The view rows drawn for a model: those of the first of `corpora` with rows (of all
+        of them with `all_corpora`), or None."""
         rows = partition_rows(conn, self.view, model_id)
+        if self.all_corpora:
+            found = [name for name in self.corpora if name in set(rows["corpus"])]
+            return (", ".join(found), rows.filter(pl.col("corpus").is_in(found))) if found else None
         corpus = next((name for name in self.corpora if name in set(rows["corpus"])), None)
         return None if corpus is None else (corpus, rows.filter(pl.col("corpus") == corpus))
 
@@ -80,6 +87,34 @@ CHARTS = (
         "kovaleva_fig9_layer_ablation", "Kovaleva et al. Fig. 9", "kovaleva_layer_ablation", tuple(f"glue_{task}" for task in FINETUNE_TASKS),
         charts.kovaleva_layer_ablation_chart, extra_deps=tuple(ablation_assets_by_task.values()),
         when_empty="materialize finetuned_<task> and <task>_ablation for a GLUE task first",
+    ),
+)
+
+
+_GLUE = tuple(f"glue_{task}" for task in GLUE_TASKS)
+CHARTS += (
+    ChartSpec(
+        "kovaleva_fig2_pattern_shares", "Kovaleva et al. Fig. 2", "kovaleva_pattern_shares", (*_GLUE, "demo"), charts.kovaleva_pattern_shares_chart,
+        all_corpora=True,
+    ),
+    ChartSpec(
+        "kovaleva_fig2_pattern_examples", "Kovaleva et al. Fig. 2 (maps)", "kovaleva_pattern_example_maps", (*_GLUE, "demo"),
+        charts.kovaleva_pattern_examples_chart,
+    ),
+    ChartSpec(
+        "kovaleva_fig3_framenet_heads", "Kovaleva et al. Fig. 3", "kovaleva_framenet_heads", ("framenet",), charts.kovaleva_framenet_chart,
+        when_empty="materialize framenet_examples and framenet_attention_facts first",
+    ),
+    ChartSpec(
+        "kovaleva_fig5_finetune_similarity", "Kovaleva et al. Fig. 5", "kovaleva_finetune_similarity", _GLUE, charts.kovaleva_finetune_similarity_chart,
+        all_corpora=True, extra_deps=tuple(similarity_assets),
+        when_empty="materialize finetuned_<task>, then glue_<task>_finetune_similarity for the base model",
+    ),
+    ChartSpec(
+        "kovaleva_fig6_feature_attention", "Kovaleva et al. Fig. 6", "kovaleva_feature_attention", (*_GLUE, "demo"), charts.kovaleva_feature_attention_chart,
+    ),
+    ChartSpec(
+        "kovaleva_fig7_cls_attention", "Kovaleva et al. Fig. 7", "kovaleva_cls_attention", (*_GLUE, "demo"), charts.kovaleva_cls_attention_chart,
     ),
 )
 

@@ -1,16 +1,26 @@
 """Attention fact assets: one forward pass per (model, corpus) writes `head_summaries` and
 `position_histograms` for that partition in one transaction."""
 
+from dataclasses import asdict
+
 from dagster import AssetExecutionContext, AssetsDefinition, Config, MaterializeResult, MetadataValue, asset
 from dagster_duckdb import DuckDBResource
 
 from dagster_project.assets.corpora import corpus_assets_by_name, model_tokens
 from dagster_project.assets.checks import check_result, fact_check_specs
 from dagster_project.assets.metadata import progress_logger, table_preview
-from dagster_project.checks import finite, histogram_masses, relation_hit_targets, rows_per_example, rows_sum_to_one
+from dagster_project.checks import (
+    finite,
+    frame_link_bounds,
+    histogram_masses,
+    received_sums_to_one,
+    relation_hit_targets,
+    rows_per_example,
+    rows_sum_to_one,
+)
 from dagster_project.corpora import CORPORA, CorpusSpec
-from dagster_project.facts import DEFAULT_BATCH_TOKENS, extract_attention_facts
-from dagster_project.metrics import WORD_MODES
+from dagster_project.facts import DEFAULT_BATCH_TOKENS, FRAME_LINK_COLUMNS, WORD_FEATURES, extract_attention_facts
+from dagster_project.metrics import WORD_MODES, PatternThresholds
 from dagster_project.models import load_encoder
 from dagster_project.partitions import model_partitions
 from dagster_project.warehouse import partition_rows, replace_partition
@@ -21,6 +31,10 @@ _PROGRESS_EVERY_SECONDS = 10.0
 class FactsConfig(Config):
     batch_tokens: int = DEFAULT_BATCH_TOKENS  # padded positions per forward batch
     word_mode: str = "mean"  # a split word's row from its pieces' rows: mean | first (released code) | max
+    # Kovaleva pattern-class rules (metrics.pattern_classes), recorded in the metadata.
+    pattern_vertical: float = PatternThresholds.vertical  # mean row mass to [CLS] + [SEP]
+    pattern_diagonal: float = PatternThresholds.diagonal  # mean row mass to previous + next token
+    pattern_block: float = PatternThresholds.block  # mean content-row mass within its own segment
 
 
 FACT_CHECKS = {
@@ -30,6 +44,8 @@ FACT_CHECKS = {
     "rows_per_example": "One head-summary row per (example, layer, head).",
     "relation_hit_targets": "Relation-hit targets are other words of the same example; one hit per word, layer and head.",
     "finite_head_distances": "Every head-pair Jensen-Shannon sum is finite.",
+    "received_sums_to_one": "Per example and head, received attention (column sums / n) and the [CLS] row each sum to 1 over tokens.",
+    "frame_link_bounds": "Every frame link has one finite max attention in [0, 1] per (layer, head).",
 }
 
 
@@ -40,6 +56,8 @@ def build_fact_asset(spec: CorpusSpec, corpus_asset: AssetsDefinition) -> Assets
         "histogram_pairs_and_mass": not spec.histograms,
         "relation_hit_targets": not spec.relation_hits,
         "finite_head_distances": not spec.head_distances,
+        "received_sums_to_one": not spec.received_attention,
+        "frame_link_bounds": not spec.frame_link_attention,
     }
     checks = {name: text for name, text in FACT_CHECKS.items() if not skipped.get(name)}
 
@@ -57,14 +75,33 @@ def build_fact_asset(spec: CorpusSpec, corpus_asset: AssetsDefinition) -> Assets
         if config.word_mode not in WORD_MODES:
             raise ValueError(f"{name}: run config word_mode must be one of {WORD_MODES}, got '{config.word_mode}'")
         source, tokens = model_tokens(warehouse, model_id, corpus)
-        words = None
-        if spec.relation_hits:
-            with warehouse.get_connection() as conn:
-                words = partition_rows(conn, "words", model_id, corpus, ("example_id", "word_index", "piece_start", "piece_end"))
+        words = frame_links = None
+        word_columns = ("example_id", "word_index", "piece_start", "piece_end")
+        with warehouse.get_connection() as conn:
+            if spec.relation_hits or spec.frame_link_attention or (spec.received_attention and spec.spacy_features):
+                words = partition_rows(conn, "words", model_id, corpus, word_columns)
+            if spec.received_attention and spec.spacy_features:
+                features = partition_rows(conn, "word_features", model_id, corpus, ("example_id", "word_index", *WORD_FEATURES))
+                words = words.join(features, on=["example_id", "word_index"], how="left")
+            if spec.frame_link_attention:
+                frame_links = partition_rows(conn, "frame_links", model_id, corpus, ("example_id", *FRAME_LINK_COLUMNS)).unique(maintain_order=True)
+        thresholds = PatternThresholds(config.pattern_vertical, config.pattern_diagonal, config.pattern_block)
         report = progress_logger(context, corpus, _PROGRESS_EVERY_SECONDS)
         encoder = load_encoder(source)
         facts = extract_attention_facts(
-            encoder, tokens, config.batch_tokens, report, spec.histograms, words, config.word_mode, spec.head_distances
+            encoder,
+            tokens,
+            config.batch_tokens,
+            report,
+            spec.histograms,
+            words,
+            config.word_mode,
+            spec.head_distances,
+            relation_hits=spec.relation_hits,
+            received=spec.received_attention,
+            frame_links=frame_links,
+            pattern_examples=spec.pattern_examples,
+            thresholds=thresholds,
         )
         summaries = facts.head_summaries
         outcomes = [
@@ -84,6 +121,16 @@ def build_fact_asset(spec: CorpusSpec, corpus_asset: AssetsDefinition) -> Assets
         if spec.head_distances:
             outcomes.append(finite(facts.head_distances, ["js_sum"], "finite_head_distances"))
             tables["head_distances"] = facts.head_distances
+        if spec.received_attention:
+            outcomes.append(received_sums_to_one(facts.received_attention))
+            tables["received_attention"] = facts.received_attention
+            if not facts.feature_pair_attention.is_empty():
+                tables["feature_pair_attention"] = facts.feature_pair_attention
+        if spec.frame_link_attention:
+            outcomes.append(frame_link_bounds(facts.frame_link_attention))
+            tables["frame_link_attention"] = facts.frame_link_attention
+        if spec.pattern_examples:
+            tables["pattern_example_maps"] = facts.pattern_example_maps
         with warehouse.get_connection() as conn:
             written = replace_partition(conn, tables, model_id, corpus)
         return MaterializeResult(
@@ -91,6 +138,10 @@ def build_fact_asset(spec: CorpusSpec, corpus_asset: AssetsDefinition) -> Assets
                 **{f"{table}_rows": rows for table, rows in written.items()},
                 "examples": facts.n_examples,
                 **({"word_mode": config.word_mode} if spec.relation_hits else {}),
+                "pattern_thresholds": MetadataValue.json(asdict(thresholds)),
+                "pattern_shares": MetadataValue.json(
+                    {row["pattern"]: round(row["share"], 4) for row in summaries["pattern"].value_counts(normalize=True, name="share").iter_rows(named=True)}
+                ),
                 "seconds": round(facts.seconds, 2),
                 "examples_per_second": round(facts.n_examples / facts.seconds, 1),
                 "max_row_sum_error": MetadataValue.float(float(facts.head_summaries["row_sum_error"].max())),

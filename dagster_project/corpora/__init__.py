@@ -69,6 +69,8 @@ def _glue(task: str, split: str) -> CorpusSpec:
         attention=validation,
         histograms=False,
         default=False,
+        received_attention=validation,
+        pattern_examples=3 if validation else 0,
     )
 
 
@@ -96,6 +98,8 @@ _SPECS = [
         size=1000,
         spacy_features=True,
         hta=True,
+        received_attention=True,
+        pattern_examples=3,
     ),
     CorpusSpec(
         name="wiki_segments",
@@ -139,6 +143,7 @@ _SPECS = [
         "Kovaleva §4.2: FrameNet 1.7 full-text dev+test sentences of <= 12 words with LU -> core FE links.",
         FRAMENET_FILES,
         lambda data_dir: read_framenet([data_dir / name for name in FRAMENET_FILES[:2]], data_dir / FRAMENET_FILES[2]),
+        frame_link_attention=True,
     ),
     *(_glue(task, "validation") for task in GLUE_TASKS),
     *(_glue(task, "train") for task in GLUE_TASKS if task != "qnli"),  # QNLI train is not staged

@@ -50,6 +50,9 @@ class CorpusSpec:
     hta: bool = False  # Hidden Token Attribution facts (Pascual et al.)
     relation_hits: bool = False  # word-level most-attended words, joined to gold relations (Clark §4)
     head_distances: bool = False  # Jensen-Shannon distances between heads (Clark §6)
+    received_attention: bool = False  # received attention per token + token-to-token feature pairs (Kovaleva §4.4-4.5)
+    pattern_examples: int = 0  # cropped maps kept per Kovaleva pattern class (Fig. 2)
+    frame_link_attention: bool = False  # largest attention of each frame link (Kovaleva §4.2)
     # Tokenizer-dependent preparation before encoding (cutting documents into windows).
     prepare: Callable[[CorpusData, PreTrainedTokenizerBase, int], CorpusData] | None = None
 

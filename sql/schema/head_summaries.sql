@@ -18,3 +18,6 @@ CREATE TABLE IF NOT EXISTS head_summaries (
     cls_entropy FLOAT,                 -- entropy of the [CLS] row, nats
     row_sum_error FLOAT                -- max |sum of a row - 1|, a sanity figure
 );
+-- Kovaleva §4.1 pattern class of the map (vertical | diagonal | vertical+diagonal | block |
+-- heterogeneous) by the rules of metrics.pattern_classes; thresholds in the asset metadata.
+ALTER TABLE head_summaries ADD COLUMN IF NOT EXISTS pattern VARCHAR;

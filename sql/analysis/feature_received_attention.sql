@@ -1,0 +1,16 @@
+-- Kovaleva §4.4: per (example, feature, layer, head) the largest received attention
+-- (column sum / n) and the largest [CLS]-row weight over the example's tokens of that
+-- feature type. Examples without the feature have no row (left out of its average).
+CREATE OR REPLACE VIEW feature_received_attention AS
+SELECT
+    r.model_id,
+    r.corpus,
+    r.example_id,
+    f.feature,
+    r.layer,
+    r.head,
+    max(r.received) AS received,
+    max(r.from_cls) AS from_cls
+FROM received_attention AS r
+JOIN stg_token_features AS f USING (model_id, corpus, example_id, position)
+GROUP BY ALL;

@@ -1,0 +1,38 @@
+-- Kovaleva et al. §4.4-4.5, Fig. 6: per head, the attention a feature type receives (max
+-- over the example's tokens of that type of column sum / n, averaged over the examples
+-- that have the type), and token-to-token attention (feature verb->subject, noun->pronoun:
+-- mean over every such word pair of an example, averaged over examples with a pair).
+-- A fine-tuned model (linked to its base by finetune_cosines) is `fine-tuned`, with the
+-- base model's score of the same head beside its own.
+CREATE OR REPLACE VIEW kovaleva_feature_attention AS
+WITH scores AS (
+    SELECT model_id, corpus, feature, layer, head, avg(received) AS score, count(*) AS n_examples
+    FROM feature_received_attention
+    GROUP BY ALL
+    UNION ALL
+    SELECT model_id, corpus, replace(pair, '_', '->') AS feature, layer, head, avg(attention) AS score, count(*) AS n_examples
+    FROM feature_pair_attention
+    GROUP BY ALL
+),
+links AS (
+    SELECT DISTINCT model_id AS base_model_id, corpus, tuned_model_id FROM finetune_cosines
+)
+SELECT
+    m.source AS model,
+    s.model_id,
+    s.corpus,
+    s.corpus AS task,
+    s.feature,
+    s.layer,
+    s.head,
+    s.score,
+    s.n_examples,
+    CASE WHEN l.base_model_id IS NULL THEN 'pre-trained' ELSE 'fine-tuned' END AS role,
+    coalesce(bm.source, m.source) AS base_model,
+    b.score AS base_score
+FROM scores AS s
+JOIN models AS m USING (model_id)
+LEFT JOIN links AS l ON l.tuned_model_id = s.model_id AND l.corpus = s.corpus
+LEFT JOIN models AS bm ON bm.model_id = l.base_model_id
+LEFT JOIN scores AS b
+    ON b.model_id = l.base_model_id AND b.corpus = s.corpus AND b.feature = s.feature AND b.layer = s.layer AND b.head = s.head;

@@ -1,0 +1,130 @@
+"""Kovaleva views (pattern shares, FrameNet heads, feature and [CLS] attention, fine-tuning
+similarity) on fixture tables with hand-computed answers."""
+
+import duckdb
+import polars as pl
+import pytest
+
+from dagster_project.models import ModelSpec
+from dagster_project.warehouse import partition_rows, replace_partition, upsert_model
+
+BASE = ModelSpec("org--base", "org/base", "/x", "r1", "bert", 2, 2, True)
+TUNED = ModelSpec("org--base-rte", "/cache/finetuned/base-rte", "/y", "r1", "bert", 2, 2, True)
+
+
+def _rows(conn: duckdb.DuckDBPyConnection, view: str, model: ModelSpec = BASE) -> list[dict]:
+    return partition_rows(conn, view, model.model_id).to_dicts()
+
+
+def test_pattern_shares_include_empty_classes(conn):
+    upsert_model(conn, BASE)
+    patterns = ["vertical"] * 4 + ["heterogeneous"] * 2 + ["diagonal"] * 2
+    summaries = pl.DataFrame(
+        {"example_id": [i // 4 for i in range(8)], "layer": [1 + i % 4 // 2 for i in range(8)], "head": [1 + i % 2 for i in range(8)], "n_tokens": [5] * 8, "pattern": patterns}
+    )
+    replace_partition(conn, {"head_summaries": summaries}, BASE.model_id, "glue_rte")
+    shares = {row["pattern"]: row["share"] for row in _rows(conn, "kovaleva_pattern_shares")}
+    assert shares == {"vertical": 0.5, "diagonal": 0.25, "vertical+diagonal": 0.0, "block": 0.0, "heterogeneous": 0.25}
+    assert {row["task"] for row in _rows(conn, "kovaleva_pattern_shares")} == {"glue_rte"}
+
+
+def test_framenet_heads_above_the_99th_percentile(conn):
+    upsert_model(conn, BASE)
+    means = {(1, 1): 0.1, (1, 2): 0.2, (2, 1): 0.3, (2, 2): 0.5}
+    links = pl.DataFrame(
+        [
+            {"example_id": e, "target_start": 0, "target_end": 1, "element_start": 3, "element_end": 4, "layer": layer, "head": head, "max_attention": mean + (0.05 if e else -0.05)}
+            for (layer, head), mean in means.items()
+            for e in (0, 1)
+        ]
+    )
+    replace_partition(conn, {"frame_link_attention": links}, BASE.model_id, "framenet")
+    rows = {(row["layer"], row["head"]): row for row in _rows(conn, "kovaleva_framenet_heads")}
+    assert {key: pytest.approx(row["mean_max_attention"]) for key, row in rows.items()} == means
+    # quantile_cont at 0.99 of [.1 .2 .3 .5]: 0.3 + 0.97 * (0.5 - 0.3)
+    assert rows[(2, 2)]["p99"] == pytest.approx(0.494)
+    assert [key for key, row in rows.items() if row["above_p99"]] == [(2, 2)]
+    assert rows[(1, 1)]["n_links"] == 2
+
+
+def _token_fixture(conn: duckdb.DuckDBPyConnection, model: ModelSpec, cls_received: float) -> None:
+    """Two examples: [CLS] dogs bark [SEP] (dogs: noun subject, bark: verb) and [CLS] it [SEP]
+    (it: pronoun); received and [CLS]-row attention for layer 2 (the last), head 1."""
+    upsert_model(conn, model)
+    tokens = pl.DataFrame(
+        {
+            "example_id": [0, 0, 0, 0, 1, 1, 1],
+            "position": [0, 1, 2, 3, 0, 1, 2],
+            "token_id": [101, 1, 2, 102, 101, 3, 102],
+            "token": ["[CLS]", "dogs", "bark", "[SEP]", "[CLS]", "it", "[SEP]"],
+            "token_class": ["cls", "other", "other", "sep", "cls", "other", "sep"],
+            "is_special": [True, False, False, True, True, False, True],
+            "segment": [0] * 7,
+            "word_index": [None, 0, 1, None, None, 0, None],
+        }
+    )
+    features = pl.DataFrame(
+        {
+            "example_id": [0, 0, 1],
+            "word_index": [0, 1, 0],
+            "spacy_alignment": ["exact"] * 3,
+            "is_noun": [True, False, False],
+            "is_verb": [False, True, False],
+            "is_pronoun": [False, False, True],
+            "is_subject": [True, False, True],
+            "is_object": [False] * 3,
+            "is_negation": [False] * 3,
+        }
+    )
+    received = pl.DataFrame(
+        {
+            "example_id": [0, 0, 0, 0, 1, 1, 1],
+            "position": [0, 1, 2, 3, 0, 1, 2],
+            "layer": [2] * 7,
+            "head": [1] * 7,
+            "received": [cls_received, 0.3, 0.2, 0.5 - cls_received, cls_received, 0.3, 0.7 - cls_received],
+            "from_cls": [0.5, 0.2, 0.2, 0.1, 0.6, 0.3, 0.1],
+        }
+    )
+    pairs = pl.DataFrame({"example_id": [0], "pair": ["verb_subject"], "layer": [2], "head": [1], "attention": [0.25], "pairs": [1]})
+    replace_partition(
+        conn, {"tokens": tokens, "word_features": features, "received_attention": received, "feature_pair_attention": pairs}, model.model_id, "glue_rte"
+    )
+
+
+def test_feature_attention_is_max_over_tokens_mean_over_examples(conn):
+    _token_fixture(conn, BASE, cls_received=0.4)
+    scores = {row["feature"]: (row["score"], row["n_examples"]) for row in _rows(conn, "kovaleva_feature_attention")}
+    assert scores == {
+        "[CLS]": (pytest.approx(0.4), 2),
+        "[SEP]": (pytest.approx((0.1 + 0.3) / 2), 2),
+        "noun": (pytest.approx(0.3), 1),
+        "verb": (pytest.approx(0.2), 1),
+        "pronoun": (pytest.approx(0.3), 1),
+        "subject": (pytest.approx((0.3 + 0.3) / 2), 2),
+        "verb->subject": (pytest.approx(0.25), 1),
+    }
+    assert {row["role"] for row in _rows(conn, "kovaleva_feature_attention")} == {"pre-trained"}
+
+
+def test_cls_attention_reads_the_last_layer_cls_row(conn):
+    _token_fixture(conn, BASE, cls_received=0.4)
+    scores = {row["feature"]: row["score"] for row in _rows(conn, "kovaleva_cls_attention")}
+    assert scores == pytest.approx({"[CLS]": 0.55, "[SEP]": 0.1, "noun": 0.2, "verb": 0.2, "pronoun": 0.3, "subject": 0.25})
+
+
+def test_finetuned_model_beside_its_base(conn):
+    _token_fixture(conn, BASE, cls_received=0.4)
+    _token_fixture(conn, TUNED, cls_received=0.1)
+    cosines = pl.DataFrame({"tuned_model_id": [TUNED.model_id] * 2, "example_id": [0, 1], "layer": [2, 2], "head": [1, 1], "cosine": [0.9, 0.7]})
+    replace_partition(conn, {"finetune_cosines": cosines}, BASE.model_id, "glue_rte")
+    similarity = _rows(conn, "kovaleva_finetune_similarity")
+    assert len(similarity) == 1
+    assert similarity[0] | {"cosine": round(similarity[0]["cosine"], 6)} == similarity[0] | {
+        "base_model": "org/base", "tuned_model": TUNED.source, "task": "glue_rte", "cosine": 0.8, "n_examples": 2
+    }
+    tuned = {row["feature"]: row for row in _rows(conn, "kovaleva_feature_attention", TUNED)}
+    assert tuned["[CLS]"]["role"] == "fine-tuned" and tuned["[CLS]"]["base_model"] == "org/base"
+    assert (tuned["[CLS]"]["score"], tuned["[CLS]"]["base_score"]) == (pytest.approx(0.1), pytest.approx(0.4))
+    assert tuned["verb->subject"]["base_score"] == pytest.approx(0.25)
+    assert {row["role"] for row in _rows(conn, "kovaleva_feature_attention")} == {"pre-trained"}

@@ -5,9 +5,9 @@ from pathlib import Path
 from dagster import AssetExecutionContext, MaterializeResult, MetadataValue, asset
 from dagster_duckdb import DuckDBResource
 
-from dagster_project.assets.charts import chart_assets
 # A module import: dagster_project.report imports the chart registry, hence this package.
 from dagster_project import report as report_pages
+from dagster_project.assets.charts import chart_assets
 from dagster_project.resources import ChartFolder
 
 

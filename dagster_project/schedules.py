@@ -40,6 +40,7 @@ from dagster._core.definitions.data_version import (
     StaleStatus,
     extract_data_provenance_from_entry,
 )
+from dagster._core.storage.tags import SCHEDULE_NAME_TAG
 from dagster._time import get_current_datetime
 
 from dagster_project.corpora import CORPORA
@@ -154,7 +155,7 @@ def build_refresh_schedule(assets: Sequence[AssetsDefinition]) -> ScheduleDefini
         description="Re-materializes stale assets (changed code, changed corpus files) and what they feed, nothing else.",
     )
     def warehouse_refresh(context: ScheduleEvaluationContext, data_dir: DataDirectory) -> list[RunRequest] | SkipReason:
-        in_progress = context.instance.get_run_records(RunsFilter(statuses=_IN_PROGRESS, tags={"dagster/schedule_name": SCHEDULE_NAME}), limit=1)
+        in_progress = context.instance.get_run_records(RunsFilter(statuses=_IN_PROGRESS, tags={SCHEDULE_NAME_TAG: SCHEDULE_NAME}), limit=1)
         if in_progress:
             return SkipReason(f"refresh run {in_progress[0].dagster_run.run_id} is still in progress")
         changed = record_corpus_files(context.instance, data_dir)

@@ -20,6 +20,7 @@ from dagster import (
 from dagster_duckdb import DuckDBResource
 
 from dagster_project.analyses import ANALYSES, DEFAULT_ANALYSES, analysis_asset_keys, model_analysis_job, views_job
+from dagster_project.assets import warehouse_views
 from dagster_project.corpora import CORPORA
 from dagster_project.model_registry import RegistryEntry, RegistryError, RegistryProblem, drop_folders, registry_path, scan_registry
 from dagster_project.models import ModelLoadError, inspect_model, model_key
@@ -90,7 +91,7 @@ def model_registry_sensor(context: SensorEvaluationContext, warehouse: DuckDBRes
         runs.extend(entry_runs)
     for problem in problems:
         context.log.warning(f"models registry: {problem}")
-    if runs and context.instance.get_latest_materialization_event(AssetKey("warehouse_views")) is None:
+    if runs and context.instance.get_latest_materialization_event(warehouse_views.key) is None:
         # The charts read the views: create them first, request the model runs on a later tick.
         runs = [RunRequest(run_key=f"warehouse_views:{sql_code_version()}", job_name=views_job.name)]
     requested = launched | {run.run_key for run in runs if run.job_name == model_analysis_job.name}

@@ -9,6 +9,9 @@ from dagster import AssetSelection, DagsterInstance, materialize
 from dagster_duckdb import DuckDBResource
 
 from dagster_project.assets import all_assets, corpus_assets_by_name, fact_assets_by_corpus, hta_assets_by_corpus, warehouse_views
+from dagster_project.assets.coreference import coreference_baselines
+from dagster_project.assets.head_clustering import head_mds
+from dagster_project.assets.probes import dependency_probes
 from dagster_project.models import DEFAULT_MODEL
 from dagster_project.registration import register_model
 from dagster_project.resources import ChartFolder, DataDirectory
@@ -17,7 +20,26 @@ from dagster_project.warehouse import view_files
 
 pytestmark = pytest.mark.integration
 HTA_EXAMPLES = 3
-SLICE = {"xnli_en": 20, "wiki_segments": 8, "ud_ewt_dev": 12, "glue_rte": 6, "ontogum": 5, "gap_development": 4, "framenet": 10}
+SLICE = {
+    "xnli_en": 20,
+    "wiki_segments": 8,
+    "ud_ewt_dev": 40,
+    "ud_ewt_test": 20,
+    "glue_rte": 6,
+    "ontogum": 5,
+    "gap_development": 4,
+    "framenet": 10,
+}
+ANALYSES = [hta_assets_by_corpus["xnli_en"], head_mds, dependency_probes, coreference_baselines]
+# Views a MiniLM warehouse leaves empty: no loss head for gradients, no fine-tuned model.
+EMPTY_VIEWS = {
+    "stg_grad_importance",
+    "clark_grad_importance",
+    "kovaleva_task_scores",
+    "kovaleva_head_ablation",
+    "kovaleva_layer_ablation",
+    "kovaleva_finetune_similarity",
+}
 
 
 @pytest.fixture(scope="module")
@@ -34,9 +56,10 @@ def warehouse(shared_data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -
     selected = [pipeline[name] for name in SLICE for pipeline in (corpus_assets_by_name, fact_assets_by_corpus)]
     ops = {f"{name}_examples": {"config": {"size": size}} for name, size in SLICE.items()}
     ops["xnli_en_hta_facts"] = {"config": {"max_examples": HTA_EXAMPLES, "check_examples": 1}}
+    ops["dependency_probes"] = {"config": {"epochs": 2}}
     result = materialize(
         all_assets,
-        selection=AssetSelection.assets(*selected, hta_assets_by_corpus["xnli_en"]),
+        selection=AssetSelection.assets(*selected, *ANALYSES),
         partition_key=spec.model_id,
         instance=instance,
         resources=resources,
@@ -44,7 +67,8 @@ def warehouse(shared_data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -
     )
     assert result.success
     checks = result.get_asset_check_evaluations()
-    assert len(checks) == 4 * len(SLICE) - 5 + 2  # histogram checks only where there are histograms, + 2 HTA
+    declared = {(key, spec.name) for asset in (*selected, *ANALYSES) for key, spec in ((s.asset_key, s) for s in asset.check_specs)}
+    assert {(check.asset_key, check.check_name) for check in checks} == declared
     assert all(check.passed for check in checks), [(c.asset_key, c.check_name, c.metadata) for c in checks if not c.passed]
     conn = duckdb.connect(str(folder / "warehouse.duckdb"), read_only=True)
     yield conn
@@ -58,7 +82,8 @@ def test_examples_respect_the_corpus_limits(warehouse):
         ("gap_development", 4, 512),
         ("glue_rte", 6, 128),
         ("ontogum", 5, 128),
-        ("ud_ewt_dev", 12, 128),
+        ("ud_ewt_dev", 40, 128),
+        ("ud_ewt_test", 20, 128),
         ("wiki_segments", 8, 128),
         ("xnli_en", 20, 64),
     ]
@@ -143,7 +168,7 @@ def test_entropies_lie_between_zero_and_log_n(warehouse):
 def test_every_view_selects(warehouse):
     for path in view_files():
         (rows,) = warehouse.execute(f"SELECT count(*) FROM {path.stem}").fetchone()
-        assert rows > 0, path.stem
+        assert (rows == 0) == (path.stem in EMPTY_VIEWS), path.stem
     assert warehouse.execute("SELECT count(*) FROM clark_special_tokens WHERE corpus = 'wiki_segments'").fetchone() == (72,)
 
 
@@ -171,3 +196,28 @@ def test_readme_queries_run(warehouse):
     results = [warehouse.execute(query).fetchall() for query in queries]
     assert results[0], "MiniLM has heads above 0.5 on [CLS]"
     assert results[3] and len(results[3]) == 6  # one row per MiniLM layer
+
+
+def test_relation_hits_and_dependency_heads(warehouse):
+    (words, hits, bad) = warehouse.execute(
+        "SELECT (SELECT count(*) FROM (SELECT count(*) OVER (PARTITION BY example_id) AS n FROM words "
+        "WHERE corpus = 'ud_ewt_dev' AND piece_start IS NOT NULL) WHERE n > 1), count(*), "
+        "count(*) FILTER (target_word = word_index) FROM relation_hits WHERE corpus = 'ud_ewt_dev'"
+    ).fetchone()
+    assert hits == words * 72 and bad == 0  # every word of a sentence with another word, never itself
+    rows = warehouse.execute(
+        "SELECT relation, accuracy, baseline_accuracy, n FROM clark_dependency_heads WHERE corpus = 'ud_ewt_dev'"
+    ).fetchall()
+    # 40 sentences leave only the pooled row above the paper's 100-edge floor
+    assert [relation for relation, *_ in rows][0] == "All" and all(n >= 100 for *_, n in rows)
+    assert all(accuracy >= baseline for _, accuracy, baseline, _ in rows)  # the best of 72 heads vs one offset
+
+
+def test_clark_analyses_on_slices(warehouse):
+    probes = dict(warehouse.execute("SELECT probe, uas FROM clark_probe_uas").fetchall())
+    assert {"right_branching", "attn", "attn_words", "distance_words", "random_init_attn_words"} <= set(probes)
+    assert all(0 <= uas <= 100 for uas in probes.values())
+    (heads, stress) = warehouse.execute("SELECT count(*), max(stress) FROM clark_head_mds").fetchone()
+    assert heads == 72 and 0 <= stress < 1
+    systems = {system for (system,) in warehouse.execute("SELECT DISTINCT system FROM clark_coreference_heads").fetchall()}
+    assert {"nearest", "head match", "rule-based"} <= systems and any(system.startswith("head ") for system in systems)

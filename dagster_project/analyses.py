@@ -34,9 +34,19 @@ def _hta(corpora: Collection[str]) -> list[AssetsDefinition]:
     return [*facts, *_charts(corpora, lambda spec: spec.needs_hta)]
 
 
-def _extras(corpora: Collection[str]) -> list[AssetsDefinition]:
-    charts = [spec for spec in CHARTS if spec.extra_deps and set(spec.corpora) & set(corpora)]
-    return [asset for spec in charts for asset in (*spec.extra_deps, chart_assets_by_name[spec.name])]
+def _with_analysis_assets(group: str) -> Callable[[Collection[str]], list[AssetsDefinition]]:
+    """Targets: the charts whose extra analysis assets are all of asset group `group`, with those assets."""
+
+    def targets(corpora: Collection[str]) -> list[AssetsDefinition]:
+        charts = [
+            spec
+            for spec in CHARTS
+            if spec.extra_deps and all(asset.group_names_by_key[key] == group for asset in spec.extra_deps for key in asset.keys)
+            and set(spec.corpora) & set(corpora)
+        ]
+        return [asset for spec in charts for asset in (*spec.extra_deps, chart_assets_by_name[spec.name])]
+
+    return targets
 
 
 @dataclass(frozen=True)
@@ -53,11 +63,18 @@ ANALYSES = {
         Analysis("attention", "Attention facts per corpus and the charts drawn from them (Clark, Kovaleva, Pascual).", True, _attention),
         Analysis("hta", "Hidden Token Attribution (Pascual §4) and its charts; slow.", False, _hta),
         Analysis(
-            "extras",
-            "Charts that need analysis assets (gradients, head MDS, probes, coreference baselines, fine-tuning "
-            "ablations for listed GLUE corpora) with those assets; slow.",
+            "clark",
+            "Clark §3.2-6 analyses over the facts (gradient importance, head MDS, dependency probes, "
+            "coreference baselines) for the chosen corpora, with their charts.",
+            True,
+            _with_analysis_assets("analysis"),
+        ),
+        Analysis(
+            "finetuning",
+            "Kovaleva fine-tuning of the chosen GLUE tasks (Table 1), head/layer disabling and base vs "
+            "fine-tuned similarity, with their charts; slow on a CPU.",
             False,
-            _extras,
+            _with_analysis_assets("finetuning"),
         ),
     )
 }
@@ -94,7 +111,8 @@ def analysis_asset_keys(analysis: Analysis, corpora: Collection[str], present: C
 
 
 def _chart_drawable(graph: AssetGraph, chart: AssetKey, selected: set[AssetKey]) -> bool:
-    """Some of the chart's facts and all of its analysis assets are in the run."""
+    """A chart with analysis assets is drawn when some of them are in the run (its view reads
+    them), any other chart when some of the facts it reads are."""
     spec = next(spec for spec in CHARTS if spec.name == chart.path[-1])
     extras = {key for asset in spec.extra_deps for key in asset.keys}
-    return extras <= selected and bool((set(graph.get(chart).parent_keys) - extras) & selected)
+    return bool((extras or set(graph.get(chart).parent_keys)) & selected)

@@ -19,21 +19,14 @@ def _use_project_instance() -> None:
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
-def run(source: str, corpus_names: list[str], hta: bool) -> int:
-    """Register `source` and materialize every asset for it on the chosen corpora whose
-    files are in the data directory; HTA (slow: minutes per hundred examples) on request."""
+def run(source: str, corpus_names: list[str], analysis_names: list[str]) -> int:
+    """Register `source` and run the chosen analyses (analyses.ANALYSES) for it on the chosen
+    corpora whose files are in the data directory, then write the static report."""
     from dagster import AssetSelection, DagsterInstance, materialize
 
-    from dagster_project.assets import (
-        all_assets,
-        chart_assets,
-        corpus_assets_by_name,
-        encoder_model,
-        fact_assets_by_corpus,
-        hta_assets_by_corpus,
-        hta_chart_assets,
-        warehouse_views,
-    )
+    from dagster_project.analyses import ANALYSES, analysis_asset_keys
+    from dagster_project.assets import all_assets, warehouse_views
+    from dagster_project.assets.report import paper_report
     from dagster_project.corpora import CORPORA
     from dagster_project.models import ModelLoadError
     from dagster_project.registration import register_model
@@ -47,22 +40,19 @@ def run(source: str, corpus_names: list[str], hta: bool) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     data_dir = resources["data_dir"].root
-    corpora = []
+    present = [name for name, corpus in CORPORA.items() if not corpus.missing_files(data_dir)]
     for name in corpus_names:
-        missing = CORPORA[name].missing_files(data_dir)
-        if missing:
-            print(f"skipping corpus {name}: {missing[0]} not found (set ATTN_DATA_DIR)")
-        else:
-            corpora.append(name)
-    print(f"model {spec.source} -> partition {spec.model_id}; corpora: {', '.join(corpora)}")
+        if name not in present:
+            print(f"skipping corpus {name}: {CORPORA[name].missing_files(data_dir)[0]} not found (set ATTN_DATA_DIR)")
+    corpora = [name for name in corpus_names if name in present]
+    print(f"model {spec.source} -> partition {spec.model_id}; corpora: {', '.join(corpora)}; analyses: {', '.join(analysis_names)}")
     materialize([warehouse_views], instance=instance, resources=resources)
-    pipelines = (corpus_assets_by_name, fact_assets_by_corpus, *((hta_assets_by_corpus,) if hta else ()))
-    per_corpus = [pipeline[name] for name in corpora for pipeline in pipelines if name in pipeline]
-    charts = [chart for chart in chart_assets if hta or chart not in hta_chart_assets]
-    selection = AssetSelection.assets(encoder_model, *per_corpus, *charts)
-    materialize(all_assets, selection=selection, partition_key=spec.model_id, instance=instance, resources=resources)
+    keys = {key for name in analysis_names for key in analysis_asset_keys(ANALYSES[name], corpora, present)}
+    materialize(all_assets, selection=AssetSelection.assets(*keys), partition_key=spec.model_id, instance=instance, resources=resources)
+    materialize([paper_report], instance=instance, resources=resources)
     print(f"warehouse: {resources['warehouse'].database}")
     print(f"charts:    {resources['chart_folder'].for_model(spec.model_id)}")
+    print(f"report:    {Path(resources['chart_folder'].path).resolve() / 'report' / 'index.html'}")
     print(f"dagster:   {os.environ['DAGSTER_HOME']} (open the UI with `attn-warehouse ui`)")
     return 0
 
@@ -111,6 +101,7 @@ def ui(port: int) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from dagster_project.analyses import ANALYSES, DEFAULT_ANALYSES
     from dagster_project.corpora import CORPORA
     from dagster_project.models import DEFAULT_MODEL
 
@@ -127,7 +118,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     add_parser = commands.add_parser("add-model", help="register a model as a new partition")
     add_parser.add_argument("model", help="hub id or local path")
-    run_parser.add_argument("--hta", action="store_true", help="also compute Hidden Token Attribution (Pascual) for the chosen corpora that have it")
+    run_parser.add_argument(
+        "--analysis",
+        action="append",
+        choices=list(ANALYSES),
+        help="analysis to run, repeatable (default: " + ", ".join(DEFAULT_ANALYSES) + "); "
+        + "; ".join(f"{name}: {analysis.description}" for name, analysis in ANALYSES.items()),
+    )
+    run_parser.add_argument("--hta", action="store_true", help="add the hta analysis (Pascual's Hidden Token Attribution; slow)")
     ui_parser = commands.add_parser("ui", help="start the Dagster UI on 127.0.0.1")
     ui_parser.add_argument("--port", type=int, default=3000)
     report_parser = commands.add_parser("report", help="write the static HTML report (one page per paper, every model)")
@@ -136,7 +134,8 @@ def main(argv: list[str] | None = None) -> int:
     _use_project_instance()
     if args.command == "run":
         chosen = args.corpus or defaults
-        return run(args.model, list(CORPORA) if "all" in chosen else chosen, args.hta)
+        analyses = list(dict.fromkeys([*(args.analysis or DEFAULT_ANALYSES), *(["hta"] if args.hta else [])]))
+        return run(args.model, list(CORPORA) if "all" in chosen else chosen, analyses)
     if args.command == "add-model":
         return add_model(args.model)
     if args.command == "report":

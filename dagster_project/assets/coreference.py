@@ -22,7 +22,7 @@ class CoreferenceBaselinesConfig(Config):
     ),
     partitions_def=model_partitions,
     deps=[corpus_assets_by_name["ontogum"]],
-    group_name="facts",
+    group_name="analysis",
     pool="warehouse_writer",
 )
 def coreference_baselines(

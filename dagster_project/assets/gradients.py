@@ -38,7 +38,7 @@ class GradImportanceConfig(Config):
     "a model without a loss head (e.g. a bare sentence-transformers encoder) gets no rows and a `reason`.",
     partitions_def=model_partitions,
     deps=[corpus_assets_by_name["wiki_segments"]],
-    group_name="facts",
+    group_name="analysis",
     pool="warehouse_writer",
 )
 def grad_importance(context: AssetExecutionContext, config: GradImportanceConfig, warehouse: DuckDBResource) -> MaterializeResult:

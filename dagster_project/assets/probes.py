@@ -62,7 +62,7 @@ def _corpus_frames(warehouse: DuckDBResource, model_id: str, corpus: str, max_se
     ),
     partitions_def=model_partitions,
     deps=[corpus_assets_by_name[TRAIN_CORPUS], corpus_assets_by_name[TEST_CORPUS]],
-    group_name="facts",
+    group_name="analysis",
     pool="warehouse_writer",
 )
 def dependency_probes(context: AssetExecutionContext, config: ProbeConfig, warehouse: DuckDBResource) -> MaterializeResult:

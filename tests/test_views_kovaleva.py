@@ -121,7 +121,7 @@ def test_finetuned_model_beside_its_base(conn):
     similarity = _rows(conn, "kovaleva_finetune_similarity")
     assert len(similarity) == 1
     assert similarity[0] | {"cosine": round(similarity[0]["cosine"], 6)} == similarity[0] | {
-        "base_model": "org/base", "tuned_model": TUNED.source, "task": "glue_rte", "cosine": 0.8, "n_examples": 2
+        "model": "org/base", "base_model": "org/base", "tuned_model": TUNED.source, "task": "glue_rte", "cosine": 0.8, "n_examples": 2
     }
     tuned = {row["feature"]: row for row in _rows(conn, "kovaleva_feature_attention", TUNED)}
     assert tuned["[CLS]"]["role"] == "fine-tuned" and tuned["[CLS]"]["base_model"] == "org/base"

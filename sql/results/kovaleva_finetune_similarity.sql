@@ -3,6 +3,7 @@
 -- the examples (up to 1000). Compare BERT-base: the last two layers change most.
 CREATE OR REPLACE VIEW kovaleva_finetune_similarity AS
 SELECT
+    bm.source AS model,                -- the base model (the partition the rows belong to)
     bm.source AS base_model,
     tm.source AS tuned_model,
     c.model_id,

@@ -68,3 +68,20 @@ def test_tuned_model_comes_from_task_scores(conn):
     replace_partition(conn, {"task_scores": scores}, "base", "glue_rte")
     assert tuned_model_for(conn, "base", "rte") == "base--rte"
     assert tuned_model_for(conn, "base", "mrpc") is None
+
+
+def test_asset_without_a_finetuned_model_names_the_finetuning_asset(tmp_path: Path):
+    from dagster import DagsterInstance, materialize
+    from dagster_duckdb import DuckDBResource
+
+    from dagster_project.assets.kovaleva import similarity_assets_by_task
+
+    instance = DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("models", ["base"])
+    with pytest.raises(Exception, match="Materialize finetuned_rte for partition 'base' first"):
+        materialize(
+            [similarity_assets_by_task["rte"]],
+            partition_key="base",
+            instance=instance,
+            resources={"warehouse": DuckDBResource(database=str(tmp_path / "warehouse.duckdb"))},
+        )

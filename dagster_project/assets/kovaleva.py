@@ -10,8 +10,8 @@ from dagster import AssetExecutionContext, AssetsDefinition, Config, Materialize
 from dagster_duckdb import DuckDBResource
 
 from dagster_project.assets.corpora import corpus_assets_by_name, model_tokens
+from dagster_project.assets.finetuning import finetuned_assets_by_task
 from dagster_project.assets.metadata import progress_logger, table_preview
-from dagster_project.corpora import CORPORA, GLUE_TASKS
 from dagster_project.facts import DEFAULT_BATCH_TOKENS
 from dagster_project.finetune_similarity import extract_finetune_cosines
 from dagster_project.models import load_encoder
@@ -38,7 +38,7 @@ def tuned_model_for(conn: duckdb.DuckDBPyConnection, base_model_id: str, task: s
     return None if tuned.is_empty() else tuned["tuned_model_id"][0]
 
 
-def build_similarity_asset(task: str) -> AssetsDefinition:
+def build_similarity_asset(task: str, finetuned: AssetsDefinition) -> AssetsDefinition:
     corpus = f"glue_{task}"
     name = f"{corpus}_finetune_similarity"
 
@@ -47,8 +47,9 @@ def build_similarity_asset(task: str) -> AssetsDefinition:
         description=f"Kovaleva Fig. 5 on {corpus}: per (example, layer, head) cosine of the base and fine-tuned "
         "attention maps (cropped n x n), into `finetune_cosines`.",
         partitions_def=model_partitions,
-        deps=[corpus_assets_by_name[corpus]],
-        group_name="facts",
+        # finetuned_<task> records the checkpoint in task_scores (same base-model partition).
+        deps=[corpus_assets_by_name[corpus], finetuned],
+        group_name="finetuning",
         pool="warehouse_writer",
     )
     def similarity_asset(context: AssetExecutionContext, config: FinetuneSimilarityConfig, warehouse: DuckDBResource) -> MaterializeResult:
@@ -86,6 +87,5 @@ def build_similarity_asset(task: str) -> AssetsDefinition:
     return similarity_asset
 
 
-# Tasks that can be fine-tuned (a training split is staged).
-similarity_assets_by_task = {task: build_similarity_asset(task) for task in GLUE_TASKS if f"glue_{task}_train" in CORPORA}
+similarity_assets_by_task = {task: build_similarity_asset(task, finetuned) for task, finetuned in finetuned_assets_by_task.items()}
 similarity_assets = list(similarity_assets_by_task.values())

@@ -169,6 +169,30 @@ def clark_probe_chart(rows: pl.DataFrame, title: str) -> alt.LayerChart:
     return alt.layer(bars, paper).properties(width=360, height=260, title=f"{title}: dependency probes (red tick: Clark BERT-base)")
 
 
+def clark_dependency_chart(rows: pl.DataFrame, title: str) -> alt.LayerChart:
+    """Clark Table 1: per relation the best head's accuracy (bar, labelled layer-head and
+    direction) against the best fixed-offset baseline (tick)."""
+    rows = rows.with_columns(
+        best_head=pl.format("{}-{}", "layer", "head"),
+        baseline=pl.format("offset {}", "baseline_offset"),
+    )
+    order = rows.sort("n", descending=True)["relation"].to_list()
+    y = alt.Y("relation:N", sort=order, title=None)
+    bars = (
+        alt.Chart(rows)
+        .mark_bar()
+        .encode(
+            y=y,
+            x=alt.X("accuracy:Q", title="accuracy (bar: best head, tick: best fixed offset)", scale=alt.Scale(domain=[0, 1])),
+            color=alt.Color("direction:N"),
+            tooltip=["relation", "best_head", "direction", alt.Tooltip("accuracy:Q", format=".3f"), "baseline", alt.Tooltip("baseline_accuracy:Q", format=".3f"), "n"],
+        )
+    )
+    labels = bars.mark_text(align="left", dx=3, fontSize=10, color="black").encode(text="best_head:N", color=alt.value("black"))
+    baseline = alt.Chart(rows).mark_tick(color="black", thickness=2).encode(y=y, x="baseline_accuracy:Q")
+    return alt.layer(bars, baseline, labels).properties(width=420, height=alt.Step(14), title=f"{title}: best head per dependency relation")
+
+
 def clark_head_mds_chart(rows: pl.DataFrame, title: str) -> alt.Chart:
     """Clark Fig. 6: heads embedded in 2-D by MDS of their Jensen-Shannon divergences, colored by layer."""
     rows = rows.with_columns(layer_head=pl.format("{}-{}", "layer", "head"))
@@ -222,9 +246,6 @@ def kovaleva_layer_ablation_chart(rows: pl.DataFrame, title: str) -> alt.LayerCh
     )
     baseline = alt.Chart(rows.head(1)).mark_rule(color="orange", strokeWidth=2).encode(y="baseline_score:Q")
     return alt.layer(bars, baseline).properties(width=420, height=240, title=f"{title}: {metric} with one layer disabled")
-
-
-_PATTERN_ORDER = ["vertical", "diagonal", "vertical+diagonal", "block", "heterogeneous"]
 
 
 _PATTERN_ORDER = ["vertical", "diagonal", "vertical+diagonal", "block", "heterogeneous"]

@@ -35,8 +35,8 @@ PARTITIONED_TABLES = frozenset(
         "relation_hits",
         "head_distances",
         "head_mds",
-        "probe_scores",
         "coref_baseline_predictions",
+        "probe_scores",
         "grad_importance",
         "received_attention",
         "feature_pair_attention",
@@ -95,7 +95,8 @@ def replace_partition(
 ) -> dict[str, int]:
     """Replace the (model_id, corpus) rows of several tables in one transaction.
 
-    Either every table gets its new rows or none changes. Returns rows written per table.
+    Either every table gets its new rows or none changes; an empty frame clears the
+    partition's rows of its table. Returns rows written per table.
     """
     unknown = set(frames) - PARTITIONED_TABLES
     if unknown:
@@ -104,8 +105,10 @@ def replace_partition(
     conn.execute("BEGIN TRANSACTION")
     try:
         for table, frame in frames.items():
-            incoming = frame.with_columns(model_id=pl.lit(model_id), corpus=pl.lit(corpus)).to_arrow()
             conn.execute(f"DELETE FROM {table} WHERE model_id = ? AND corpus = ?", [model_id, corpus])
+            if frame.is_empty():  # the partition now has no rows in this table
+                continue
+            incoming = frame.with_columns(model_id=pl.lit(model_id), corpus=pl.lit(corpus)).to_arrow()
             conn.register("incoming_rows", incoming)
             conn.execute(f"INSERT INTO {table} BY NAME SELECT * FROM incoming_rows")
             conn.unregister("incoming_rows")

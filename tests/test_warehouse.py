@@ -94,6 +94,13 @@ def test_replacing_a_partition_never_duplicates(conn):
     assert counts == [("demo", 2), ("other", 2)]
 
 
+def test_an_empty_frame_clears_the_partition_of_its_table(conn):
+    replace_partition(conn, {"head_summaries": _summaries(0, 10, 0.2, 1.0)}, "org--m", "demo")
+    replace_partition(conn, {"head_summaries": _summaries(0, 10, 0.2, 1.0)}, "org--m", "other")
+    replace_partition(conn, {"head_summaries": pl.DataFrame()}, "org--m", "demo")
+    assert conn.execute("SELECT corpus, count(*) FROM head_summaries GROUP BY corpus").fetchall() == [("other", 2)]
+
+
 def test_a_failed_write_leaves_the_partition_untouched(conn):
     replace_partition(conn, {"head_summaries": _summaries(0, 10, 0.2, 1.0)}, "org--m", "demo")
     broken = pl.DataFrame({"example_id": [1], "not_a_column": [1.0]})

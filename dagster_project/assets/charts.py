@@ -62,6 +62,10 @@ CHARTS = (
     ),
     ChartSpec("clark_fig4_entropy", "Clark et al. Fig. 4", "clark_entropy", ("wiki_segments", "demo"), charts.clark_entropy_chart),
     ChartSpec(
+        "clark_table1_dependency_heads", "Clark et al. Table 1", "clark_dependency_heads", ("ud_ewt_test", "ud_ewt_dev"), charts.clark_dependency_chart,
+        when_empty="materialize ud_ewt_test_examples and ud_ewt_test_attention_facts (relation hits) first",
+    ),
+    ChartSpec(
         "clark_fig3_grad_importance", "Clark et al. Fig. 3", "clark_grad_importance", ("wiki_segments", "demo"), charts.clark_grad_importance_chart,
         extra_deps=(grad_importance,), when_empty="a model without a masked-LM or classification head has no gradient rows (see grad_importance's `reason`)",
     ),
@@ -70,14 +74,6 @@ CHARTS = (
     ChartSpec("pascual_fig1_local_correlation", "Pascual et al. Fig. 1", "pascual_hta_local_correlation", ("xnli_en", "demo"), charts.pascual_correlation_chart, needs_hta=True, caption="attention vs previous-layer contribution"),
     ChartSpec("pascual_fig3_contribution_histograms", "Pascual et al. Fig. 3", "pascual_contribution_histograms", ("xnli_en", "demo"), charts.pascual_histograms_chart, needs_hta=True),
     ChartSpec("pascual_fig6_global_correlation", "Pascual et al. Fig. 6", "pascual_hta_global_correlation", ("xnli_en", "demo"), charts.pascual_correlation_chart, needs_hta=True, caption="attention vs input contribution"),
-    ChartSpec(
-        "clark_table2_coreference", "Clark et al. Table 2", "clark_coreference_heads", ("ontogum",), charts.clark_coreference_chart,
-        extra_deps=(coreference_baselines,), when_empty="materialize ontogum_examples, ontogum_attention_facts (relation hits) and coreference_baselines first",
-    ),
-    ChartSpec(
-        "clark_table3_probes", "Clark et al. Table 3", "clark_probe_uas", ("ud_ewt_test",), charts.clark_probe_chart,
-        extra_deps=(dependency_probes,), when_empty="the probes run only once ud_ewt_dev and ud_ewt_test are materialized (asset dependency_probes)",
-    ),
     ChartSpec(
         "kovaleva_fig8_head_ablation", "Kovaleva et al. Fig. 8", "kovaleva_head_ablation", tuple(f"glue_{task}" for task in FINETUNE_TASKS),
         charts.kovaleva_head_ablation_chart, extra_deps=tuple(ablation_assets_by_task.values()),
@@ -88,8 +84,15 @@ CHARTS = (
         charts.kovaleva_layer_ablation_chart, extra_deps=tuple(ablation_assets_by_task.values()),
         when_empty="materialize finetuned_<task> and <task>_ablation for a GLUE task first",
     ),
+    ChartSpec(
+        "clark_table2_coreference", "Clark et al. Table 2", "clark_coreference_heads", ("ontogum",), charts.clark_coreference_chart,
+        extra_deps=(coreference_baselines,), when_empty="materialize ontogum_examples, ontogum_attention_facts (relation hits) and coreference_baselines first",
+    ),
+    ChartSpec(
+        "clark_table3_probes", "Clark et al. Table 3", "clark_probe_uas", ("ud_ewt_test",), charts.clark_probe_chart,
+        extra_deps=(dependency_probes,), when_empty="the probes run only once ud_ewt_dev and ud_ewt_test are materialized (asset dependency_probes)",
+    ),
 )
-
 
 _GLUE = tuple(f"glue_{task}" for task in GLUE_TASKS)
 CHARTS += (

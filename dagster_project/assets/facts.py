@@ -124,8 +124,7 @@ def build_fact_asset(spec: CorpusSpec, corpus_asset: AssetsDefinition) -> Assets
         if spec.received_attention:
             outcomes.append(received_sums_to_one(facts.received_attention))
             tables["received_attention"] = facts.received_attention
-            if not facts.feature_pair_attention.is_empty():
-                tables["feature_pair_attention"] = facts.feature_pair_attention
+            tables["feature_pair_attention"] = facts.feature_pair_attention
         if spec.frame_link_attention:
             outcomes.append(frame_link_bounds(facts.frame_link_attention))
             tables["frame_link_attention"] = facts.frame_link_attention

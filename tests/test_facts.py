@@ -1,7 +1,6 @@
 """Fact extraction on a tiny random BERT: batching and padding never change a number."""
 
 import math
-from pathlib import Path
 
 import polars as pl
 import pytest
@@ -9,18 +8,7 @@ import torch
 
 from dagster_project.corpora import encode_corpus, read_demo_pairs
 from dagster_project.facts import extract_attention_facts, length_batches
-from dagster_project.models import load_encoder
 from tests.conftest import TINY_HEADS, TINY_LAYERS
-
-
-@pytest.fixture(scope="module")
-def encoder(tiny_model_dir: Path):
-    return load_encoder(str(tiny_model_dir))
-
-
-@pytest.fixture(scope="module")
-def demo_tokens(encoder) -> pl.DataFrame:
-    return encode_corpus(read_demo_pairs(), encoder.tokenizer, 128, 12, 0).tokens
 
 
 def test_length_batches_respect_budget_and_pad(demo_tokens):
@@ -113,8 +101,9 @@ def test_head_distances_sum_over_batches(encoder, demo_tokens):
     assert whole.height == n_heads * (n_heads - 1) // 2  # unordered pairs
     assert whole["tokens"][0] == demo_tokens.height
     keys = ["layer_a", "head_a", "layer_b", "head_b"]
-    # float32 entropies: the mixture-minus-mean difference keeps ~3 significant digits
-    assert ((whole.sort(keys)["js_sum"] - split.sort(keys)["js_sum"]).abs() <= 1e-3 * whole.sort(keys)["js_sum"] + 1e-7).all()
+    # float32 row entropies (~ln n each, summed over ~250 rows) minus their mixture: the
+    # difference keeps about 1e-5 absolute precision
+    assert ((whole.sort(keys)["js_sum"] - split.sort(keys)["js_sum"]).abs() <= 1e-3 * whole.sort(keys)["js_sum"] + 2e-5).all()
     # JS is at most ln 2 per token.
     assert 0 < whole["js_sum"].max() <= math.log(2) * demo_tokens.height
 

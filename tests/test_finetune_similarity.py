@@ -8,21 +8,9 @@ import pytest
 import torch
 
 from dagster_project.assets.kovaleva import tuned_model_for
-from dagster_project.corpora import encode_corpus, read_demo_pairs
 from dagster_project.finetune_similarity import extract_finetune_cosines
-from dagster_project.models import load_encoder
 from dagster_project.warehouse import replace_partition
 from tests.conftest import TINY_HEADS, TINY_LAYERS
-
-
-@pytest.fixture(scope="module")
-def encoder(tiny_model_dir: Path):
-    return load_encoder(str(tiny_model_dir))
-
-
-@pytest.fixture(scope="module")
-def demo_tokens(encoder) -> pl.DataFrame:
-    return encode_corpus(read_demo_pairs(), encoder.tokenizer, 128, 12, 0).tokens
 
 
 def test_identical_models_have_cosine_one(encoder, demo_tokens):

@@ -9,7 +9,7 @@ import pytest
 import torch
 from dagster import AssetSelection, DagsterInstance, materialize
 from dagster_duckdb import DuckDBResource
-from transformers import AutoTokenizer, BertConfig, BertForMaskedLM, BertForSequenceClassification
+from transformers import AutoTokenizer, BertForMaskedLM, BertForSequenceClassification
 from transformers.models.bert import modeling_bert
 
 from dagster_project.assets import all_assets, corpus_assets_by_name, encoder_model, warehouse_views
@@ -36,21 +36,9 @@ from dagster_project.models import DEFAULT_MODEL, resolve_source
 from dagster_project.registration import register_model
 from dagster_project.resources import ChartFolder, DataDirectory
 from dagster_project.warehouse import replace_partition, upsert_model
-from tests.conftest import TINY_HEADS, TINY_LAYERS
+from tests.conftest import TINY_HEADS, TINY_LAYERS, tiny_config
 
 PAIRS = [("The cat sat on the mat.", "It was, in fact, asleep."), ("Dogs bark.", "Birds sing, loudly.")]
-
-
-def _tiny_config(tokenizer, **extra) -> BertConfig:
-    return BertConfig(
-        vocab_size=tokenizer.vocab_size,
-        hidden_size=32,
-        num_hidden_layers=TINY_LAYERS,
-        num_attention_heads=TINY_HEADS,
-        intermediate_size=64,
-        max_position_embeddings=160,
-        **extra,
-    )
 
 
 def _save(folder: Path, model, tokenizer) -> Path:
@@ -67,13 +55,13 @@ def tokenizer():
 @pytest.fixture(scope="session")
 def tiny_mlm_dir(tmp_path_factory: pytest.TempPathFactory, tokenizer) -> Path:
     torch.manual_seed(0)
-    return _save(tmp_path_factory.mktemp("tiny-mlm"), BertForMaskedLM(_tiny_config(tokenizer)), tokenizer)
+    return _save(tmp_path_factory.mktemp("tiny-mlm"), BertForMaskedLM(tiny_config(tokenizer.vocab_size)), tokenizer)
 
 
 @pytest.fixture(scope="session")
 def tiny_classifier_dir(tmp_path_factory: pytest.TempPathFactory, tokenizer) -> Path:
     torch.manual_seed(0)
-    model = BertForSequenceClassification(_tiny_config(tokenizer, num_labels=3))
+    model = BertForSequenceClassification(tiny_config(tokenizer.vocab_size, num_labels=3))
     return _save(tmp_path_factory.mktemp("tiny-classifier"), model, tokenizer)
 
 

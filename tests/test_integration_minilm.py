@@ -35,6 +35,7 @@ ANALYSES = [hta_assets_by_corpus["xnli_en"], head_mds, dependency_probes, corefe
 EMPTY_VIEWS = {
     "stg_grad_importance",
     "clark_grad_importance",
+    "stg_ablation_scores",
     "kovaleva_task_scores",
     "kovaleva_head_ablation",
     "kovaleva_layer_ablation",

@@ -4,25 +4,13 @@
 -- ask whether disabling a high-[SEP] or high-entropy head matters.
 CREATE OR REPLACE VIEW kovaleva_head_ablation AS
 SELECT
-    m.source AS model,
-    a.model_id,
-    a.corpus,
-    a.task,
-    a.tuned_model_id,
-    a.layer,
-    a.head,
-    a.metric,
-    100 * a.score AS score,
-    100 * a.baseline_score AS baseline_score,
-    100 * (a.score - a.baseline_score) AS delta_vs_baseline,
-    a.n_examples,
+    a.* EXCLUDE (kind),
     h.to_cls,
     h.to_sep,
     h.to_punct,
     h.entropy,
     h.uniform_entropy
-FROM ablation_scores AS a
-JOIN models AS m USING (model_id)
+FROM stg_ablation_scores AS a
 LEFT JOIN head_attention_means AS h
     ON h.model_id = a.tuned_model_id AND h.corpus = a.corpus AND h.layer = a.layer AND h.head = a.head
 WHERE a.kind = 'head';

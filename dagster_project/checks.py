@@ -111,3 +111,140 @@ def frame_link_bounds(links: pl.DataFrame) -> CheckOutcome:
         "Every frame link has a finite max attention in [0, 1] per (layer, head).",
         {"rows": links.height, "rows_outside_0_1": outside},
     )
+
+
+def tokens_match_examples(examples: pl.DataFrame, tokens: pl.DataFrame) -> CheckOutcome:
+    """Every example's pieces are positions 0..n-1, n == examples.n_tokens <= max_len, and
+    every piece belongs to an example (and there is at least one example)."""
+    pieces = tokens.group_by("example_id").agg(
+        count=pl.len(), distinct=pl.col("position").n_unique(), first=pl.col("position").min(), last=pl.col("position").max()
+    )
+    joined = examples.select("example_id", "n_tokens", "max_len").join(pieces, on="example_id", how="full", coalesce=True)
+    n = pl.col("n_tokens").cast(pl.Int64)
+    whole = (pl.col("count") == n) & (pl.col("distinct") == n) & (pl.col("first") == 0) & (pl.col("last") == n - 1) & (n <= pl.col("max_len"))
+    wrong = joined.filter(~whole.fill_null(False)).height
+    return CheckOutcome(
+        "tokens_match_examples",
+        examples.height > 0 and wrong == 0,
+        "Each example's tokens are positions 0..n-1 with n = examples.n_tokens <= max_len.",
+        {"examples": examples.height, "examples_with_wrong_tokens": wrong},
+    )
+
+
+def word_pieces_inside_example(words: pl.DataFrame, examples: pl.DataFrame) -> CheckOutcome:
+    """Every word belongs to an example and its pieces [piece_start, piece_end), when it has
+    any, are a non-empty span inside that example's tokens."""
+    start, end = pl.col("piece_start"), pl.col("piece_end")
+    inside = pl.col("n_tokens").is_not_null() & (start.is_null() | ((start >= 0) & (start < end) & (end <= pl.col("n_tokens"))))
+    outside = words.join(examples.select("example_id", "n_tokens"), on="example_id", how="left").filter(~inside.fill_null(False)).height
+    return CheckOutcome(
+        "word_pieces_inside_example",
+        outside == 0,
+        "Every word's [piece_start, piece_end) lies inside its example's tokens.",
+        {"words": words.height, "words_outside_example": outside},
+    )
+
+
+def grad_sums_valid(rows: pl.DataFrame) -> CheckOutcome:
+    """Gradient sums are finite and >= 0 (sums of |gradient|) over weight counts > 0; no rows
+    (a model without a loss head) is valid."""
+    bad = rows.filter(~(pl.col("grad_sum").is_finite() & (pl.col("grad_sum") >= 0) & (pl.col("weight_count") > 0))).height
+    return CheckOutcome(
+        "grad_sums_valid",
+        bad == 0,
+        "Gradient sums are finite and non-negative, each over a positive weight count.",
+        {"rows": rows.height, "invalid_rows": bad},
+    )
+
+
+def probe_scores_complete(scores: pl.DataFrame, expected: list[str]) -> CheckOutcome:
+    """One score per expected probe, each UAS in [0, 1]."""
+    outside = scores.filter(~pl.col("uas").is_between(0.0, 1.0)).height
+    found = sorted(scores["probe"])
+    return CheckOutcome(
+        "probe_scores_complete",
+        found == sorted(expected) and outside == 0,
+        "One score per expected probe, with UAS in [0, 1].",
+        {"probes": ", ".join(found), "expected": ", ".join(sorted(expected)), "uas_outside_0_1": outside},
+    )
+
+
+def antecedents_precede_mentions(predictions: pl.DataFrame, mentions: pl.DataFrame) -> CheckOutcome:
+    """Every predicted antecedent is a mention of the same example that ends before the
+    predicted-for mention starts."""
+    spans = mentions.select("example_id", "mention_id", "word_start", "word_end")
+    joined = predictions.join(spans, on=["example_id", "mention_id"], how="left").join(
+        spans.rename({"mention_id": "antecedent_id", "word_start": "antecedent_start", "word_end": "antecedent_end"}),
+        on=["example_id", "antecedent_id"],
+        how="left",
+    )
+    wrong = joined.filter(~(pl.col("antecedent_end") <= pl.col("word_start")).fill_null(False)).height
+    return CheckOutcome(
+        "antecedents_precede_mentions",
+        wrong == 0,
+        "Each predicted antecedent is an earlier mention (ending before the mention starts) of the same example.",
+        {"predictions": predictions.height, "antecedents_not_earlier": wrong},
+    )
+
+
+def one_row_per_head(frame: pl.DataFrame, n_layers: int, n_heads: int) -> CheckOutcome:
+    """Exactly the (layer, head) pairs 1..n_layers x 1..n_heads, each once."""
+    in_grid = frame.filter(pl.col("layer").is_between(1, n_layers) & pl.col("head").is_between(1, n_heads))
+    distinct = in_grid.select("layer", "head").n_unique()
+    return CheckOutcome(
+        "one_row_per_head",
+        frame.height == in_grid.height == distinct == n_layers * n_heads,
+        "One row per (layer, head) of the model.",
+        {"rows": frame.height, "distinct_heads_in_grid": distinct, "heads": n_layers * n_heads},
+    )
+
+
+CORRELATION_METRICS = ("pearson", "spearman")
+
+
+def scores_in_range(scores: pl.DataFrame) -> CheckOutcome:
+    """Every defined score lies in [-1, 1] (accuracy, F1, Matthews, correlations); a score is
+    undefined (NaN or null) only for a correlation (a constant prediction has none)."""
+    undefined = pl.col("score").is_null() | pl.col("score").is_nan()
+    outside = scores.filter(~undefined & ~pl.col("score").is_between(-1.0, 1.0)).height
+    undefined_not_correlation = scores.filter(undefined & ~pl.col("metric").is_in(CORRELATION_METRICS)).height
+    return CheckOutcome(
+        "scores_in_range",
+        scores.height > 0 and outside == 0 and undefined_not_correlation == 0,
+        "Scores are finite and in [-1, 1]; undefined only for correlations of a constant prediction.",
+        {
+            "rows": scores.height,
+            "scores_outside_range": outside,
+            "undefined_correlations": scores.filter(undefined).height - undefined_not_correlation,
+            "undefined_other_scores": undefined_not_correlation,
+        },
+    )
+
+
+def ablation_settings_complete(ablations: pl.DataFrame, n_layers: int, n_heads: int) -> CheckOutcome:
+    """One baseline, one setting per (layer, head) and one per layer, each with every metric."""
+    settings = ablations.select("kind", "layer", "head").unique()
+    found = dict(settings.group_by("kind").len().iter_rows())
+    expected = {"baseline": 1, "head": n_layers * n_heads, "layer": n_layers}
+    per_metric = ablations.height == settings.height * ablations["metric"].n_unique()
+    return CheckOutcome(
+        "ablation_settings_complete",
+        found == expected and per_metric,
+        "One ablation row per metric for the baseline, every head and every layer.",
+        {"rows": ablations.height, **{f"{kind}_settings": found.get(kind, 0) for kind in expected}, "expected_head_settings": expected["head"]},
+    )
+
+
+COSINE_TOLERANCE = 1e-5
+
+
+def cosines_in_range(cosines: pl.DataFrame) -> CheckOutcome:
+    """Every cosine is finite and within [-1, 1] up to float error (and there is one)."""
+    bounded = pl.col("cosine").is_between(-1 - COSINE_TOLERANCE, 1 + COSINE_TOLERANCE)
+    outside = cosines.filter(~(pl.col("cosine").is_finite() & bounded)).height
+    return CheckOutcome(
+        "cosines_in_range",
+        cosines.height > 0 and outside == 0,
+        f"Every cosine is finite and within [-1, 1] (+/- {COSINE_TOLERANCE}).",
+        {"rows": cosines.height, "cosines_outside_range": outside},
+    )

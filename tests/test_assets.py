@@ -48,6 +48,8 @@ def _run_demo(instance: DagsterInstance, resources: dict, model_id: str) -> None
         "contributions_sum_to_one",
         "estimate_matches_exact",
         "received_sums_to_one",
+        "tokens_match_examples",
+        "word_pieces_inside_example",
     }
     assert all(checks[name].passed for name in checks if name != "estimate_matches_exact")
     assert "pearson_with_exact" in checks["estimate_matches_exact"].metadata

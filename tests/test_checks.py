@@ -3,7 +3,22 @@
 import polars as pl
 import pytest
 
-from dagster_project.checks import finite, histogram_masses, relation_hit_targets, rows_per_example, rows_sum_to_one
+from dagster_project.checks import (
+    ablation_settings_complete,
+    antecedents_precede_mentions,
+    cosines_in_range,
+    finite,
+    grad_sums_valid,
+    histogram_masses,
+    one_row_per_head,
+    probe_scores_complete,
+    relation_hit_targets,
+    rows_per_example,
+    rows_sum_to_one,
+    scores_in_range,
+    tokens_match_examples,
+    word_pieces_inside_example,
+)
 
 
 def _histogram(sums: list[float], counts: list[int]) -> pl.DataFrame:
@@ -55,3 +70,105 @@ def test_relation_hit_targets_rejects_bad_targets(targets):
 
 def test_relation_hit_targets_needs_every_layer_and_head():
     assert not relation_hit_targets(_hits([1, 0]), _WORDS, per_word=2).passed
+
+
+_EXAMPLES = pl.DataFrame({"example_id": [0, 1], "n_tokens": [3, 2], "max_len": [3, 3]})
+
+
+def _tokens(positions: dict[int, list[int]]) -> pl.DataFrame:
+    return pl.DataFrame(
+        {"example_id": [e for e, ps in positions.items() for _ in ps], "position": [p for ps in positions.values() for p in ps]},
+        schema={"example_id": pl.Int64, "position": pl.Int64},
+    )
+
+
+def test_tokens_match_examples():
+    assert tokens_match_examples(_EXAMPLES, _tokens({0: [0, 1, 2], 1: [0, 1]})).passed
+    for bad in ({0: [0, 1], 1: [0, 1]}, {0: [0, 1, 1], 1: [0, 1]}, {0: [1, 2, 3], 1: [0, 1]}, {0: [0, 1, 2]}, {0: [0, 1, 2], 1: [0, 1], 2: [0]}):
+        outcome = tokens_match_examples(_EXAMPLES, _tokens(bad))  # short, repeated, shifted, missing, orphan pieces
+        assert not outcome.passed and outcome.metadata["examples_with_wrong_tokens"] == 1
+    too_long = _EXAMPLES.with_columns(max_len=pl.lit(2))
+    assert not tokens_match_examples(too_long, _tokens({0: [0, 1, 2], 1: [0, 1]})).passed
+    assert not tokens_match_examples(_EXAMPLES.head(0), _tokens({})).passed
+
+
+def _words(starts: list[int | None], ends: list[int | None], example: int = 1) -> pl.DataFrame:
+    return pl.DataFrame({"example_id": [0, example], "piece_start": starts, "piece_end": ends}, schema_overrides={"piece_start": pl.Int16, "piece_end": pl.Int16})
+
+
+def test_word_pieces_inside_example():
+    assert word_pieces_inside_example(_words([1, None], [3, None]), _EXAMPLES).passed  # a word without pieces is fine
+    for bad in (_words([1, 1], [3, 3]), _words([2, 0], [2, 1]), _words([1, 0], [3, 1], example=5)):  # past n, empty, no example
+        outcome = word_pieces_inside_example(bad, _EXAMPLES)
+        assert not outcome.passed and outcome.metadata["words_outside_example"] == 1
+
+
+def test_grad_sums_valid_allows_no_rows():
+    rows = pl.DataFrame({"grad_sum": [0.0, 2.5], "weight_count": [4, 1]})
+    assert grad_sums_valid(rows).passed and grad_sums_valid(rows.head(0)).passed
+    for bad in ({"grad_sum": [float("nan"), 2.5]}, {"grad_sum": [-0.1, 2.5]}, {"weight_count": [0, 1]}):
+        outcome = grad_sums_valid(rows.with_columns(**{k: pl.Series(v) for k, v in bad.items()}))
+        assert not outcome.passed and outcome.metadata["invalid_rows"] == 1
+
+
+def test_probe_scores_complete():
+    scores = pl.DataFrame({"probe": ["attn", "right_branching"], "uas": [0.6, 1.0]})
+    assert probe_scores_complete(scores, ["right_branching", "attn"]).passed
+    assert not probe_scores_complete(scores, ["right_branching", "attn", "attn_words"]).passed
+    outcome = probe_scores_complete(scores.with_columns(uas=pl.Series([1.2, float("nan")])), ["right_branching", "attn"])
+    assert not outcome.passed and outcome.metadata["uas_outside_0_1"] == 2
+
+
+def test_antecedents_precede_mentions():
+    mentions = pl.DataFrame({"example_id": [0, 0, 0, 1], "mention_id": [1, 2, 3, 4], "word_start": [0, 2, 3, 0], "word_end": [2, 5, 4, 1]})
+    predictions = lambda antecedents: pl.DataFrame({"example_id": [0, 0], "mention_id": [2, 3], "antecedent_id": antecedents})  # noqa: E731
+    assert antecedents_precede_mentions(predictions([1, 1]), mentions).passed
+    for bad in ([1, 2], [3, 1], [1, 4]):  # overlapping the mention, after it, in another example
+        outcome = antecedents_precede_mentions(predictions(bad), mentions)
+        assert not outcome.passed and outcome.metadata["antecedents_not_earlier"] == 1
+
+
+def test_one_row_per_head_and_finite_coordinates():
+    heads = pl.DataFrame({"layer": [1, 1, 2, 2], "head": [1, 2, 1, 2], "x": [0.0, 1.0, -1.0, 0.5]})
+    assert one_row_per_head(heads, 2, 2).passed and finite(heads, ["x"]).passed
+    assert not one_row_per_head(heads, 2, 3).passed
+    assert not one_row_per_head(heads.with_columns(head=pl.Series([1, 1, 1, 2])), 2, 2).passed  # a repeated head
+    assert not one_row_per_head(heads.with_columns(layer=pl.Series([1, 1, 2, 3])), 2, 2).passed  # outside the model
+    assert not finite(heads.with_columns(x=pl.Series([0.0, float("inf"), 1.0, 1.0])), ["x"]).passed
+
+
+def test_scores_in_range_allows_undefined_correlations_only():
+    scores = pl.DataFrame({"metric": ["accuracy", "matthews", "pearson"], "score": [0.8, -0.2, float("nan")]})
+    outcome = scores_in_range(scores)
+    assert outcome.passed and outcome.metadata["undefined_correlations"] == 1
+    assert not scores_in_range(scores.with_columns(metric=pl.Series(["accuracy", "matthews", "f1"]))).passed
+    outcome = scores_in_range(scores.with_columns(score=pl.Series([1.5, float("-inf"), 0.3])))
+    assert not outcome.passed and outcome.metadata["scores_outside_range"] == 2
+    assert not scores_in_range(scores.head(0)).passed
+
+
+def _ablations(n_layers: int, n_heads: int) -> pl.DataFrame:
+    settings = [("baseline", None, None)] + [("head", l, h) for l in range(1, n_layers + 1) for h in range(1, n_heads + 1)]
+    settings += [("layer", l, None) for l in range(1, n_layers + 1)]
+    return pl.DataFrame(
+        [{"kind": k, "layer": l, "head": h, "metric": m, "score": 0.5} for k, l, h in settings for m in ("accuracy", "f1")],
+        schema_overrides={"layer": pl.Int16, "head": pl.Int16},
+    )
+
+
+def test_ablation_settings_complete():
+    ablations = _ablations(2, 3)  # 1 + 6 + 2 settings x 2 metrics
+    outcome = ablation_settings_complete(ablations, 2, 3)
+    assert outcome.passed and outcome.metadata["head_settings"] == 6 and outcome.metadata["rows"] == 18
+    assert not ablation_settings_complete(ablations, 2, 4).passed
+    assert not ablation_settings_complete(ablations.slice(1), 2, 3).passed  # one metric of the baseline missing
+    assert not ablation_settings_complete(ablations.filter(pl.col("kind") != "layer"), 2, 3).passed
+
+
+def test_cosines_in_range():
+    cosines = pl.DataFrame({"cosine": [1.0 + 5e-6, -1.0, 0.3]}, schema={"cosine": pl.Float32})
+    assert cosines_in_range(cosines).passed
+    for bad in (1.001, float("nan")):
+        outcome = cosines_in_range(cosines.with_columns(cosine=pl.Series([bad, -1.0, 0.3], dtype=pl.Float32)))
+        assert not outcome.passed and outcome.metadata["cosines_outside_range"] == 1
+    assert not cosines_in_range(cosines.head(0)).passed

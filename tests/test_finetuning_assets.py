@@ -9,7 +9,14 @@ import pytest
 from dagster import AssetSelection, DagsterInstance, materialize
 from dagster_duckdb import DuckDBResource
 
-from dagster_project.assets import ablation_assets_by_task, all_assets, corpus_assets_by_name, finetuned_assets_by_task, warehouse_views
+from dagster_project.assets import (
+    ablation_assets_by_task,
+    all_assets,
+    corpus_assets_by_name,
+    finetuned_assets_by_task,
+    similarity_assets_by_task,
+    warehouse_views,
+)
 from dagster_project.assets.charts import CHARTS, chart_assets
 from dagster_project.registration import register_model
 from dagster_project.resources import ChartFolder, DataDirectory
@@ -41,11 +48,21 @@ def test_finetune_and_ablation_assets(tiny_model_dir: Path, tmp_path: Path, monk
     assert materialize([warehouse_views], instance=instance, resources=resources).success
     ablation_charts = [chart for chart, spec in zip(chart_assets, CHARTS) if spec.view.startswith("kovaleva_") and "ablation" in spec.view]
     selection = AssetSelection.assets(
-        corpus_assets_by_name["glue_rte_train"], corpus_assets_by_name["glue_rte"], finetuned_assets_by_task["rte"], ablation_assets_by_task["rte"], *ablation_charts
+        corpus_assets_by_name["glue_rte_train"], corpus_assets_by_name["glue_rte"], finetuned_assets_by_task["rte"], ablation_assets_by_task["rte"],
+        similarity_assets_by_task["rte"], *ablation_charts,
     )
     run_config = {"ops": {"finetuned_rte": {"config": {"batch_size": 8, "max_steps": 2, "learning_rate": 1e-3}}, "rte_ablation": {"config": {"batch_tokens": 64}}}}
     result = materialize(all_assets, selection=selection, partition_key=base, instance=instance, resources=resources, run_config=run_config)
     assert result.success
+    checks = {(check.asset_key.to_user_string(), check.check_name): check.passed for check in result.get_asset_check_evaluations()}
+    assert checks == {
+        **{(f"{corpus}_examples", name): True for corpus in ("glue_rte_train", "glue_rte") for name in ("tokens_match_examples", "word_pieces_inside_example")},
+        ("finetuned_rte", "scores_in_range"): True,
+        ("rte_ablation", "scores_in_range"): True,
+        ("rte_ablation", "ablation_settings_complete"): True,
+        ("glue_rte_finetune_similarity", "cosines_in_range"): True,
+        ("glue_rte_finetune_similarity", "rows_per_example"): True,
+    }
 
     folder = tmp_path / "models_cache" / "finetuned" / f"{base}--rte"
     recipe = json.loads((folder / "recipe.json").read_text())

@@ -14,7 +14,8 @@ from scipy.spatial.distance import jensenshannon, pdist, squareform
 from dagster_project.assets.head_clustering import head_mds
 from dagster_project.charts import clark_head_mds_chart
 from dagster_project.head_clustering import distance_matrix, distance_rows, embed_heads, head_js_divergence
-from dagster_project.warehouse import apply_views, partition_rows, replace_partition
+from dagster_project.models import ModelSpec
+from dagster_project.warehouse import apply_views, partition_rows, replace_partition, upsert_model
 
 
 def _random_maps(lengths: list[int], layers: int, heads: int, width: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -131,6 +132,7 @@ def test_head_mds_asset_embeds_the_heads_at_their_distances(warehouse: DuckDBRes
     js_sums = torch.from_numpy(squareform(pdist(corners)) * 10)
     with warehouse.get_connection() as conn:
         replace_partition(conn, {"head_distances": distance_rows(js_sums, tokens=10, heads=2)}, "org--m", "wiki_segments")
+        upsert_model(conn, ModelSpec("org--m", "org/m", "/m", "r", "bert", n_layers=2, n_heads=2, takes_token_types=True))
     assert _materialize_head_mds(warehouse, "org--m")
     with warehouse.get_connection() as conn:
         rows = partition_rows(conn, "head_mds", "org--m", "wiki_segments").sort("layer", "head")

@@ -4,8 +4,10 @@ written per mention so the SQL views judge them beside the attention heads."""
 from dagster import AssetExecutionContext, Config, MaterializeResult, asset
 from dagster_duckdb import DuckDBResource
 
+from dagster_project.assets.checks import check_result, fact_check_specs
 from dagster_project.assets.corpora import corpus_assets_by_name
 from dagster_project.assets.metadata import table_preview
+from dagster_project.checks import antecedents_precede_mentions
 from dagster_project.coreference_baselines import predict_antecedents
 from dagster_project.partitions import model_partitions
 from dagster_project.warehouse import partition_rows, replace_partition
@@ -24,6 +26,10 @@ class CoreferenceBaselinesConfig(Config):
     deps=[corpus_assets_by_name["ontogum"]],
     group_name="analysis",
     pool="warehouse_writer",
+    check_specs=fact_check_specs(
+        "coreference_baselines",
+        {"antecedents_precede_mentions": "Each predicted antecedent is an earlier mention (ending before the mention starts) of the same example."},
+    ),
 )
 def coreference_baselines(
     context: AssetExecutionContext, config: CoreferenceBaselinesConfig, warehouse: DuckDBResource
@@ -47,5 +53,6 @@ def coreference_baselines(
             "mentions": mentions.height,
             "corpus": corpus,
             "preview": table_preview(predictions),
-        }
+        },
+        check_results=[check_result(antecedents_precede_mentions(predictions, mentions))],
     )

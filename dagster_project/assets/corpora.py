@@ -4,14 +4,22 @@ import polars as pl
 from dagster import AssetExecutionContext, AssetsDefinition, Config, MaterializeResult, MetadataValue, asset
 from dagster_duckdb import DuckDBResource
 
+from dagster_project.assets.checks import check_result, fact_check_specs
 from dagster_project.assets.metadata import table_preview
 from dagster_project.assets.models import encoder_model
+from dagster_project.checks import tokens_match_examples, word_pieces_inside_example
 from dagster_project.corpora import CORPORA, CorpusError, CorpusSpec, encode_corpus
 from dagster_project.corpora.annotation import spacy_features
 from dagster_project.models import load_encoder
 from dagster_project.partitions import model_partitions
 from dagster_project.resources import DataDirectory
 from dagster_project.warehouse import model_source, partition_rows, replace_partition
+
+
+CORPUS_CHECKS = {
+    "tokens_match_examples": "Each example's tokens are positions 0..n-1 with n = examples.n_tokens <= max_len.",
+    "word_pieces_inside_example": "Every word's [piece_start, piece_end) lies inside its example's tokens.",
+}
 
 
 class CorpusConfig(Config):
@@ -23,13 +31,16 @@ class CorpusConfig(Config):
 
 
 def build_corpus_asset(spec: CorpusSpec) -> AssetsDefinition:
+    name = f"{spec.name}_examples"
+
     @asset(
-        name=f"{spec.name}_examples",
+        name=name,
         description=f"{spec.description} Writes `examples`, `tokens`, `words` (and annotation) rows for the model's tokenizer.",
         partitions_def=model_partitions,
         deps=[encoder_model],
         group_name="corpora",
         pool="warehouse_writer",
+        check_specs=fact_check_specs(name, CORPUS_CHECKS),
     )
     def corpus_asset(
         context: AssetExecutionContext, config: CorpusConfig, warehouse: DuckDBResource, data_dir: DataDirectory
@@ -61,6 +72,7 @@ def build_corpus_asset(spec: CorpusSpec) -> AssetsDefinition:
             "words": encoded.words,
             **encoded.annotations,
         }
+        outcomes = [tokens_match_examples(tables["examples"], encoded.tokens), word_pieces_inside_example(encoded.words, tables["examples"])]
         if spec.spacy_features:
             context.log.info(f"{spec.name}: annotating {encoded.words.height} words with spaCy")
             tables["word_features"] = spacy_features(encoded.examples, encoded.words)
@@ -85,7 +97,8 @@ def build_corpus_asset(spec: CorpusSpec) -> AssetsDefinition:
                 "size": MetadataValue.int(size) if size else "all",
                 "mean_tokens": MetadataValue.float(float(examples["n_tokens"].mean())),
                 "preview": table_preview(examples.select("example_id", "source_ref", "n_tokens", "text_a", "text_b")),
-            }
+            },
+            check_results=[check_result(outcome) for outcome in outcomes],
         )
 
     return corpus_asset

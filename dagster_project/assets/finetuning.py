@@ -18,8 +18,10 @@ from pydantic import Field
 from transformers import AutoTokenizer
 
 from dagster_project.ablation import ablation_settings, settings_logits, use_ablation_attention
+from dagster_project.assets.checks import check_result, fact_check_specs
 from dagster_project.assets.corpora import corpus_assets_by_name, model_tokens
 from dagster_project.assets.metadata import progress_logger, table_preview
+from dagster_project.checks import ablation_settings_complete, scores_in_range
 from dagster_project.finetuning import (
     SETTINGS,
     Recipe,
@@ -43,6 +45,7 @@ from dagster_project.warehouse import model_source, partition_rows, replace_part
 
 FINETUNE_TASKS = ("mrpc", "stsb", "sst2", "rte", "cola")
 _PROGRESS_EVERY_SECONDS = 10.0
+SCORES_CHECK = {"scores_in_range": "Scores are finite and in [-1, 1]; undefined only for correlations of a constant prediction."}
 
 
 class FineTuningConfig(Config):
@@ -88,6 +91,7 @@ def build_finetuned_asset(task: str) -> AssetsDefinition:
         deps=[corpus_assets_by_name[train_corpus], corpus_assets_by_name[corpus]],
         group_name="finetuning",
         pool="warehouse_writer",
+        check_specs=fact_check_specs(f"finetuned_{task}", SCORES_CHECK),
     )
     def finetuned_asset(context: AssetExecutionContext, config: FineTuningConfig, warehouse: DuckDBResource) -> MaterializeResult:
         unknown = set(config.settings) - set(SETTINGS)
@@ -147,16 +151,16 @@ def build_finetuned_asset(task: str) -> AssetsDefinition:
         with warehouse.get_connection() as conn:
             # a run of some settings keeps the rows of the others
             kept = partition_rows(conn, "task_scores", model_id, corpus).filter(~pl.col("setting").is_in(config.settings))
-            written = replace_partition(
-                conn, {"task_scores": pl.concat([kept.select(scores_frame.columns), scores_frame], how="vertical_relaxed")}, model_id, corpus
-            )
+            task_scores = pl.concat([kept.select(scores_frame.columns), scores_frame], how="vertical_relaxed")
+            written = replace_partition(conn, {"task_scores": task_scores}, model_id, corpus)
         return MaterializeResult(
             metadata={
                 "task_scores_rows": written["task_scores"],
                 "train_examples": len(train),
                 "validation_examples": len(validation),
                 "scores": table_preview(scores_frame.select("setting", "metric", "score", "steps", "seconds"), rows=12),
-            }
+            },
+            check_results=[check_result(scores_in_range(task_scores))],
         )
 
     return finetuned_asset
@@ -175,6 +179,10 @@ def build_ablation_asset(task: str, finetuned: AssetsDefinition) -> AssetsDefini
         deps=[finetuned, corpus_assets_by_name[corpus]],
         group_name="finetuning",
         pool="warehouse_writer",
+        check_specs=fact_check_specs(
+            f"{task}_ablation",
+            {**SCORES_CHECK, "ablation_settings_complete": "One ablation row per metric for the baseline, every head and every layer."},
+        ),
     )
     def ablation_asset(context: AssetExecutionContext, config: AblationConfig, warehouse: DuckDBResource) -> MaterializeResult:
         model_id = context.partition_key
@@ -230,7 +238,8 @@ def build_ablation_asset(task: str, finetuned: AssetsDefinition) -> AssetsDefini
                 "seconds_per_setting": MetadataValue.float(seconds / len(kinds)),
                 "baseline": MetadataValue.json(scores[0]),
                 "largest_gains": table_preview(best.select("kind", "layer", "head", "metric", "score", "delta")),
-            }
+            },
+            check_results=[check_result(scores_in_range(frame)), check_result(ablation_settings_complete(frame, spec.n_layers, spec.n_heads))],
         )
 
     return ablation_asset

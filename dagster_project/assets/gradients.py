@@ -6,8 +6,10 @@ import polars as pl
 from dagster import AssetExecutionContext, Config, MaterializeResult, MetadataValue, asset
 from dagster_duckdb import DuckDBResource
 
+from dagster_project.assets.checks import check_result, fact_check_specs
 from dagster_project.assets.corpora import corpus_assets_by_name, model_tokens
 from dagster_project.assets.metadata import progress_logger, table_preview
+from dagster_project.checks import grad_sums_valid
 from dagster_project.gradients import (
     DEFAULT_BATCH_TOKENS,
     MASK_PROBABILITY,
@@ -40,6 +42,9 @@ class GradImportanceConfig(Config):
     deps=[corpus_assets_by_name["wiki_segments"]],
     group_name="analysis",
     pool="warehouse_writer",
+    check_specs=fact_check_specs(
+        "grad_importance", {"grad_sums_valid": "Gradient sums are finite and non-negative, each over a positive weight count (no rows: no loss head)."}
+    ),
 )
 def grad_importance(context: AssetExecutionContext, config: GradImportanceConfig, warehouse: DuckDBResource) -> MaterializeResult:
     model_id, corpus = context.partition_key, config.corpus
@@ -88,5 +93,6 @@ def grad_importance(context: AssetExecutionContext, config: GradImportanceConfig
             "masking": MetadataValue.text(f"{MASK_PROBABILITY:.0%} of content tokens, 80% mask / 10% random / 10% kept" if is_mlm else "none"),
             "seed": config.seed,
             **metadata,
-        }
+        },
+        check_results=[check_result(grad_sums_valid(rows))],
     )

@@ -5,8 +5,10 @@ import polars as pl
 from dagster import AssetExecutionContext, Config, MaterializeResult, asset
 from dagster_duckdb import DuckDBResource
 
+from dagster_project.assets.checks import check_result, fact_check_specs
 from dagster_project.assets.facts import fact_assets_by_corpus
 from dagster_project.assets.metadata import table_preview
+from dagster_project.checks import finite, one_row_per_head
 from dagster_project.head_clustering import distance_matrix, embed_heads
 from dagster_project.partitions import model_partitions
 from dagster_project.warehouse import partition_rows, replace_partition
@@ -26,6 +28,9 @@ class HeadMdsConfig(Config):
     deps=[fact_assets_by_corpus["wiki_segments"]],
     group_name="analysis",
     pool="warehouse_writer",
+    check_specs=fact_check_specs(
+        "head_mds", {"finite_coordinates": "No NaN or inf in x, y and stress.", "one_row_per_head": "One row per (layer, head) of the model."}
+    ),
 )
 def head_mds(context: AssetExecutionContext, config: HeadMdsConfig, warehouse: DuckDBResource) -> MaterializeResult:
     model_id, corpus = context.partition_key, config.corpus
@@ -37,6 +42,8 @@ def head_mds(context: AssetExecutionContext, config: HeadMdsConfig, warehouse: D
             f"{corpus}_attention_facts for this model first, or set the run config `corpus` to a corpus whose "
             "attention facts compute head distances (wiki_segments)."
         )
+    with warehouse.get_connection() as conn:
+        n_layers, n_heads = partition_rows(conn, "models", model_id, columns=("n_layers", "n_heads")).row(0)
     distances = distance_matrix(rows)
     embedding = embed_heads(distances.js_mean)
     context.log.info(f"{corpus}: {distances.heads.height} heads embedded, Stress-1 {embedding.stress:.3f}")
@@ -52,5 +59,9 @@ def head_mds(context: AssetExecutionContext, config: HeadMdsConfig, warehouse: D
             "tokens": int(rows["tokens"].max()),
             "stress_1": round(embedding.stress, 4),
             "preview": table_preview(frame),
-        }
+        },
+        check_results=[
+            check_result(finite(frame, ["x", "y", "stress"], "finite_coordinates")),
+            check_result(one_row_per_head(frame, n_layers, n_heads)),
+        ],
     )

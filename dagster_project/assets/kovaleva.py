@@ -9,9 +9,11 @@ import polars as pl
 from dagster import AssetExecutionContext, AssetsDefinition, Config, MaterializeResult, MetadataValue, asset
 from dagster_duckdb import DuckDBResource
 
+from dagster_project.assets.checks import check_result, fact_check_specs
 from dagster_project.assets.corpora import corpus_assets_by_name, model_tokens
 from dagster_project.assets.finetuning import finetuned_assets_by_task
 from dagster_project.assets.metadata import progress_logger, table_preview
+from dagster_project.checks import cosines_in_range, rows_per_example
 from dagster_project.facts import DEFAULT_BATCH_TOKENS
 from dagster_project.finetune_similarity import extract_finetune_cosines
 from dagster_project.models import load_encoder
@@ -51,6 +53,13 @@ def build_similarity_asset(task: str, finetuned: AssetsDefinition) -> AssetsDefi
         deps=[corpus_assets_by_name[corpus], finetuned],
         group_name="finetuning",
         pool="warehouse_writer",
+        check_specs=fact_check_specs(
+            name,
+            {
+                "cosines_in_range": "Every cosine is finite and within [-1, 1] (+/- 1e-5).",
+                "rows_per_example": "One cosine per (example, layer, head) for every validation example scored.",
+            },
+        ),
     )
     def similarity_asset(context: AssetExecutionContext, config: FinetuneSimilarityConfig, warehouse: DuckDBResource) -> MaterializeResult:
         model_id = context.partition_key
@@ -66,8 +75,9 @@ def build_similarity_asset(task: str, finetuned: AssetsDefinition) -> AssetsDefi
         source, tokens = model_tokens(warehouse, model_id, corpus)
         keep = tokens["example_id"].unique().sort()[: config.max_examples]
         tokens = tokens.filter(pl.col("example_id").is_in(keep.implode()))
+        base = load_encoder(source)
         cosines, seconds = extract_finetune_cosines(
-            load_encoder(source), load_encoder(tuned_source), tokens, config.batch_tokens, progress_logger(context, name, _PROGRESS_EVERY_SECONDS)
+            base, load_encoder(tuned_source), tokens, config.batch_tokens, progress_logger(context, name, _PROGRESS_EVERY_SECONDS)
         )
         cosines = cosines.with_columns(tuned_model_id=pl.lit(tuned_id))
         with warehouse.get_connection() as conn:
@@ -81,7 +91,11 @@ def build_similarity_asset(task: str, finetuned: AssetsDefinition) -> AssetsDefi
                 "seconds": round(seconds, 2),
                 "mean_cosine_per_layer": MetadataValue.json({str(layer): round(value, 4) for layer, value in per_layer.iter_rows()}),
                 "preview": table_preview(cosines),
-            }
+            },
+            check_results=[
+                check_result(cosines_in_range(cosines)),
+                check_result(rows_per_example(cosines, keep.len(), base.spec.n_layers * base.spec.n_heads)),
+            ],
         )
 
     return similarity_asset

@@ -8,8 +8,10 @@ import torch
 from dagster import AssetExecutionContext, Config, MaterializeResult, MetadataValue, asset
 from dagster_duckdb import DuckDBResource
 
+from dagster_project.assets.checks import check_result, fact_check_specs
 from dagster_project.assets.corpora import corpus_assets_by_name, model_tokens
 from dagster_project.assets.metadata import progress_logger, table_preview
+from dagster_project.checks import probe_scores_complete
 from dagster_project.corpora.annotation import SPACY_PIPELINE, load_spacy
 from dagster_project.metrics import WORD_MODES
 from dagster_project.models import load_encoder
@@ -64,6 +66,9 @@ def _corpus_frames(warehouse: DuckDBResource, model_id: str, corpus: str, max_se
     deps=[corpus_assets_by_name[TRAIN_CORPUS], corpus_assets_by_name[TEST_CORPUS]],
     group_name="analysis",
     pool="warehouse_writer",
+    check_specs=fact_check_specs(
+        "dependency_probes", {"probe_scores_complete": "One score per probe the run config asks for (skipped ones excepted), with UAS in [0, 1]."}
+    ),
 )
 def dependency_probes(context: AssetExecutionContext, config: ProbeConfig, warehouse: DuckDBResource) -> MaterializeResult:
     if config.word_mode not in WORD_MODES:
@@ -136,6 +141,8 @@ def dependency_probes(context: AssetExecutionContext, config: ProbeConfig, wareh
         seed=pl.lit(config.seed),
         torch_threads=pl.lit(torch.get_num_threads()),
     )
+    model_probes = ["attn_words", "distance_words", "random_init_attn_words"] if "model" in config.word_vectors else []
+    complete = probe_scores_complete(scores, ["right_branching", "attn", *model_probes])
     with warehouse.get_connection() as conn:
         written = replace_partition(conn, {"probe_scores": scores}, model_id, TEST_CORPUS)
     return MaterializeResult(
@@ -149,5 +156,6 @@ def dependency_probes(context: AssetExecutionContext, config: ProbeConfig, wareh
             "train_sentences": scores["n_train_sentences"][0],
             "test_words": rows[0]["n_words"],
             "preview": table_preview(scores.select("probe", "word_vectors", "uas", "n_words", "train_loss", "seconds"), rows=len(rows)),
-        }
+        },
+        check_results=[check_result(complete)],
     )

@@ -45,14 +45,19 @@ class LoadedEncoder:
     tokenizer: PreTrainedTokenizerBase
 
 
+def is_local_checkpoint(source: str) -> bool:
+    """True when `source` names an existing folder or file here; anything else is a hub id."""
+    return Path(source).expanduser().exists()
+
+
 def model_key(source: str) -> str:
     """Dagster partition key for a model source.
 
     Hub ids map '/' to '--' (readable and reversible); local paths become
     'local--<folder>-<hash of the absolute path>' so two checkpoints called alike differ.
     """
-    path = Path(source).expanduser()
-    if path.exists():
+    if is_local_checkpoint(source):
+        path = Path(source).expanduser()
         digest = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:8]
         return f"local--{re.sub(r'[^A-Za-z0-9._-]', '_', path.resolve().name)}-{digest}"
     return re.sub(r"[^A-Za-z0-9._-]", "_", source.replace("/", "--"))
@@ -71,8 +76,8 @@ def resolve_source(source: str) -> tuple[str, str | None]:
     """Where to load `source` from, and its revision when known before loading."""
     if source == DEFAULT_MODEL and (embedded := _embedded_default()):
         return embedded
-    path = Path(source).expanduser()
-    if path.exists():
+    if is_local_checkpoint(source):
+        path = Path(source).expanduser()
         config = path / "config.json"
         digest = hashlib.sha1(config.read_bytes()).hexdigest()[:12] if config.exists() else "unknown"
         return str(path.resolve()), f"local:{digest}"

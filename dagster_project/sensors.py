@@ -4,9 +4,17 @@ requests one run per (model, analysis).
 Run keys are f"{model_id}:{analysis}" and the cursor keeps the keys already requested, so
 repeated ticks launch nothing twice. A bad entry (malformed, unloadable, not an encoder) is
 reported in the tick's log and skip reason and never blocks the others.
+
+An unknown hub id costs about 30 s of hub retries without network, and a tick that runs past
+Dagster's sensor timeout (60 s) loses every entry's runs. So a hub id that failed to load is
+retried only after RETRY_UNLOADABLE_HUB_ID_SECONDS (the cursor keeps its reason to report
+meanwhile), local checkpoints are checked first, and once INSPECTION_BUDGET_SECONDS of loading
+are spent the remaining entries wait for the next tick.
 """
 
 import json
+import time
+from datetime import UTC, datetime
 
 from dagster import (
     AssetKey,
@@ -23,12 +31,14 @@ from dagster_project.analyses import ANALYSES, DEFAULT_ANALYSES, analysis_asset_
 from dagster_project.assets import warehouse_views
 from dagster_project.corpora import CORPORA
 from dagster_project.model_registry import RegistryEntry, RegistryError, RegistryProblem, drop_folders, registry_path, scan_registry
-from dagster_project.models import ModelLoadError, inspect_model, model_key
+from dagster_project.models import ModelLoadError, inspect_model, is_local_checkpoint, model_key
 from dagster_project.partitions import model_partitions
 from dagster_project.resources import DataDirectory
 from dagster_project.warehouse import sql_code_version, upsert_model
 
 MINIMUM_INTERVAL_SECONDS = 60
+RETRY_UNLOADABLE_HUB_ID_SECONDS = 15 * 60
+INSPECTION_BUDGET_SECONDS = 20
 
 
 def run_key(model_id: str, analysis: str) -> str:
@@ -63,24 +73,42 @@ def _entry_runs(entry: RegistryEntry, model_id: str, present: list[str], launche
     "then requests one run per (model, analysis).",
 )
 def model_registry_sensor(context: SensorEvaluationContext, warehouse: DuckDBResource, data_dir: DataDirectory) -> SensorResult | SkipReason:
-    launched = set(json.loads(context.cursor)["launched"]) if context.cursor else set()
+    state = json.loads(context.cursor) if context.cursor else {}
+    launched = set(state.get("launched", []))
     try:
         scan = scan_registry(registry_path(), drop_folders(), ANALYSES, CORPORA)
     except RegistryError as error:
         return SkipReason(str(error))
     problems = list(scan.problems)
     present = [name for name, spec in CORPORA.items() if not spec.missing_files(data_dir.root)]
+    pending = [
+        entry
+        for entry in scan.entries
+        if entry.enabled and not {run_key(model_key(entry.source), name) for name in entry.analyses or DEFAULT_ANALYSES} <= launched
+    ]
+    pending.sort(key=lambda entry: not is_local_checkpoint(entry.source))  # stable: local first, hub ids after
+    now = time.time()
+    waiting = {source: failure for source, failure in state.get("failed", {}).items() if failure["retry_at"] > now}
+    failed = {}
     new_partitions, runs = [], []
-    for entry in scan.entries:
-        if not entry.enabled:
+    deadline = time.monotonic() + INSPECTION_BUDGET_SECONDS
+    inspected = 0
+    for entry in pending:
+        if entry.source in waiting:
+            failure = failed[entry.source] = waiting[entry.source]
+            retry_at = datetime.fromtimestamp(failure["retry_at"], UTC).strftime("%H:%M:%S UTC")
+            problems.append(RegistryProblem(entry.origin, f"{failure['reason']} (tried again after {retry_at})"))
             continue
-        wanted = [run_key(model_key(entry.source), name) for name in entry.analyses or DEFAULT_ANALYSES]
-        if set(wanted) <= launched:
-            continue  # registered and requested on an earlier tick: skip the tokenizer load
+        if inspected and time.monotonic() > deadline:
+            problems.append(RegistryProblem(entry.origin, f"not checked yet: this tick spent its {INSPECTION_BUDGET_SECONDS} s of model loading; next tick"))
+            continue
+        inspected += 1
         try:
             spec = inspect_model(entry.source)
         except ModelLoadError as error:
             problems.append(RegistryProblem(entry.origin, str(error)))
+            if not is_local_checkpoint(entry.source):
+                failed[entry.source] = {"reason": str(error), "retry_at": now + RETRY_UNLOADABLE_HUB_ID_SECONDS}
             continue
         with warehouse.get_connection() as conn:
             upsert_model(conn, spec)
@@ -95,7 +123,7 @@ def model_registry_sensor(context: SensorEvaluationContext, warehouse: DuckDBRes
         # The charts read the views: create them first, request the model runs on a later tick.
         runs = [RunRequest(run_key=f"warehouse_views:{sql_code_version()}", job_name=views_job.name)]
     requested = launched | {run.run_key for run in runs if run.job_name == model_analysis_job.name}
-    cursor = json.dumps({"launched": sorted(requested)})
+    cursor = json.dumps({"launched": sorted(requested), "failed": failed})
     partition_requests = [model_partitions.build_add_request(new_partitions)] if new_partitions else []
     if runs:
         return SensorResult(run_requests=runs, dynamic_partitions_requests=partition_requests, cursor=cursor)

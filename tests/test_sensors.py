@@ -1,4 +1,5 @@
 import json
+import time
 from pathlib import Path
 
 import duckdb
@@ -8,7 +9,8 @@ from dagster_duckdb import DuckDBResource
 
 from dagster_project.analyses import model_analysis_job
 from dagster_project.assets import all_assets, warehouse_views
-from dagster_project.models import model_key
+from dagster_project import sensors
+from dagster_project.models import ModelSpec, inspect_model, model_key
 from dagster_project.partitions import model_partitions
 from dagster_project.resources import ChartFolder, DataDirectory
 from dagster_project.sensors import model_registry_sensor
@@ -58,7 +60,11 @@ def test_registers_requests_once_per_model_and_analysis_and_reports_bad_entries(
     assert [(run.job_name, run.run_key) for run in first.run_requests] == [("warehouse_views_job", first.run_requests[0].run_key)]
     assert first.run_requests[0].run_key.startswith("warehouse_views:")
     assert first.dynamic_partitions_requests[0].partition_keys == [tiny]
-    assert json.loads(first.cursor) == {"launched": []}
+    first_state = json.loads(first.cursor)
+    assert first_state["launched"] == []
+    # The unknown hub id waits before its next (slow, networked) try; the local broken folder does not.
+    assert list(first_state["failed"]) == ["no-such-org/no-such-encoder"]
+    assert "Could not load model" in first_state["failed"]["no-such-org/no-such-encoder"]["reason"]
     assert instance.get_dynamic_partitions(model_partitions.name) == [tiny]
     with duckdb.connect(resources["warehouse"].database, read_only=True) as conn:
         assert conn.execute("SELECT model_id, n_layers, n_heads FROM models").fetchall() == [(tiny, 2, 4)]
@@ -86,8 +92,62 @@ def test_registers_requests_once_per_model_and_analysis_and_reports_bad_entries(
     assert not third.run_requests
     reasons = third.skip_reason.skip_message
     assert "models.toml [[model]] #2 (no-such-org/no-such-encoder): Could not load model" in reasons
+    assert "(tried again after " in reasons
     assert "drop/broken: Could not load model" in reasons
     assert instance.get_dynamic_partitions(model_partitions.name) == [tiny]
+
+
+@pytest.fixture
+def inspected(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The sources the sensor loads, in order (the real inspect_model still runs)."""
+    calls: list[str] = []
+
+    def recording_inspect(source: str) -> ModelSpec:
+        calls.append(source)
+        return inspect_model(source)
+
+    monkeypatch.setattr(sensors, "inspect_model", recording_inspect)
+    return calls
+
+
+def test_unloadable_hub_id_is_retried_only_after_the_wait_and_local_checkpoints_go_first(
+    instance: DagsterInstance, resources: dict, registry: Path, tiny_model_dir: Path, tmp_path: Path, inspected: list[str]
+) -> None:
+    broken = str(tmp_path / "cache" / "drop" / "broken")
+    first = tick(instance, resources, None)
+    assert inspected == [str(tiny_model_dir), broken, "no-such-org/no-such-encoder"]
+
+    inspected.clear()
+    second = tick(instance, resources, first.cursor)
+    # The tiny model is loaded again (its runs wait for the views); the hub id waits for its retry time.
+    assert inspected == [str(tiny_model_dir), broken]
+    assert json.loads(second.cursor)["failed"] == json.loads(first.cursor)["failed"]
+
+    due = json.loads(second.cursor)
+    due["failed"]["no-such-org/no-such-encoder"]["retry_at"] = time.time() - 1
+    inspected.clear()
+    tick(instance, resources, json.dumps(due))
+    assert inspected == [str(tiny_model_dir), broken, "no-such-org/no-such-encoder"]
+
+
+def test_entries_past_the_loading_budget_wait_for_the_next_tick(
+    instance: DagsterInstance, resources: dict, registry: Path, tmp_path: Path, inspected: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sensors, "INSPECTION_BUDGET_SECONDS", 0)
+    registry.write_text('[[model]]\nsource = "no-such-org/no-such-encoder"\n')
+    broken = tmp_path / "cache" / "drop" / "broken"
+
+    first = tick(instance, resources, None)
+    assert inspected == [str(broken)]  # at least one load per tick, so every tick makes progress
+    assert "models.toml [[model]] #1 (no-such-org/no-such-encoder): not checked yet: this tick spent its 0 s" in first.skip_reason.skip_message
+    assert json.loads(first.cursor)["failed"] == {}
+
+    (broken / "config.json").unlink()
+    broken.rmdir()
+    inspected.clear()
+    second = tick(instance, resources, first.cursor)
+    assert inspected == ["no-such-org/no-such-encoder"]
+    assert "no-such-org/no-such-encoder): Could not load model" in second.skip_reason.skip_message
 
 
 def test_malformed_registry_is_the_skip_reason(instance: DagsterInstance, resources: dict, registry: Path) -> None:

@@ -5,7 +5,7 @@ Run keys are f"{model_id}:{analysis}" and the cursor keeps the keys already requ
 repeated ticks launch nothing twice. A bad entry (malformed, unloadable, not an encoder) is
 reported in the tick's log and skip reason and never blocks the others.
 
-An unknown hub id costs about 30 s of hub retries without network, and a tick that runs past
+An unknown hub id costs 25-30 s of hub retries without network, and a tick that runs past
 Dagster's sensor timeout (60 s) loses every entry's runs. So a hub id that failed to load is
 retried only after RETRY_UNLOADABLE_HUB_ID_SECONDS (the cursor keeps its reason to report
 meanwhile), local checkpoints are checked first, and once INSPECTION_BUDGET_SECONDS of loading

@@ -95,7 +95,8 @@ def model_registry_sensor(context: SensorEvaluationContext, warehouse: DuckDBRes
     inspected = 0
     for entry in pending:
         if entry.source in waiting:
-            failure = failed[entry.source] = waiting[entry.source]
+            failure = waiting[entry.source]
+            failed[entry.source] = failure  # still waiting: carried to the next cursor
             retry_at = datetime.fromtimestamp(failure["retry_at"], UTC).strftime("%H:%M:%S UTC")
             problems.append(RegistryProblem(entry.origin, f"{failure['reason']} (tried again after {retry_at})"))
             continue

@@ -35,7 +35,9 @@ from dagster_project.warehouse import ensure_schema, replace_partition  # noqa: 
 
 def bare_forward(encoder, tokens) -> None:
     with torch.inference_mode():
-        for batch in length_batches(tokens, encoder.tokenizer.pad_token_id, DEFAULT_BATCH_TOKENS, encoder.spec.takes_token_types):
+        for batch in length_batches(
+            tokens, encoder.tokenizer.pad_token_id, DEFAULT_BATCH_TOKENS, encoder.spec.takes_token_types
+        ):
             encoder.model(**batch.inputs, output_attentions=False)
 
 
@@ -89,7 +91,15 @@ def naive(encoder, tokens) -> None:
                         if count:
                             conn.execute(
                                 "INSERT INTO position_histograms VALUES ('m', 'c', ?, 'attention', ?, ?, ?, ?, ?, ?)",
-                                [example_id, scope, layer + 1, head + 1, offset, float(np.trace(masked, offset)), count],
+                                [
+                                    example_id,
+                                    scope,
+                                    layer + 1,
+                                    head + 1,
+                                    offset,
+                                    float(np.trace(masked, offset)),
+                                    count,
+                                ],
                             )
 
 
@@ -109,8 +119,13 @@ def main() -> None:
     spec = CORPORA[args.corpus]
     encoder = load_encoder(args.model)
     tokens = encode_corpus(spec.read(data_dir()), encoder.tokenizer, spec.max_len, args.examples, spec.seed).tokens
-    naive_tokens = tokens.filter(pl.col("example_id").is_in(tokens["example_id"].unique().sort()[: args.naive_examples].implode()))
-    print(f"model {args.model}, corpus {args.corpus}, {tokens.height} tokens, {torch.get_num_threads()} threads", flush=True)
+    naive_tokens = tokens.filter(
+        pl.col("example_id").is_in(tokens["example_id"].unique().sort()[: args.naive_examples].implode())
+    )
+    print(
+        f"model {args.model}, corpus {args.corpus}, {tokens.height} tokens, {torch.get_num_threads()} threads",
+        flush=True,
+    )
     bare_forward(encoder, tokens)  # warm-up
     bare, extracted, written = [], [], []
     for _ in range(5):  # interleaved, so drift in machine load hits both alike; min of 5
@@ -131,10 +146,17 @@ def main() -> None:
         examples = subset["example_id"].n_unique()
         rate[name] = examples / seconds
         print(f"{name:>15}: {examples:5d} examples {seconds:8.2f} s {rate[name]:8.1f} examples/s")
-    print(f"histogram rows written: {facts.position_histograms.height}, head-summary rows: {facts.head_summaries.height}")
-    print(f"extract / bare forward throughput:       {rate['extract facts'] / rate['bare forward']:.2f}x (target >= 0.8x)")
+    print(
+        f"histogram rows written: {facts.position_histograms.height}, head-summary rows: {facts.head_summaries.height}"
+    )
+    print(
+        f"extract / bare forward throughput:       {rate['extract facts'] / rate['bare forward']:.2f}x (target >= 0.8x)"
+    )
     print(f"extract+write / bare forward throughput: {rate['extract+write'] / rate['bare forward']:.2f}x")
-    print(f"extract+write / naive throughput:        {rate['extract+write'] / rate['naive baseline']:.0f}x (target >= 20x)")
+    print(
+        f"extract+write / naive throughput:        {rate['extract+write'] / rate['naive baseline']:.0f}x (target >= 20x)"
+    )
+
 
 if __name__ == "__main__":
     main()

@@ -61,7 +61,9 @@ def pearson(a: torch.Tensor, b: torch.Tensor) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--tokens", type=int, default=34, help="length of the single input (an XNLI pair of that length)")
+    parser.add_argument(
+        "--tokens", type=int, default=34, help="length of the single input (an XNLI pair of that length)"
+    )
     parser.add_argument("--backward-sample", type=int, default=256)
     parser.add_argument("--suite-examples", type=int, default=24)
     parser.add_argument("--model", default=DEFAULT_MODEL)
@@ -78,7 +80,10 @@ def main() -> None:
     n, width = e0.shape
     layers, heads = model.config.num_hidden_layers, model.config.num_attention_heads
     outputs = layers * n * width  # head-output coordinates: L * n * H * dh
-    print(f"model {args.model}: {layers} layers x {heads} heads, D={width}; one {n}-token input; {torch.get_num_threads()} threads", flush=True)
+    print(
+        f"model {args.model}: {layers} layers x {heads} heads, D={width}; one {n}-token input; {torch.get_num_threads()} threads",
+        flush=True,
+    )
 
     loop = backward_seconds(model, e0, args.backward_sample, 1) * outputs / args.backward_sample
     batched = backward_seconds(model, e0, args.backward_sample, 64) * outputs / args.backward_sample
@@ -88,14 +93,18 @@ def main() -> None:
     print(f"exact forward mode ({n * width} tangents):             {exact_seconds:9.1f} s", flush=True)
     default = HtaMethod.parse(DEFAULT_HTA_METHOD)
     for method in [HtaMethod(k, bf16) for k in (1, 2, 4, 8, 16) for bf16 in (False, True)]:
-        seconds, estimate = timed(lambda: normalize_rows(input_norms(model, e0, method, torch.Generator().manual_seed(1))))
+        seconds, estimate = timed(
+            lambda: normalize_rows(input_norms(model, e0, method, torch.Generator().manual_seed(1)))
+        )
         marker = "  <- default" if method == default else ""
         print(
             f"{str(method):>17}: {seconds:6.2f} s  pearson {pearson(estimate, exact):.4f}  mean|err| {float((estimate - exact).abs().mean()):.5f}"
             f"  {loop / seconds:7.0f}x loop  {exact_seconds / seconds:6.1f}x exact{marker}",
             flush=True,
         )
-    sample = encoded.tokens.filter(pl.col("example_id").is_in(encoded.examples["example_id"].sample(args.suite_examples, seed=0).implode()))
+    sample = encoded.tokens.filter(
+        pl.col("example_id").is_in(encoded.examples["example_id"].sample(args.suite_examples, seed=0).implode())
+    )
     facts = extract_hta_facts(encoder, sample, default)
     per_example = facts.seconds / facts.n_examples
     mean_tokens = sample.group_by("example_id").len()["len"].mean()

@@ -92,7 +92,9 @@ def use_ablation_attention(model: PreTrainedModel) -> PreTrainedModel:
 def ablated_logits(model: PreTrainedModel, inputs: dict[str, torch.Tensor], disabled: torch.Tensor) -> torch.Tensor:
     """Logits (S, B, C) of B examples under S settings of disabled heads, in one forward pass."""
     if model.config._attn_implementation != ABLATION_ATTENTION:
-        raise ValueError(f"model uses '{model.config._attn_implementation}' attention: call use_ablation_attention(model) first")
+        raise ValueError(
+            f"model uses '{model.config._attn_implementation}' attention: call use_ablation_attention(model) first"
+        )
     n_settings, batch = disabled.shape[0], next(iter(inputs.values())).shape[0]
     repeated = {name: tensor.repeat(n_settings, 1) for name, tensor in inputs.items()}
     return model(**repeated, disabled_heads=disabled).logits.view(n_settings, batch, -1)

@@ -41,7 +41,8 @@ def _with_analysis_assets(group: str) -> Callable[[Collection[str]], list[Assets
         charts = [
             spec
             for spec in CHARTS
-            if spec.extra_deps and all(asset.group_names_by_key[key] == group for asset in spec.extra_deps for key in asset.keys)
+            if spec.extra_deps
+            and all(asset.group_names_by_key[key] == group for asset in spec.extra_deps for key in asset.keys)
             and set(spec.corpora) & set(corpora)
         ]
         return [asset for spec in charts for asset in (*spec.extra_deps, chart_assets_by_name[spec.name])]
@@ -60,7 +61,12 @@ class Analysis:
 ANALYSES = {
     analysis.name: analysis
     for analysis in (
-        Analysis("attention", "Attention facts per corpus and the charts drawn from them (Clark, Kovaleva, Pascual).", True, _attention),
+        Analysis(
+            "attention",
+            "Attention facts per corpus and the charts drawn from them (Clark, Kovaleva, Pascual).",
+            True,
+            _attention,
+        ),
         Analysis("hta", "Hidden Token Attribution (Pascual §4) and its charts; slow.", False, _hta),
         Analysis(
             "clark",
@@ -85,7 +91,11 @@ model_analysis_job = define_asset_job(
     selection=AssetSelection.assets(*all_assets).materializable() - AssetSelection.assets(warehouse_views),
     description="Every per-model asset (model, corpora, attention facts, charts) for one model partition.",
 )
-views_job = define_asset_job(name="warehouse_views_job", selection=AssetSelection.assets(warehouse_views), description="(Re)create the SQL views.")
+views_job = define_asset_job(
+    name="warehouse_views_job",
+    selection=AssetSelection.assets(warehouse_views),
+    description="(Re)create the SQL views.",
+)
 
 
 @cache
@@ -103,11 +113,17 @@ def analysis_asset_keys(analysis: Analysis, corpora: Collection[str], present: C
     for target in analysis.targets(corpora):
         keys = set(target.keys)
         if not keys & chart_keys:
-            keys = {key for key in AssetSelection.assets(target).upstream().resolve(graph) if graph.get(key).partitions_def == model_partitions}
+            keys = {
+                key
+                for key in AssetSelection.assets(target).upstream().resolve(graph)
+                if graph.get(key).partitions_def == model_partitions
+            }
         needed = {key.path[-1].removesuffix(CORPUS_SUFFIX) for key in keys if key.path[-1].endswith(CORPUS_SUFFIX)}
         if needed <= set(present):
             selected |= keys
-    return sorted((selected - chart_keys) | {key for key in selected & chart_keys if _chart_drawable(graph, key, selected)})
+    return sorted(
+        (selected - chart_keys) | {key for key in selected & chart_keys if _chart_drawable(graph, key, selected)}
+    )
 
 
 def _chart_drawable(graph: AssetGraph, chart: AssetKey, selected: set[AssetKey]) -> bool:

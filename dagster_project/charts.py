@@ -50,7 +50,12 @@ def clark_entropy_chart(rows: pl.DataFrame, title: str) -> alt.LayerChart:
         .encode(
             x=alt.X("layer:O", title="layer"),
             y=alt.Y("entropy:Q", title="avg. attention entropy (nats)"),
-            tooltip=["layer", "head", alt.Tooltip("entropy:Q", format=".2f"), alt.Tooltip("cls_entropy:Q", format=".2f")],
+            tooltip=[
+                "layer",
+                "head",
+                alt.Tooltip("entropy:Q", format=".2f"),
+                alt.Tooltip("cls_entropy:Q", format=".2f"),
+            ],
         )
     )
     references = (
@@ -102,7 +107,9 @@ def pascual_correlation_chart(rows: pl.DataFrame, title: str) -> alt.LayerChart:
         .mark_circle(size=40, opacity=0.7)
         .encode(
             x=alt.X("layer:O"),
-            y=alt.Y("pearson:Q", title="mean Pearson (attention row vs contribution row)", scale=alt.Scale(domain=[-0.2, 1])),
+            y=alt.Y(
+                "pearson:Q", title="mean Pearson (attention row vs contribution row)", scale=alt.Scale(domain=[-0.2, 1])
+            ),
             tooltip=["layer", "head", alt.Tooltip("pearson:Q", format=".3f"), alt.Tooltip("spearman:Q", format=".3f")],
         )
     )
@@ -149,12 +156,20 @@ def clark_coreference_chart(rows: pl.DataFrame, title: str) -> alt.Chart:
     )
 
 
-_PROBE_ORDER = ["right_branching", "distance_words", "random_init_attn_words", "attn", "attn_words"]  # Clark Table 3's rows
+_PROBE_ORDER = [
+    "right_branching",
+    "distance_words",
+    "random_init_attn_words",
+    "attn",
+    "attn_words",
+]  # Clark Table 3's rows
 
 
 def clark_probe_chart(rows: pl.DataFrame, title: str) -> alt.LayerChart:
     """Clark Table 3: UAS of each probe (bars) with the paper's BERT-base value (tick)."""
-    order = [probe for probe in _PROBE_ORDER if probe in set(rows["probe"])] + sorted(set(rows["probe"]) - set(_PROBE_ORDER))
+    order = [probe for probe in _PROBE_ORDER if probe in set(rows["probe"])] + sorted(
+        set(rows["probe"]) - set(_PROBE_ORDER)
+    )
     x = alt.X("probe:N", sort=order, title=None, axis=alt.Axis(labelAngle=-30))
     bars = (
         alt.Chart(rows)
@@ -162,11 +177,24 @@ def clark_probe_chart(rows: pl.DataFrame, title: str) -> alt.LayerChart:
         .encode(
             x=x,
             y=alt.Y("uas:Q", title="UAS (%, punctuation excluded)", scale=alt.Scale(domain=[0, 100])),
-            tooltip=["probe", "word_vectors", alt.Tooltip("uas:Q", format=".1f"), "paper_label", "paper_uas", "n_words"],
+            tooltip=[
+                "probe",
+                "word_vectors",
+                alt.Tooltip("uas:Q", format=".1f"),
+                "paper_label",
+                "paper_uas",
+                "n_words",
+            ],
         )
     )
-    paper = alt.Chart(rows.drop_nulls("paper_uas")).mark_tick(color="#e45756", thickness=2, size=30).encode(x=x, y="paper_uas:Q")
-    return alt.layer(bars, paper).properties(width=360, height=260, title=f"{title}: dependency probes (red tick: Clark BERT-base)")
+    paper = (
+        alt.Chart(rows.drop_nulls("paper_uas"))
+        .mark_tick(color="#e45756", thickness=2, size=30)
+        .encode(x=x, y="paper_uas:Q")
+    )
+    return alt.layer(bars, paper).properties(
+        width=360, height=260, title=f"{title}: dependency probes (red tick: Clark BERT-base)"
+    )
 
 
 def clark_dependency_chart(rows: pl.DataFrame, title: str) -> alt.LayerChart:
@@ -183,14 +211,28 @@ def clark_dependency_chart(rows: pl.DataFrame, title: str) -> alt.LayerChart:
         .mark_bar()
         .encode(
             y=y,
-            x=alt.X("accuracy:Q", title="accuracy (bar: best head, tick: best fixed offset)", scale=alt.Scale(domain=[0, 1])),
+            x=alt.X(
+                "accuracy:Q", title="accuracy (bar: best head, tick: best fixed offset)", scale=alt.Scale(domain=[0, 1])
+            ),
             color=alt.Color("direction:N"),
-            tooltip=["relation", "best_head", "direction", alt.Tooltip("accuracy:Q", format=".3f"), "baseline", alt.Tooltip("baseline_accuracy:Q", format=".3f"), "n"],
+            tooltip=[
+                "relation",
+                "best_head",
+                "direction",
+                alt.Tooltip("accuracy:Q", format=".3f"),
+                "baseline",
+                alt.Tooltip("baseline_accuracy:Q", format=".3f"),
+                "n",
+            ],
         )
     )
-    labels = bars.mark_text(align="left", dx=3, fontSize=10, color="black").encode(text="best_head:N", color=alt.value("black"))
+    labels = bars.mark_text(align="left", dx=3, fontSize=10, color="black").encode(
+        text="best_head:N", color=alt.value("black")
+    )
     baseline = alt.Chart(rows).mark_tick(color="black", thickness=2).encode(y=y, x="baseline_accuracy:Q")
-    return alt.layer(bars, baseline, labels).properties(width=420, height=alt.Step(14), title=f"{title}: best head per dependency relation")
+    return alt.layer(bars, baseline, labels).properties(
+        width=420, height=alt.Step(14), title=f"{title}: best head per dependency relation"
+    )
 
 
 def clark_head_mds_chart(rows: pl.DataFrame, title: str) -> alt.Chart:
@@ -203,7 +245,10 @@ def clark_head_mds_chart(rows: pl.DataFrame, title: str) -> alt.Chart:
             x=alt.X("x:Q", title=None, axis=alt.Axis(labels=False, ticks=False)),
             y=alt.Y("y:Q", title=None, axis=alt.Axis(labels=False, ticks=False)),
             color=alt.Color("layer:O", scale=alt.Scale(scheme="viridis")),
-            tooltip=[alt.Tooltip("layer_head:N", title="layer-head"), alt.Tooltip("stress:Q", title="Stress-1", format=".3f")],
+            tooltip=[
+                alt.Tooltip("layer_head:N", title="layer-head"),
+                alt.Tooltip("stress:Q", title="Stress-1", format=".3f"),
+            ],
         )
         .properties(width=420, height=420, title=f"{title}: heads embedded by Jensen-Shannon distance (MDS)")
     )
@@ -222,8 +267,19 @@ def kovaleva_head_ablation_chart(rows: pl.DataFrame, title: str) -> alt.LayerCha
     limit = max(float(rows["delta_vs_baseline"].abs().max()), 1e-9)
     cells = alt.Chart(rows).encode(x=alt.X("head:O", title="head"), y=alt.Y("layer:O", title="layer"))
     heat = cells.mark_rect().encode(
-        color=alt.Color("delta_vs_baseline:Q", title="Δ vs baseline (points)", scale=alt.Scale(scheme="redblue", domain=[-limit, limit])),
-        tooltip=["layer", "head", alt.Tooltip("score:Q", format=".1f"), alt.Tooltip("delta_vs_baseline:Q", format="+.2f"), alt.Tooltip("to_sep:Q", format=".2f"), alt.Tooltip("entropy:Q", format=".2f")],
+        color=alt.Color(
+            "delta_vs_baseline:Q",
+            title="Δ vs baseline (points)",
+            scale=alt.Scale(scheme="redblue", domain=[-limit, limit]),
+        ),
+        tooltip=[
+            "layer",
+            "head",
+            alt.Tooltip("score:Q", format=".1f"),
+            alt.Tooltip("delta_vs_baseline:Q", format="+.2f"),
+            alt.Tooltip("to_sep:Q", format=".2f"),
+            alt.Tooltip("entropy:Q", format=".2f"),
+        ],
     )
     labels = cells.mark_text(fontSize=8).encode(text=alt.Text("score:Q", format=".1f"))
     return alt.layer(heat, labels).properties(
@@ -245,7 +301,9 @@ def kovaleva_layer_ablation_chart(rows: pl.DataFrame, title: str) -> alt.LayerCh
         )
     )
     baseline = alt.Chart(rows.head(1)).mark_rule(color="orange", strokeWidth=2).encode(y="baseline_score:Q")
-    return alt.layer(bars, baseline).properties(width=420, height=240, title=f"{title}: {metric} with one layer disabled")
+    return alt.layer(bars, baseline).properties(
+        width=420, height=240, title=f"{title}: {metric} with one layer disabled"
+    )
 
 
 _PATTERN_ORDER = ["vertical", "diagonal", "vertical+diagonal", "block", "heterogeneous"]
@@ -258,7 +316,12 @@ def kovaleva_pattern_shares_chart(rows: pl.DataFrame, title: str) -> alt.Chart:
         .mark_bar()
         .encode(
             x=alt.X("task:N", title=None),
-            y=alt.Y("share:Q", title="share of (example, head) maps", axis=alt.Axis(format="%"), scale=alt.Scale(domain=[0, 1])),
+            y=alt.Y(
+                "share:Q",
+                title="share of (example, head) maps",
+                axis=alt.Axis(format="%"),
+                scale=alt.Scale(domain=[0, 1]),
+            ),
             color=alt.Color("pattern:N", sort=_PATTERN_ORDER),
             order=alt.Order("pattern_order:Q"),
             tooltip=["task", "pattern", alt.Tooltip("share:Q", format=".1%"), "maps"],
@@ -289,7 +352,9 @@ def kovaleva_pattern_examples_chart(rows: pl.DataFrame, title: str) -> alt.Facet
     )
 
 
-def _head_heatmap(rows: pl.DataFrame, value: str, legend: str, scheme: str, domain: list[float] | None = None) -> alt.Chart:
+def _head_heatmap(
+    rows: pl.DataFrame, value: str, legend: str, scheme: str, domain: list[float] | None = None
+) -> alt.Chart:
     """Layer x head heatmap of one per-head value."""
     return (
         alt.Chart(rows)
@@ -297,7 +362,9 @@ def _head_heatmap(rows: pl.DataFrame, value: str, legend: str, scheme: str, doma
         .encode(
             x=alt.X("head:O"),
             y=alt.Y("layer:O", sort="descending"),
-            color=alt.Color(f"{value}:Q", title=legend, scale=alt.Scale(scheme=scheme, **({"domain": domain} if domain else {}))),
+            color=alt.Color(
+                f"{value}:Q", title=legend, scale=alt.Scale(scheme=scheme, **({"domain": domain} if domain else {}))
+            ),
             tooltip=["layer", "head", alt.Tooltip(f"{value}:Q", format=".3f")],
         )
         .properties(width=alt.Step(22), height=alt.Step(22))
@@ -307,7 +374,11 @@ def _head_heatmap(rows: pl.DataFrame, value: str, legend: str, scheme: str, doma
 def kovaleva_framenet_chart(rows: pl.DataFrame, title: str) -> alt.LayerChart:
     """Kovaleva Fig. 3: mean max attention over FrameNet links per head; x marks the heads
     above the 99th percentile."""
-    marks = alt.Chart(rows.filter(pl.col("above_p99"))).mark_text(text="×", fontSize=16, color="#e45756").encode(x="head:O", y=alt.Y("layer:O", sort="descending"))
+    marks = (
+        alt.Chart(rows.filter(pl.col("above_p99")))
+        .mark_text(text="×", fontSize=16, color="#e45756")
+        .encode(x="head:O", y=alt.Y("layer:O", sort="descending"))
+    )
     p99 = rows["p99"][0]
     return alt.layer(_head_heatmap(rows, "mean_max_attention", "mean max attention", "blues"), marks).properties(
         title=f"{title}: frame-semantic links (× above p99 = {p99:.3f})"
@@ -330,7 +401,9 @@ def kovaleva_feature_attention_chart(rows: pl.DataFrame, title: str) -> alt.Face
     the token-to-token pairs); fine-tuned models show their base model's scores beside."""
     long = rows.select("feature", "layer", "head", "role", "score")
     if rows["base_score"].is_not_null().any():
-        long = pl.concat([long, rows.select("feature", "layer", "head", role=pl.lit("pre-trained (base)"), score="base_score")])
+        long = pl.concat(
+            [long, rows.select("feature", "layer", "head", role=pl.lit("pre-trained (base)"), score="base_score")]
+        )
     long = long.with_columns(panel=pl.format("{} ({})", "feature", "role"))
     return (
         _head_heatmap(long, "score", "attention", "viridis")
@@ -352,7 +425,9 @@ def kovaleva_cls_attention_chart(rows: pl.DataFrame, title: str) -> alt.Chart:
             color=alt.Color("score:Q", title="[CLS] attention", scale=alt.Scale(scheme="viridis")),
             tooltip=["feature", "head", alt.Tooltip("score:Q", format=".3f"), "n_examples"],
         )
-        .properties(width=alt.Step(22), height=alt.Step(18), title=f"{title}: final-layer [CLS] attention by feature type")
+        .properties(
+            width=alt.Step(22), height=alt.Step(18), title=f"{title}: final-layer [CLS] attention by feature type"
+        )
     )
 
 

@@ -19,7 +19,9 @@ class CheckOutcome:
 def rows_sum_to_one(head_summaries: pl.DataFrame) -> CheckOutcome:
     """Every attention row sums to 1 (the largest error of any row)."""
     error = float(head_summaries["row_sum_error"].max())
-    return CheckOutcome("rows_sum_to_one", error <= ROW_SUM_TOLERANCE, "Every attention row sums to 1.", {"max_row_sum_error": error})
+    return CheckOutcome(
+        "rows_sum_to_one", error <= ROW_SUM_TOLERANCE, "Every attention row sums to 1.", {"max_row_sum_error": error}
+    )
 
 
 def histogram_masses(histograms: pl.DataFrame, lengths: pl.DataFrame, name: str, description: str) -> CheckOutcome:
@@ -39,14 +41,23 @@ def histogram_masses(histograms: pl.DataFrame, lengths: pl.DataFrame, name: str,
         name,
         totals.height > 0 and wrong_pairs == 0 and relative <= ROW_SUM_TOLERANCE,
         description,
-        {"heads_checked": totals.height, "heads_with_wrong_pair_count": wrong_pairs, "max_relative_mass_error": relative},
+        {
+            "heads_checked": totals.height,
+            "heads_with_wrong_pair_count": wrong_pairs,
+            "max_relative_mass_error": relative,
+        },
     )
 
 
 def finite(frame: pl.DataFrame, columns: list[str], name: str = "finite_values") -> CheckOutcome:
     """No NaN or infinity in the given float columns (and at least one row)."""
     bad = {column: int((~frame[column].is_finite()).sum()) for column in columns}
-    return CheckOutcome(name, frame.height > 0 and sum(bad.values()) == 0, f"No NaN or inf in {', '.join(columns)}.", {f"non_finite_{c}": n for c, n in bad.items()})
+    return CheckOutcome(
+        name,
+        frame.height > 0 and sum(bad.values()) == 0,
+        f"No NaN or inf in {', '.join(columns)}.",
+        {f"non_finite_{c}": n for c, n in bad.items()},
+    )
 
 
 def rows_per_example(frame: pl.DataFrame, n_examples: int, per_example: int) -> CheckOutcome:
@@ -72,16 +83,22 @@ def relation_hit_targets(hits: pl.DataFrame, words: pl.DataFrame, per_word: int)
         .select("example_id", "word_index")
         .filter(pl.len().over("example_id") > 1)
     )
-    outside = hits.join(
-        real.rename({"word_index": "target_word"}), on=["example_id", "target_word"], how="anti"
-    ).height + hits.filter(pl.col("target_word") == pl.col("word_index")).height
+    outside = (
+        hits.join(real.rename({"word_index": "target_word"}), on=["example_id", "target_word"], how="anti").height
+        + hits.filter(pl.col("target_word") == pl.col("word_index")).height
+    )
     counts = hits.group_by("example_id", "word_index").len()
     complete = counts.height == real.height and bool((counts["len"] == per_word).all())
     return CheckOutcome(
         "relation_hit_targets",
         outside == 0 and complete,
         "Relation-hit targets are other words of the same example; one hit per word, layer and head.",
-        {"hits": hits.height, "targets_outside_example": outside, "words_with_hits": counts.height, "words_with_pieces": real.height},
+        {
+            "hits": hits.height,
+            "targets_outside_example": outside,
+            "words_with_hits": counts.height,
+            "words_with_pieces": real.height,
+        },
     )
 
 
@@ -104,7 +121,11 @@ def received_sums_to_one(received: pl.DataFrame) -> CheckOutcome:
 def frame_link_bounds(links: pl.DataFrame) -> CheckOutcome:
     """Every frame-link max attention is finite and in [0, 1] (a link whose spans had no
     pieces would give -inf), and there is at least one link."""
-    outside = 0 if links.is_empty() else links.filter(~pl.col("max_attention").is_between(0.0, 1.0 + ROW_SUM_TOLERANCE)).height
+    outside = (
+        0
+        if links.is_empty()
+        else links.filter(~pl.col("max_attention").is_between(0.0, 1.0 + ROW_SUM_TOLERANCE)).height
+    )
     return CheckOutcome(
         "frame_link_bounds",
         links.height > 0 and outside == 0,
@@ -117,11 +138,22 @@ def tokens_match_examples(examples: pl.DataFrame, tokens: pl.DataFrame) -> Check
     """Every example's pieces are positions 0..n-1, n == examples.n_tokens <= max_len, and
     every piece belongs to an example (and there is at least one example)."""
     pieces = tokens.group_by("example_id").agg(
-        count=pl.len(), distinct=pl.col("position").n_unique(), first=pl.col("position").min(), last=pl.col("position").max()
+        count=pl.len(),
+        distinct=pl.col("position").n_unique(),
+        first=pl.col("position").min(),
+        last=pl.col("position").max(),
     )
-    joined = examples.select("example_id", "n_tokens", "max_len").join(pieces, on="example_id", how="full", coalesce=True)
+    joined = examples.select("example_id", "n_tokens", "max_len").join(
+        pieces, on="example_id", how="full", coalesce=True
+    )
     n = pl.col("n_tokens").cast(pl.Int64)
-    whole = (pl.col("count") == n) & (pl.col("distinct") == n) & (pl.col("first") == 0) & (pl.col("last") == n - 1) & (n <= pl.col("max_len"))
+    whole = (
+        (pl.col("count") == n)
+        & (pl.col("distinct") == n)
+        & (pl.col("first") == 0)
+        & (pl.col("last") == n - 1)
+        & (n <= pl.col("max_len"))
+    )
     wrong = joined.filter(~whole.fill_null(False)).height
     return CheckOutcome(
         "tokens_match_examples",
@@ -135,8 +167,14 @@ def word_pieces_inside_example(words: pl.DataFrame, examples: pl.DataFrame) -> C
     """Every word belongs to an example and its pieces [piece_start, piece_end), when it has
     any, are a non-empty span inside that example's tokens."""
     start, end = pl.col("piece_start"), pl.col("piece_end")
-    inside = pl.col("n_tokens").is_not_null() & (start.is_null() | ((start >= 0) & (start < end) & (end <= pl.col("n_tokens"))))
-    outside = words.join(examples.select("example_id", "n_tokens"), on="example_id", how="left").filter(~inside.fill_null(False)).height
+    inside = pl.col("n_tokens").is_not_null() & (
+        start.is_null() | ((start >= 0) & (start < end) & (end <= pl.col("n_tokens")))
+    )
+    outside = (
+        words.join(examples.select("example_id", "n_tokens"), on="example_id", how="left")
+        .filter(~inside.fill_null(False))
+        .height
+    )
     return CheckOutcome(
         "word_pieces_inside_example",
         outside == 0,
@@ -148,7 +186,9 @@ def word_pieces_inside_example(words: pl.DataFrame, examples: pl.DataFrame) -> C
 def grad_sums_valid(rows: pl.DataFrame) -> CheckOutcome:
     """Gradient sums are finite and >= 0 (sums of |gradient|) over weight counts > 0; no rows
     (a model without a loss head) is valid."""
-    bad = rows.filter(~(pl.col("grad_sum").is_finite() & (pl.col("grad_sum") >= 0) & (pl.col("weight_count") > 0))).height
+    bad = rows.filter(
+        ~(pl.col("grad_sum").is_finite() & (pl.col("grad_sum") >= 0) & (pl.col("weight_count") > 0))
+    ).height
     return CheckOutcome(
         "grad_sums_valid",
         bad == 0,
@@ -231,7 +271,11 @@ def ablation_settings_complete(ablations: pl.DataFrame, n_layers: int, n_heads: 
         "ablation_settings_complete",
         found == expected and per_metric,
         "One ablation row per metric for the baseline, every head and every layer.",
-        {"rows": ablations.height, **{f"{kind}_settings": found.get(kind, 0) for kind in expected}, "expected_head_settings": expected["head"]},
+        {
+            "rows": ablations.height,
+            **{f"{kind}_settings": found.get(kind, 0) for kind in expected},
+            "expected_head_settings": expected["head"],
+        },
     )
 
 

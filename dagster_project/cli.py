@@ -45,10 +45,18 @@ def run(source: str, corpus_names: list[str], analysis_names: list[str]) -> int:
         if name not in present:
             print(f"skipping corpus {name}: {CORPORA[name].missing_files(data_dir)[0]} not found (set ATTN_DATA_DIR)")
     corpora = [name for name in corpus_names if name in present]
-    print(f"model {spec.source} -> partition {spec.model_id}; corpora: {', '.join(corpora)}; analyses: {', '.join(analysis_names)}")
+    print(
+        f"model {spec.source} -> partition {spec.model_id}; corpora: {', '.join(corpora)}; analyses: {', '.join(analysis_names)}"
+    )
     materialize([warehouse_views], instance=instance, resources=resources)
     keys = {key for name in analysis_names for key in analysis_asset_keys(ANALYSES[name], corpora, present)}
-    materialize(all_assets, selection=AssetSelection.assets(*keys), partition_key=spec.model_id, instance=instance, resources=resources)
+    materialize(
+        all_assets,
+        selection=AssetSelection.assets(*keys),
+        partition_key=spec.model_id,
+        instance=instance,
+        resources=resources,
+    )
     materialize([paper_report], instance=instance, resources=resources)
     print(f"warehouse: {resources['warehouse'].database}")
     print(f"charts:    {resources['chart_folder'].for_model(spec.model_id)}")
@@ -69,7 +77,9 @@ def add_model(source: str) -> int:
     except ModelLoadError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    print(f"registered {spec.source} as partition {spec.model_id}; materialize it from the UI or `attn-warehouse run {source}`")
+    print(
+        f"registered {spec.source} as partition {spec.model_id}; materialize it from the UI or `attn-warehouse run {source}`"
+    )
     return 0
 
 
@@ -81,7 +91,10 @@ def report(out_dir: Path | None) -> int:
 
     warehouse = settings.warehouse_path()
     if not warehouse.exists():
-        print(f"error: no warehouse at {warehouse}: run `attn-warehouse run` first (or set ATTN_WAREHOUSE)", file=sys.stderr)
+        print(
+            f"error: no warehouse at {warehouse}: run `attn-warehouse run` first (or set ATTN_WAREHOUSE)",
+            file=sys.stderr,
+        )
         return 2
     try:
         with duckdb.connect(str(warehouse), read_only=True) as conn:
@@ -109,7 +122,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="attn-warehouse", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     run_parser = commands.add_parser("run", help="register a model and materialize every asset for it")
-    run_parser.add_argument("model", nargs="?", default=DEFAULT_MODEL, help=f"hub id or local path (default {DEFAULT_MODEL})")
+    run_parser.add_argument(
+        "model", nargs="?", default=DEFAULT_MODEL, help=f"hub id or local path (default {DEFAULT_MODEL})"
+    )
     run_parser.add_argument(
         "--corpus",
         action="append",
@@ -122,10 +137,14 @@ def main(argv: list[str] | None = None) -> int:
         "--analysis",
         action="append",
         choices=list(ANALYSES),
-        help="analysis to run, repeatable (default: " + ", ".join(DEFAULT_ANALYSES) + "); "
+        help="analysis to run, repeatable (default: "
+        + ", ".join(DEFAULT_ANALYSES)
+        + "); "
         + "; ".join(f"{name}: {analysis.description}" for name, analysis in ANALYSES.items()),
     )
-    run_parser.add_argument("--hta", action="store_true", help="add the hta analysis (Pascual's Hidden Token Attribution; slow)")
+    run_parser.add_argument(
+        "--hta", action="store_true", help="add the hta analysis (Pascual's Hidden Token Attribution; slow)"
+    )
     ui_parser = commands.add_parser("ui", help="start the Dagster UI on 127.0.0.1")
     ui_parser.add_argument("--port", type=int, default=3000)
     report_parser = commands.add_parser("report", help="write the static HTML report (one page per paper, every model)")

@@ -44,7 +44,9 @@ _WORD_COLUMNS = ("example_id", "word_index", "word")
 def _require(frame: pl.DataFrame, columns: tuple[str, ...], name: str) -> None:
     missing = [column for column in columns if column not in frame.columns]
     if missing:
-        raise ValueError(f"{name} frame lacks columns {missing}; pass the warehouse `{name}` table's rows (it has {frame.columns}).")
+        raise ValueError(
+            f"{name} frame lacks columns {missing}; pass the warehouse `{name}` table's rows (it has {frame.columns})."
+        )
 
 
 def mention_features(mentions: pl.DataFrame, words: pl.DataFrame) -> pl.DataFrame:
@@ -83,7 +85,9 @@ def mention_features(mentions: pl.DataFrame, words: pl.DataFrame) -> pl.DataFram
         .join(forms.rename({"word_index": "head_word", "form": "head"}), on=["example_id", "head_word"], how="left")
         .join(lexicon, on="head", how="left")
         .with_columns(
-            number=pl.coalesce("number", pl.col("head_xpos").replace_strict(_NOUN_NUMBER, default=None, return_dtype=pl.String)),
+            number=pl.coalesce(
+                "number", pl.col("head_xpos").replace_strict(_NOUN_NUMBER, default=None, return_dtype=pl.String)
+            ),
             person=pl.coalesce("person", pl.when(pl.col("mention_type") != "pronoun").then(pl.lit(3, dtype=pl.Int8))),
         )
     )
@@ -91,7 +95,11 @@ def mention_features(mentions: pl.DataFrame, words: pl.DataFrame) -> pl.DataFram
 
 def _agree(attribute: str) -> pl.Expr:
     """Compatible values: equal, or either unknown."""
-    return pl.col(attribute).is_null() | pl.col(f"{attribute}_candidate").is_null() | (pl.col(attribute) == pl.col(f"{attribute}_candidate"))
+    return (
+        pl.col(attribute).is_null()
+        | pl.col(f"{attribute}_candidate").is_null()
+        | (pl.col(attribute) == pl.col(f"{attribute}_candidate"))
+    )
 
 
 def candidate_pairs(features: pl.DataFrame) -> pl.DataFrame:
@@ -100,7 +108,10 @@ def candidate_pairs(features: pl.DataFrame) -> pl.DataFrame:
     candidates = features.select(
         "example_id",
         candidate_id="mention_id",
-        **{f"{column}_candidate": column for column in ("word_start", "word_end", "text", "head", "number", "gender", "person")},
+        **{
+            f"{column}_candidate": column
+            for column in ("word_start", "word_end", "text", "head", "number", "gender", "person")
+        },
     )
     pairs = features.join(candidates, on="example_id").filter(pl.col("word_end_candidate") <= pl.col("word_start"))
     return pairs.with_columns(

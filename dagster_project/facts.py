@@ -73,7 +73,11 @@ _PAD_CODE = -1
 
 
 def length_batches(
-    tokens: pl.DataFrame, pad_token_id: int, batch_tokens: int, with_token_types: bool, words: pl.DataFrame | None = None
+    tokens: pl.DataFrame,
+    pad_token_id: int,
+    batch_tokens: int,
+    with_token_types: bool,
+    words: pl.DataFrame | None = None,
 ) -> Iterator[Batch]:
     """Padded batches of similar-length examples from a `tokens` frame (one row per token).
 
@@ -124,10 +128,18 @@ def _pad(chunk: pl.DataFrame, pad_token_id: int, with_token_types: bool) -> Batc
         punct=codes == _CLASS_CODES["punct"],
         segment=segments,
     )
-    word_spans = _by_word_index(chunk, ["piece_start", "piece_end"], torch.int64) if "word_index" in chunk.columns else None
-    word_features = _by_word_index(chunk, list(WORD_FEATURES), torch.bool) if WORD_FEATURES[0] in chunk.columns else None
+    word_spans = (
+        _by_word_index(chunk, ["piece_start", "piece_end"], torch.int64) if "word_index" in chunk.columns else None
+    )
+    word_features = (
+        _by_word_index(chunk, list(WORD_FEATURES), torch.bool) if WORD_FEATURES[0] in chunk.columns else None
+    )
     return Batch(
-        example_ids=torch.tensor(chunk["example_id"].to_numpy()), inputs=inputs, masks=masks, word_spans=word_spans, word_features=word_features
+        example_ids=torch.tensor(chunk["example_id"].to_numpy()),
+        inputs=inputs,
+        masks=masks,
+        word_spans=word_spans,
+        word_features=word_features,
     )
 
 
@@ -156,11 +168,18 @@ def head_columns(values: dict[str, torch.Tensor], example_ids: torch.Tensor) -> 
     shape = next(iter(values.values())).shape
     rows, layers, heads = _grid(*shape)
     return _flat(
-        {"example_id": example_ids[rows].expand(shape), "layer": layers.expand(shape), "head": heads.expand(shape), **values}
+        {
+            "example_id": example_ids[rows].expand(shape),
+            "layer": layers.expand(shape),
+            "head": heads.expand(shape),
+            **values,
+        }
     )
 
 
-def histogram_columns(maps: torch.Tensor, masks: TokenMasks, example_ids: torch.Tensor) -> dict[str, dict[str, np.ndarray]]:
+def histogram_columns(
+    maps: torch.Tensor, masks: TokenMasks, example_ids: torch.Tensor
+) -> dict[str, dict[str, np.ndarray]]:
     """Per scope, the relative-position (sum, count) rows of (B, L, H, T, T) maps."""
     width = maps.shape[-1]
     scoped = {}
@@ -181,7 +200,9 @@ def histogram_columns(maps: torch.Tensor, masks: TokenMasks, example_ids: torch.
     return scoped
 
 
-def relation_hit_columns(attn: torch.Tensor, word_spans: torch.Tensor, example_ids: torch.Tensor, word_mode: str) -> dict[str, np.ndarray]:
+def relation_hit_columns(
+    attn: torch.Tensor, word_spans: torch.Tensor, example_ids: torch.Tensor, word_mode: str
+) -> dict[str, np.ndarray]:
     """Per (example, word with pieces, layer, head) the most-attended other word of the
     word-level map (METHODS §3 relation hits), as flat columns."""
     membership = word_piece_matrix(word_spans[..., 0], word_spans[..., 1], attn.shape[-1])
@@ -237,7 +258,11 @@ def feature_pair_columns(attn: torch.Tensor, batch: Batch) -> list[dict[str, np.
     membership = word_piece_matrix(spans[..., 0], spans[..., 1], attn.shape[-1])
     real = membership.sum(-1) > 0
     segment = batch.masks.segment.gather(1, spans[..., 0].clamp(max=attn.shape[-1] - 1))
-    allowed = pair_mask(real, real) & (segment[:, :, None] == segment[:, None, :]) & ~torch.eye(real.shape[1], dtype=torch.bool)
+    allowed = (
+        pair_mask(real, real)
+        & (segment[:, :, None] == segment[:, None, :])
+        & ~torch.eye(real.shape[1], dtype=torch.bool)
+    )
     word_maps = word_level_maps(attn, membership, "mean")
     parts = []
     for pair, (source, target) in FEATURE_PAIRS.items():
@@ -277,7 +302,9 @@ def frame_link_columns(attn: torch.Tensor, batch: Batch, links: pl.DataFrame) ->
         return torch.einsum("kw,kwt->kt", in_span, membership[row]) > 0
 
     best = span_pair_max(
-        attn[row], pieces(bounds["target_start"], bounds["target_end"]), pieces(bounds["element_start"], bounds["element_end"])
+        attn[row],
+        pieces(bounds["target_start"], bounds["target_end"]),
+        pieces(bounds["element_start"], bounds["element_end"]),
     )
     k, layer, head = torch.ones_like(best, dtype=torch.bool).nonzero(as_tuple=True)
     return _flat(
@@ -310,7 +337,9 @@ def pick_pattern_examples(
             layer, head = is_class[b].nonzero()[0].tolist()
             n = int(n_tokens[b])
             cells = attn[b, layer, head, :n, :n]
-            query, key = torch.meshgrid(torch.arange(n, dtype=torch.int16), torch.arange(n, dtype=torch.int16), indexing="ij")
+            query, key = torch.meshgrid(
+                torch.arange(n, dtype=torch.int16), torch.arange(n, dtype=torch.int16), indexing="ij"
+            )
             chosen.append(
                 pl.DataFrame(
                     {
@@ -406,7 +435,13 @@ def extract_attention_facts(
                 if links is not None:
                     link_parts.append(links)
             if pattern_examples:
-                pick_pattern_examples(attn, batch, torch.from_numpy(summaries["pattern"]).reshape(attn.shape[:3]), picked, pattern_examples)
+                pick_pattern_examples(
+                    attn,
+                    batch,
+                    torch.from_numpy(summaries["pattern"]).reshape(attn.shape[:3]),
+                    picked,
+                    pattern_examples,
+                )
             if head_distances:
                 js_sums += head_js_divergence(attn, batch.masks.valid)
                 js_tokens += int(batch.masks.valid.sum())
@@ -425,5 +460,7 @@ def extract_attention_facts(
         received_attention=frame(received_parts) if received_parts else pl.DataFrame(),
         feature_pair_attention=frame(pair_parts) if pair_parts else pl.DataFrame(),
         frame_link_attention=frame(link_parts) if link_parts else pl.DataFrame(),
-        pattern_example_maps=pl.concat(part for parts in picked.values() for part in parts) if any(picked.values()) else pl.DataFrame(),
+        pattern_example_maps=pl.concat(part for parts in picked.values() for part in parts)
+        if any(picked.values())
+        else pl.DataFrame(),
     )

@@ -19,7 +19,10 @@ from dagster_project.models import LoadedEncoder
 
 def check_comparable(base: LoadedEncoder, tuned: LoadedEncoder) -> None:
     """The fine-tuned model must read the base model's word pieces and have its heads."""
-    shapes = [(encoder.spec.n_layers, encoder.spec.n_heads, len(encoder.tokenizer), encoder.tokenizer.pad_token_id) for encoder in (base, tuned)]
+    shapes = [
+        (encoder.spec.n_layers, encoder.spec.n_heads, len(encoder.tokenizer), encoder.tokenizer.pad_token_id)
+        for encoder in (base, tuned)
+    ]
     if shapes[0] != shapes[1]:
         raise ValueError(
             f"Cannot compare attention of '{base.spec.source}' and '{tuned.spec.source}': (layers, heads, vocabulary, pad id) "
@@ -42,8 +45,13 @@ def extract_finetune_cosines(
     parts: list[dict[str, np.ndarray]] = []
     done = 0
     with torch.inference_mode():
-        for batch in length_batches(tokens, base.tokenizer.pad_token_id or 0, batch_tokens, base.spec.takes_token_types):
-            maps = [torch.stack(encoder.model(**batch.inputs, output_attentions=True).attentions, dim=1) for encoder in (base, tuned)]
+        for batch in length_batches(
+            tokens, base.tokenizer.pad_token_id or 0, batch_tokens, base.spec.takes_token_types
+        ):
+            maps = [
+                torch.stack(encoder.model(**batch.inputs, output_attentions=True).attentions, dim=1)
+                for encoder in (base, tuned)
+            ]
             parts.append(head_columns({"cosine": map_cosine(*maps, batch.masks.valid)}, batch.example_ids))
             done += len(batch.example_ids)
             if progress:

@@ -96,7 +96,9 @@ def task_data(tokens: pl.DataFrame, examples: pl.DataFrame, corpus: str) -> Task
     )
 
 
-def pad_inputs(data: TaskData, indices: list[int], pad_token_id: int, with_token_types: bool) -> dict[str, torch.Tensor]:
+def pad_inputs(
+    data: TaskData, indices: list[int], pad_token_id: int, with_token_types: bool
+) -> dict[str, torch.Tensor]:
     """Model inputs for some examples, padded to the longest of them."""
     pad = torch.nn.utils.rnn.pad_sequence
     input_ids = pad([data.token_ids[i] for i in indices], batch_first=True, padding_value=pad_token_id)
@@ -120,7 +122,9 @@ def build_classifier(path: str, task: str, init: str, seed: int) -> PreTrainedMo
     options = {"num_labels": num_labels, "problem_type": problem_type}
     torch.manual_seed(seed)
     if init == "pretrained":
-        return AutoModelForSequenceClassification.from_pretrained(path, attn_implementation="eager", dtype=torch.float32, **options)
+        return AutoModelForSequenceClassification.from_pretrained(
+            path, attn_implementation="eager", dtype=torch.float32, **options
+        )
     if init == "random":
         config = AutoConfig.from_pretrained(path, **options)
         return AutoModelForSequenceClassification.from_config(config, attn_implementation="eager", dtype=torch.float32)
@@ -129,7 +133,9 @@ def build_classifier(path: str, task: str, init: str, seed: int) -> PreTrainedMo
 
 def load_classifier(path: str) -> PreTrainedModel:
     """A saved fine-tuned classifier (its trained head included), eager attention, eval mode."""
-    return AutoModelForSequenceClassification.from_pretrained(path, attn_implementation="eager", dtype=torch.float32).eval()
+    return AutoModelForSequenceClassification.from_pretrained(
+        path, attn_implementation="eager", dtype=torch.float32
+    ).eval()
 
 
 def fine_tune(
@@ -151,10 +157,12 @@ def fine_tune(
     no_decay = [p for name, p in model.named_parameters() if name.endswith("bias") or "LayerNorm" in name]
     decay = [p for name, p in model.named_parameters() if not (name.endswith("bias") or "LayerNorm" in name)]
     optimizer = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": recipe.weight_decay}, {"params": no_decay, "weight_decay": 0.0}], lr=recipe.learning_rate
+        [{"params": decay, "weight_decay": recipe.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=recipe.learning_rate,
     )
     schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: (step + 1) / (warmup + 1) if step < warmup else max(0.0, (steps - step) / max(1, steps - warmup))
+        optimizer,
+        lambda step: (step + 1) / (warmup + 1) if step < warmup else max(0.0, (steps - step) / max(1, steps - warmup)),
     )
     regression = model.config.problem_type == "regression"
     torch.manual_seed(recipe.seed)  # dropout masks
@@ -182,7 +190,9 @@ def fine_tune(
 
 
 @torch.no_grad()
-def predict_logits(model: PreTrainedModel, data: TaskData, pad_token_id: int, with_token_types: bool, batch_size: int = 64) -> torch.Tensor:
+def predict_logits(
+    model: PreTrainedModel, data: TaskData, pad_token_id: int, with_token_types: bool, batch_size: int = 64
+) -> torch.Tensor:
     """Logits (N, C) in example order."""
     model.eval()
     logits = torch.empty(len(data), model.config.num_labels)
@@ -199,7 +209,10 @@ def glue_metrics(task: str, logits: torch.Tensor, labels: torch.Tensor) -> dict[
         predicted = logits[:, 0].numpy()
         if np.ptp(predicted) == 0:  # a constant prediction has no correlation
             return {"pearson": float("nan"), "spearman": float("nan")}
-        return {"pearson": float(pearsonr(predicted, gold).statistic), "spearman": float(spearmanr(predicted, gold).statistic)}
+        return {
+            "pearson": float(pearsonr(predicted, gold).statistic),
+            "spearman": float(spearmanr(predicted, gold).statistic),
+        }
     predicted = logits.argmax(-1).numpy()
     gold = gold.astype(int)
     scores = {"accuracy": float(accuracy_score(gold, predicted))}
@@ -223,5 +236,10 @@ def recipe_record(recipe: Recipe, base_source: str, task: str, log: TrainLog | N
     """The recipe as stored with a checkpoint and in `task_scores.recipe`."""
     record = {"base_model": base_source, "task": task, **asdict(recipe)}
     if log is not None:
-        record |= {"steps": log.steps, "train_examples": log.train_examples, "first_loss": log.losses[0], "final_loss": log.losses[-1]}
+        record |= {
+            "steps": log.steps,
+            "train_examples": log.train_examples,
+            "first_loss": log.losses[0],
+            "final_loss": log.losses[-1],
+        }
     return record

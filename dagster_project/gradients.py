@@ -16,7 +16,13 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 import torch
-from transformers import AutoConfig, AutoModelForMaskedLM, AutoModelForSequenceClassification, AutoTokenizer, PreTrainedModel
+from transformers import (
+    AutoConfig,
+    AutoModelForMaskedLM,
+    AutoModelForSequenceClassification,
+    AutoTokenizer,
+    PreTrainedModel,
+)
 
 from dagster_project.facts import Batch, frame, length_batches
 from dagster_project.metrics import TokenMasks
@@ -80,7 +86,9 @@ def load_loss_model(source: str) -> LossModel | NoLossHead:
             "(e.g. a sentence-transformers encoder saved as a bare BertModel)."
         )
     if loss_name != MASKED_LM and config.problem_type == "multi_label_classification":
-        return NoLossHead(f"Model '{source}' is a multi-label classifier; only single-label and regression heads are supported.")
+        return NoLossHead(
+            f"Model '{source}' is a multi-label classifier; only single-label and regression heads are supported."
+        )
     auto_class = AutoModelForMaskedLM if loss_name == MASKED_LM else AutoModelForSequenceClassification
     model, loading = auto_class.from_pretrained(
         spec.resolved_path,
@@ -123,7 +131,9 @@ def mask_tokens(
     n = ordered.height
     maskable = ~pl.col("token_class").is_in(_NOT_MASKABLE)
     draws = ordered.with_columns(
-        order=pl.Series(rng.random(n)), action=pl.Series(rng.random(n)), random_id=pl.Series(rng.integers(0, vocab_size, n))
+        order=pl.Series(rng.random(n)),
+        action=pl.Series(rng.random(n)),
+        random_id=pl.Series(rng.integers(0, vocab_size, n)),
     )
     chosen = draws.with_columns(
         rank=pl.when(maskable).then(pl.col("order")).rank("ordinal").over("example_id"),
@@ -147,7 +157,9 @@ def example_losses(logits: torch.Tensor, targets: torch.Tensor, loss_name: str) 
     """(B,) loss of each example: mean cross-entropy over its predicted positions (masked LM,
     logits (B, T, V), targets (B, T)), cross-entropy of its class, or squared error."""
     if loss_name == MASKED_LM:
-        per_token = torch.nn.functional.cross_entropy(logits.transpose(1, 2), targets, ignore_index=IGNORE_LABEL, reduction="none")
+        per_token = torch.nn.functional.cross_entropy(
+            logits.transpose(1, 2), targets, ignore_index=IGNORE_LABEL, reduction="none"
+        )
         return per_token.sum(-1) / (targets != IGNORE_LABEL).sum(-1).clamp(min=1)
     if loss_name == CLASSIFICATION:
         return torch.nn.functional.cross_entropy(logits, targets, reduction="none")
@@ -214,7 +226,9 @@ def _batches_with_targets(
         targets = {eid: torch.tensor(values) for eid, values in per_token.iter_rows()}
     else:
         dtype = torch.int64 if loss_model.loss_name == CLASSIFICATION else torch.float32
-        targets = {eid: torch.tensor(value, dtype=dtype) for eid, value in labels.select("example_id", "label").iter_rows()}
+        targets = {
+            eid: torch.tensor(value, dtype=dtype) for eid, value in labels.select("example_id", "label").iter_rows()
+        }
         tokens = tokens.filter(pl.col("example_id").is_in(labels["example_id"].implode()))
     for batch in length_batches(tokens, loss_model.pad_token_id, batch_tokens, loss_model.takes_token_types):
         yield batch, _padded_targets(batch, targets)
@@ -224,7 +238,9 @@ def check_labels(labels: pl.DataFrame, loss_name: str, num_labels: int, corpus: 
     """The labelled examples of a corpus, with labels the classifier can take; clear error otherwise."""
     labelled = labels.filter(pl.col("label").is_not_null() & pl.col("label").is_not_nan())
     if loss_name == CLASSIFICATION:
-        bad = labelled.filter((pl.col("label") != pl.col("label").round()) | (pl.col("label") < 0) | (pl.col("label") >= num_labels))
+        bad = labelled.filter(
+            (pl.col("label") != pl.col("label").round()) | (pl.col("label") < 0) | (pl.col("label") >= num_labels)
+        )
         if not bad.is_empty():
             raise ValueError(
                 f"Corpus '{corpus}' has labels the classifier cannot take (it has {num_labels} classes, ids 0..{num_labels - 1}): "
@@ -249,7 +265,9 @@ def extract_grad_importance(
     it lists. `seed` draws the masked-LM masking (unused by the other losses).
     """
     if loss_model.loss_name != MASKED_LM and labels is None:
-        raise ValueError(f"The {loss_model.loss_name} loss needs the examples' labels: pass `labels` (example_id, label).")
+        raise ValueError(
+            f"The {loss_model.loss_name} loss needs the examples' labels: pass `labels` (example_id, label)."
+        )
     started = time.perf_counter()
     total = tokens["example_id"].n_unique() if labels is None else labels.height
     parts: list[dict[str, np.ndarray]] = []
@@ -262,7 +280,9 @@ def extract_grad_importance(
             progress(done, total, time.perf_counter() - started)
     rows = (
         frame(parts)
-        .with_columns(target_type=pl.col("target_code").replace_strict(dict(enumerate(TARGET_TYPES)), return_dtype=TARGET_TYPE))
+        .with_columns(
+            target_type=pl.col("target_code").replace_strict(dict(enumerate(TARGET_TYPES)), return_dtype=TARGET_TYPE)
+        )
         .drop("target_code")
         if parts
         else empty_rows()

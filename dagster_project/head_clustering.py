@@ -81,7 +81,14 @@ def distance_rows(js_sums: torch.Tensor, tokens: int, heads: int) -> pl.DataFram
             "js_sum": js_sums[first, second].numpy(),
             "tokens": np.full(first.numel(), tokens),
         },
-        schema={"layer_a": pl.Int16, "head_a": pl.Int16, "layer_b": pl.Int16, "head_b": pl.Int16, "js_sum": pl.Float64, "tokens": pl.Int64},
+        schema={
+            "layer_a": pl.Int16,
+            "head_a": pl.Int16,
+            "layer_b": pl.Int16,
+            "head_b": pl.Int16,
+            "js_sum": pl.Float64,
+            "tokens": pl.Int64,
+        },
     )
 
 

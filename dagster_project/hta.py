@@ -76,7 +76,9 @@ def attention_weights(model: PreTrainedModel) -> AttentionWeights:
 
 def _encoder_layers(model: PreTrainedModel) -> nn.ModuleList:
     layers = getattr(getattr(model, "encoder", None), "layer", None)
-    if layers is None or not all(hasattr(layer.attention.self, name) for layer in layers for name in ("query", "key", "value")):
+    if layers is None or not all(
+        hasattr(layer.attention.self, name) for layer in layers for name in ("query", "key", "value")
+    ):
         raise NotImplementedError(
             f"HTA needs a BERT-family encoder (encoder.layer[i].attention.self.query/key/value); "
             f"{type(model).__name__} is laid out differently."
@@ -162,7 +164,9 @@ def orthogonal_probes(n_tokens: int, width: int, k: int, generator: torch.Genera
     return probes.reshape(n_tokens * k, n_tokens, width)
 
 
-def input_norms(model: PreTrainedModel, e0: torch.Tensor, method: HtaMethod, generator: torch.Generator | None = None) -> torch.Tensor:
+def input_norms(
+    model: PreTrainedModel, e0: torch.Tensor, method: HtaMethod, generator: torch.Generator | None = None
+) -> torch.Tensor:
     """||d o_j / d e0_i||_F for every layer, head, j, i (estimated for estimate(k)).
 
     e0: (n, D) embedding output of one example. Returns (L, H, n, n).
@@ -203,13 +207,17 @@ def row_correlations(attn: torch.Tensor, contributions: torch.Tensor) -> tuple[t
     return pearson(attn, contributions), pearson(ranks(attn), ranks(contributions))
 
 
-def estimate_error(model: PreTrainedModel, embeddings: list[torch.Tensor], method: HtaMethod, seed: int = 0) -> tuple[float, float]:
+def estimate_error(
+    model: PreTrainedModel, embeddings: list[torch.Tensor], method: HtaMethod, seed: int = 0
+) -> tuple[float, float]:
     """Pearson correlation and mean absolute error of estimated vs exact input contributions,
     pooled over the given examples' embedding outputs ((n, D) each)."""
     exact, estimated = [], []
     for index, e0 in enumerate(embeddings):
         exact.append(normalize_rows(input_norms(model, e0, HtaMethod(None))).flatten())
-        estimated.append(normalize_rows(input_norms(model, e0, method, torch.Generator().manual_seed(seed + index))).flatten())
+        estimated.append(
+            normalize_rows(input_norms(model, e0, method, torch.Generator().manual_seed(seed + index))).flatten()
+        )
     exact_all, estimated_all = torch.cat(exact), torch.cat(estimated)
     pearson = torch.corrcoef(torch.stack([exact_all, estimated_all]))[0, 1]
     return float(pearson), float((exact_all - estimated_all).abs().mean())

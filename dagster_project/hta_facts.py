@@ -10,7 +10,14 @@ import polars as pl
 import torch
 
 from dagster_project.facts import SCOPES, frame, head_columns, histogram_columns, histogram_frame, length_batches
-from dagster_project.hta import HtaMethod, attention_weights, input_norms, normalize_rows, previous_layer_norms, row_correlations
+from dagster_project.hta import (
+    HtaMethod,
+    attention_weights,
+    input_norms,
+    normalize_rows,
+    previous_layer_norms,
+    row_correlations,
+)
 from dagster_project.metrics import PATTERNS, PatternThresholds, head_summaries, pattern_classes, segment_block_mass
 from dagster_project.models import LoadedEncoder
 
@@ -51,7 +58,9 @@ def example_maps(encoder: LoadedEncoder, inputs: dict[str, torch.Tensor], method
 def _map_rows(maps: ExampleMaps, example_id: int, pattern: str) -> pl.DataFrame:
     """Every (layer, head, query, key) cell of an example's three maps."""
     layers, heads, n, _ = maps.attention.shape
-    index = torch.stack(torch.meshgrid(*(torch.arange(size) for size in (layers, heads, n, n)), indexing="ij")).reshape(4, -1)
+    index = torch.stack(torch.meshgrid(*(torch.arange(size) for size in (layers, heads, n, n)), indexing="ij")).reshape(
+        4, -1
+    )
     return pl.DataFrame(
         {
             "example_id": np.full(index.shape[1], example_id, dtype=np.int32),
@@ -85,7 +94,9 @@ def extract_hta_facts(
     correlation_parts: list[dict[str, np.ndarray]] = []
     histogram_parts: dict[str, list[dict[str, np.ndarray]]] = {scope: [] for scope in SCOPES}
     best: dict[str, tuple[int, int, ExampleMaps]] = {}  # pattern -> (heads of that pattern, example id, maps)
-    for done, batch in enumerate(length_batches(tokens, encoder.tokenizer.pad_token_id or 0, 1, encoder.spec.takes_token_types), 1):
+    for done, batch in enumerate(
+        length_batches(tokens, encoder.tokenizer.pad_token_id or 0, 1, encoder.spec.takes_token_types), 1
+    ):
         maps = example_maps(encoder, batch.inputs, method, seed + int(batch.example_ids[0]))
         for kind in CONTRIBUTION_KINDS:
             pearson, spearman = row_correlations(maps.attention, getattr(maps, kind))
@@ -94,7 +105,9 @@ def extract_hta_facts(
         for scope, columns in histogram_columns(maps.input[None], batch.masks, batch.example_ids).items():
             histogram_parts[scope].append(columns)
         attention = maps.attention[None]
-        classes = pattern_classes(head_summaries(attention, batch.masks), segment_block_mass(attention, batch.masks), batch.masks, thresholds)
+        classes = pattern_classes(
+            head_summaries(attention, batch.masks), segment_block_mass(attention, batch.masks), batch.masks, thresholds
+        )
         for index, count in enumerate(torch.bincount(classes.flatten(), minlength=len(PATTERNS)).tolist()):
             if count > best.get(PATTERNS[index], (0,))[0]:
                 best[PATTERNS[index]] = (count, int(batch.example_ids[0]), maps)

@@ -80,9 +80,7 @@ def pair_mask(queries: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
     return queries[:, :, None] & keys[:, None, :]
 
 
-def relative_position_histogram(
-    attn: torch.Tensor, pairs: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
+def relative_position_histogram(attn: torch.Tensor, pairs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Attention sum and pair count per relative offset (key - query).
 
     attn (B, L, H, T, T), pairs (B, T, T) bool -> sums (B, L, H, 2T - 1), counts (B, 2T - 1).
@@ -119,7 +117,9 @@ def segment_block_mass(attn: torch.Tensor, masks: TokenMasks) -> torch.Tensor:
     return _masked_row_mean(per_row, content)
 
 
-def pattern_classes(summaries: dict[str, torch.Tensor], block: torch.Tensor, masks: TokenMasks, thresholds: PatternThresholds) -> torch.Tensor:
+def pattern_classes(
+    summaries: dict[str, torch.Tensor], block: torch.Tensor, masks: TokenMasks, thresholds: PatternThresholds
+) -> torch.Tensor:
     """Index into PATTERNS of every (example, layer, head) map, from its head summaries."""
     vertical = summaries["to_cls"] + summaries["to_sep"] >= thresholds.vertical
     diagonal = summaries["to_prev"] + summaries["to_next"] >= thresholds.diagonal

@@ -96,7 +96,9 @@ def read_registry(path: Path, analyses: Collection[str], corpora: Collection[str
     try:
         document = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as error:
-        raise RegistryError(f"{path} is not valid TOML: {error}. Fix that line; every entry is a [[model]] table.") from error
+        raise RegistryError(
+            f"{path} is not valid TOML: {error}. Fix that line; every entry is a [[model]] table."
+        ) from error
     extra = set(document) - {"model"}
     if extra:
         raise RegistryError(f"{path}: unknown top-level keys {sorted(extra)}; list models as [[model]] tables.")
@@ -105,7 +107,9 @@ def read_registry(path: Path, analyses: Collection[str], corpora: Collection[str
         raise RegistryError(f"{path}: 'model' must be an array of tables ([[model]]), got {type(models).__name__}.")
     entries, problems = [], []
     for number, raw in enumerate(models, start=1):
-        origin = f"{path.name} [[model]] #{number}" + (f" ({raw['source']})" if isinstance(raw, dict) and "source" in raw else "")
+        origin = f"{path.name} [[model]] #{number}" + (
+            f" ({raw['source']})" if isinstance(raw, dict) and "source" in raw else ""
+        )
         try:
             entries.append(_entry(raw, origin, path.parent, analyses, corpora))
         except ValueError as error:
@@ -124,11 +128,17 @@ def scan_registry(path: Path, folders: list[Path], analyses: Collection[str], co
     """The registry file's entries, then one default entry per checkpoint folder in `folders`,
     skipping sources listed twice (the first one wins)."""
     listed = read_registry(path, analyses, corpora)
-    dropped = [RegistryEntry(str(checkpoint.resolve()), f"{checkpoint.parent.name}/{checkpoint.name}") for folder in folders for checkpoint in checkpoint_folders(folder)]
+    dropped = [
+        RegistryEntry(str(checkpoint.resolve()), f"{checkpoint.parent.name}/{checkpoint.name}")
+        for folder in folders
+        for checkpoint in checkpoint_folders(folder)
+    ]
     entries, problems, first_origin = [], list(listed.problems), {}
     for entry in (*listed.entries, *dropped):
         if entry.source in first_origin:
-            problems.append(RegistryProblem(entry.origin, f"'{entry.source}' is already listed by {first_origin[entry.source]}"))
+            problems.append(
+                RegistryProblem(entry.origin, f"'{entry.source}' is already listed by {first_origin[entry.source]}")
+            )
             continue
         first_origin[entry.source] = entry.origin
         entries.append(entry)

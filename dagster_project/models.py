@@ -144,4 +144,3 @@ def load_encoder(source: str) -> LoadedEncoder:
             "Only encoders whose eager attention exposes its weights can be analysed."
         )
     return LoadedEncoder(spec=spec, model=model, tokenizer=tokenizer)
-

@@ -79,7 +79,11 @@ class HeadProbe(torch.nn.Module):
         if self.uses_words:
             dependent = torch.einsum("bwd,md->bmw", batch.vectors, self.pair_dependent)
             candidate = torch.einsum("bwd,md->bmw", batch.vectors, self.pair_candidate)
-            word_scores = word_scores + torch.einsum("bmi,bmij->bij", dependent, pair) + torch.einsum("bmj,bmij->bij", candidate, pair)
+            word_scores = (
+                word_scores
+                + torch.einsum("bmi,bmij->bij", dependent, pair)
+                + torch.einsum("bmj,bmij->bij", candidate, pair)
+            )
             root_scores = root_scores + torch.einsum("bwd,rd,brw->bw", batch.vectors, self.root_dependent, batch.root)
         logits = torch.cat([root_scores[..., None], word_scores], -1)
         return logits.masked_fill(~batch.candidates, float("-inf"))
@@ -87,7 +91,9 @@ class HeadProbe(torch.nn.Module):
 
 def probe_for(batch: ProbeBatch, use_words: bool, both_directions: bool) -> HeadProbe:
     """A zero-initialised probe sized for the features of `batch`."""
-    return HeadProbe(batch.pair.shape[1], batch.root.shape[1], batch.vectors.shape[-1] if use_words else None, both_directions)
+    return HeadProbe(
+        batch.pair.shape[1], batch.root.shape[1], batch.vectors.shape[-1] if use_words else None, both_directions
+    )
 
 
 def train_probe(
@@ -110,7 +116,9 @@ def train_probe(
         total, count = 0.0, 0
         for index in torch.randperm(len(batches), generator=order).tolist():
             batch = batches[index]
-            loss = torch.nn.functional.cross_entropy(probe(batch).flatten(0, 1), batch.gold.flatten(), ignore_index=IGNORE)
+            loss = torch.nn.functional.cross_entropy(
+                probe(batch).flatten(0, 1), batch.gold.flatten(), ignore_index=IGNORE
+            )
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
@@ -195,7 +203,9 @@ def word_vectors(input_ids: torch.Tensor, membership: torch.Tensor, embeddings: 
     return torch.einsum("bwt,btd->bwd", membership / counts, embeddings[input_ids])
 
 
-def attention_features(attn: torch.Tensor, membership: torch.Tensor, cls: torch.Tensor, sep: torch.Tensor, mode: str) -> tuple[torch.Tensor, torch.Tensor]:
+def attention_features(
+    attn: torch.Tensor, membership: torch.Tensor, cls: torch.Tensor, sep: torch.Tensor, mode: str
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Word-level pair maps (B, K, W, W) and ROOT features (B, 4K + 1, W) of (B, L, H, T, T) attention.
 
     [CLS] and [SEP] (all of them) join the words as two extra slots of the word-level map, so
@@ -207,13 +217,22 @@ def attention_features(attn: torch.Tensor, membership: torch.Tensor, cls: torch.
     words = slice(1, -1)
     pair = maps[:, :, words, words].contiguous()
     root = torch.cat(
-        [maps[:, :, words, 0], maps[:, :, words, -1], maps[:, :, 0, words], maps[:, :, -1, words], torch.ones_like(pair[:, :1, 0])], 1
+        [
+            maps[:, :, words, 0],
+            maps[:, :, words, -1],
+            maps[:, :, 0, words],
+            maps[:, :, -1, words],
+            torch.ones_like(pair[:, :1, 0]),
+        ],
+        1,
     )
     return pair, root
 
 
 def _padded(rows: list[list], fill: float, dtype: torch.dtype) -> torch.Tensor:
-    return torch.nn.utils.rnn.pad_sequence([torch.tensor(row, dtype=dtype) for row in rows], batch_first=True, padding_value=fill)
+    return torch.nn.utils.rnn.pad_sequence(
+        [torch.tensor(row, dtype=dtype) for row in rows], batch_first=True, padding_value=fill
+    )
 
 
 def probe_batches(
@@ -247,7 +266,9 @@ def probe_batches(
     by_id = {row["example_id"]: row for row in per_example.iter_rows(named=True)}
     missing = set(tokens["example_id"].unique()) - set(by_id)
     if missing:
-        raise ValueError(f"{len(missing)} examples have tokens but no words (e.g. example_id {min(missing)}): re-materialize the corpus asset.")
+        raise ValueError(
+            f"{len(missing)} examples have tokens but no words (e.g. example_id {min(missing)}): re-materialize the corpus asset."
+        )
     embeddings = model.get_input_embeddings().weight.detach()
     total = tokens["example_id"].n_unique()
     started, done, batches = time.perf_counter(), 0, []
@@ -255,7 +276,9 @@ def probe_batches(
         for batch in length_batches(tokens, pad_token_id, batch_tokens, takes_token_types):
             rows = [by_id[example_id] for example_id in batch.example_ids.tolist()]
             membership = word_piece_matrix(
-                _padded([row["start"] for row in rows], 0, torch.int64), _padded([row["end"] for row in rows], 0, torch.int64), batch.masks.valid.shape[1]
+                _padded([row["start"] for row in rows], 0, torch.int64),
+                _padded([row["end"] for row in rows], 0, torch.int64),
+                batch.masks.valid.shape[1],
             )
             attn = torch.stack(model(**batch.inputs, output_attentions=True).attentions, dim=1)
             pair, root = attention_features(attn, membership, batch.masks.cls, batch.masks.sep, word_mode)
@@ -280,7 +303,9 @@ def random_init_encoder(model: PreTrainedModel, seed: int) -> PreTrainedModel:
     embeddings and their LayerNorm) and every other weight freshly initialised from `seed`."""
     pretrained = {name: value for name, value in model.state_dict().items() if name.startswith("embeddings.")}
     if not pretrained:
-        raise ValueError(f"{type(model).__name__} has no `embeddings` module: cannot build the random-init variant that keeps them.")
+        raise ValueError(
+            f"{type(model).__name__} has no `embeddings` module: cannot build the random-init variant that keeps them."
+        )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         fresh = AutoModel.from_config(copy.deepcopy(model.config), attn_implementation="eager")

@@ -41,7 +41,11 @@ HEADLINES = (
     Headline("clark_fig2_special_tokens", "to_cls", "max", "max attention to [CLS] over heads"),
     Headline("clark_fig4_entropy", "entropy", "mean", "mean head entropy (nats)"),
     Headline(
-        "pascual_fig4_center_of_mass", "center_of_mass", "mean", "attention center of mass (tokens)", (("kind", "attention"), ("scope", "all"))
+        "pascual_fig4_center_of_mass",
+        "center_of_mass",
+        "mean",
+        "attention center of mass (tokens)",
+        (("kind", "attention"), ("scope", "all")),
     ),
 )
 
@@ -89,7 +93,12 @@ class ReportData:
 
 def read_report_data(conn: duckdb.DuckDBPyConnection, specs: Iterable[ChartSpec] = CHARTS) -> ReportData:
     try:
-        models = conn.table("models").select("model_id", "source", "model_type", "n_layers", "n_heads").order("model_id").pl()
+        models = (
+            conn.table("models")
+            .select("model_id", "source", "model_type", "n_layers", "n_heads")
+            .order("model_id")
+            .pl()
+        )
     except duckdb.CatalogException as error:
         raise ValueError("The warehouse has no models table: register a model first (`attn-warehouse run`).") from error
     chart_rows: dict[tuple[str, str], tuple[str, pl.DataFrame] | str] = {}
@@ -145,7 +154,9 @@ def _nav(papers: Iterable[str]) -> str:
 
 def _html_table(table: pl.DataFrame) -> str:
     header = "".join(f"<th>{html.escape(name)}</th>" for name in table.columns)
-    cell = lambda value: "" if value is None else (f"{value:.3f}" if isinstance(value, float) else html.escape(str(value)))  # noqa: E731
+    cell = lambda value: (
+        "" if value is None else (f"{value:.3f}" if isinstance(value, float) else html.escape(str(value)))
+    )  # noqa: E731
     rows = "".join("<tr>" + "".join(f"<td>{cell(value)}</td>" for value in row) + "</tr>" for row in table.iter_rows())
     return f"<table><tr>{header}</tr>{rows}</table>"
 
@@ -180,12 +191,17 @@ def paper_page(data: ReportData, paper: str, specs: list[ChartSpec], papers: lis
     parts = [_nav(papers), f"<h1>{html.escape(title)}</h1>"]
     models = data.models.select("model_id", "source")
     if not specs:
-        parts.append('<p class="missing">No chart of this paper is registered yet (CHARTS in dagster_project/assets/charts.py).</p>')
+        parts.append(
+            '<p class="missing">No chart of this paper is registered yet (CHARTS in dagster_project/assets/charts.py).</p>'
+        )
         return _page(title, "\n".join(parts))
     if models.is_empty():
         parts.append('<p class="missing">No models in the warehouse: run <code>attn-warehouse run</code>.</p>')
         return _page(title, "\n".join(parts))
-    options = "".join(f'<option value="{html.escape(model_id)}">{html.escape(source)}</option>' for model_id, source in models.iter_rows())
+    options = "".join(
+        f'<option value="{html.escape(model_id)}">{html.escape(source)}</option>'
+        for model_id, source in models.iter_rows()
+    )
     parts.append(f'<label>Model: <select id="model-select">{options}</select></label>')
     headlines = [headline for headline in HEADLINES if headline.chart in {spec.name for spec in specs}]
     for model_id, source in models.iter_rows():
@@ -194,7 +210,9 @@ def paper_page(data: ReportData, paper: str, specs: list[ChartSpec], papers: lis
         if table is not None:
             section.append(f'<div class="headlines">{_html_table(table)}</div>')
         section.extend(_chart_block(data, spec, model_id, source) for spec in specs)
-        parts.append(f'<section class="model" data-model="{html.escape(model_id)}">' + "\n".join(section) + "</section>")
+        parts.append(
+            f'<section class="model" data-model="{html.escape(model_id)}">' + "\n".join(section) + "</section>"
+        )
     return _page(title, "\n".join(parts), _SELECTOR_SCRIPT)
 
 
@@ -204,7 +222,11 @@ def index_page(papers: dict[str, list[ChartSpec]], models: pl.DataFrame) -> str:
         f"{', '.join(html.escape(spec.figure) for spec in specs) or 'no charts registered yet'}</li>"
         for paper, specs in papers.items()
     )
-    model_table = _html_table(models) if not models.is_empty() else "<p>No models in the warehouse: run <code>attn-warehouse run</code>.</p>"
+    model_table = (
+        _html_table(models)
+        if not models.is_empty()
+        else "<p>No models in the warehouse: run <code>attn-warehouse run</code>.</p>"
+    )
     body = f"{_nav(papers)}<h1>Attention warehouse report</h1><ul>{items}</ul><h2>Models</h2>{model_table}"
     return _page("Attention warehouse report", body)
 

@@ -14,18 +14,18 @@ from dataclasses import dataclass, field
 
 from dagster import (
     AssetKey,
-    AssetRecordsFilter,
-    EventLogRecord,
     AssetMaterialization,
+    AssetRecordsFilter,
     AssetsDefinition,
     AssetSelection,
     DagsterInstance,
     DagsterRunStatus,
     DefaultScheduleStatus,
+    EventLogRecord,
     RunRequest,
     RunsFilter,
-    ScheduleEvaluationContext,
     ScheduleDefinition,
+    ScheduleEvaluationContext,
     SkipReason,
     schedule,
 )
@@ -50,12 +50,19 @@ from dagster_project.versioning import corpus_files_key, corpus_files_version
 
 REFRESH_CRON = "0 * * * *"  # hourly; a tick with nothing stale launches nothing
 SCHEDULE_NAME = "warehouse_refresh"
-_IN_PROGRESS = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING, DagsterRunStatus.STARTED]
+_IN_PROGRESS = [
+    DagsterRunStatus.QUEUED,
+    DagsterRunStatus.NOT_STARTED,
+    DagsterRunStatus.STARTING,
+    DagsterRunStatus.STARTED,
+]
 
 
 @dataclass(frozen=True)
 class RefreshPlan:
-    stale: dict[str | None, list[AssetKey]] = field(default_factory=dict)  # partition (None: unpartitioned) -> stale assets
+    stale: dict[str | None, list[AssetKey]] = field(
+        default_factory=dict
+    )  # partition (None: unpartitioned) -> stale assets
     selections: dict[str | None, list[AssetKey]] = field(default_factory=dict)  # what each run re-materializes
 
 
@@ -74,9 +81,15 @@ def record_corpus_files(instance: DagsterInstance, data_dir: DataDirectory) -> l
     return changed
 
 
-def _latest_report(instance: DagsterInstance, key: AssetKey, after_storage_id: int | None = None) -> EventLogRecord | None:
+def _latest_report(
+    instance: DagsterInstance, key: AssetKey, after_storage_id: int | None = None
+) -> EventLogRecord | None:
     """The latest report of `key`, or with `after_storage_id` the first one after it."""
-    records = instance.fetch_materializations(AssetRecordsFilter(asset_key=key, after_storage_id=after_storage_id), limit=1, ascending=after_storage_id is not None).records
+    records = instance.fetch_materializations(
+        AssetRecordsFilter(asset_key=key, after_storage_id=after_storage_id),
+        limit=1,
+        ascending=after_storage_id is not None,
+    ).records
     return records[0] if records else None
 
 
@@ -90,15 +103,21 @@ def _is_unreported_input(instance: DagsterInstance, cause: StaleCause, asset_gra
     dependency = cause.dependency_asset_key
     if cause.category != StaleCauseCategory.DATA or dependency is None or not asset_graph.get(dependency).is_external:
         return False
-    record = instance.get_latest_data_version_record(cause.asset_key, is_source=False, partition_key=cause.partition_key)
+    record = instance.get_latest_data_version_record(
+        cause.asset_key, is_source=False, partition_key=cause.partition_key
+    )
     provenance = extract_data_provenance_from_entry(record.event_log_entry) if record else None
     if provenance is None or provenance.input_data_versions.get(dependency) != DEFAULT_DATA_VERSION:
         return False
     first_after = _latest_report(instance, dependency, after_storage_id=record.storage_id)
-    return first_after is not None and _reported_version(first_after) == _reported_version(_latest_report(instance, dependency))
+    return first_after is not None and _reported_version(first_after) == _reported_version(
+        _latest_report(instance, dependency)
+    )
 
 
-def stale_asset_keys(instance: DagsterInstance, asset_graph: AssetGraph, keys: Sequence[AssetKey], partition_key: str | None) -> list[AssetKey]:
+def stale_asset_keys(
+    instance: DagsterInstance, asset_graph: AssetGraph, keys: Sequence[AssetKey], partition_key: str | None
+) -> list[AssetKey]:
     """Those of `keys` materialized for `partition_key` and stale (new code version, or a
     dependency with a new data version)."""
     resolver = CachingStaleStatusResolver(
@@ -114,7 +133,10 @@ def stale_asset_keys(instance: DagsterInstance, asset_graph: AssetGraph, keys: S
         key
         for key in keys
         if resolver.get_status(key, partition_key) == StaleStatus.STALE
-        and not all(_is_unreported_input(instance, cause, asset_graph) for cause in resolver.get_stale_causes(key, partition_key))
+        and not all(
+            _is_unreported_input(instance, cause, asset_graph)
+            for cause in resolver.get_stale_causes(key, partition_key)
+        )
     ]
 
 
@@ -139,7 +161,9 @@ def refresh_plan(instance: DagsterInstance, asset_graph: AssetGraph) -> RefreshP
         if stale:
             downstream = AssetSelection.assets(*stale).downstream().resolve(asset_graph)
             plan.stale[partition] = stale
-            plan.selections[partition] = [key for key in partitioned if key in downstream and _materialized(instance, key, partition)]
+            plan.selections[partition] = [
+                key for key in partitioned if key in downstream and _materialized(instance, key, partition)
+            ]
     return plan
 
 
@@ -155,7 +179,9 @@ def build_refresh_schedule(assets: Sequence[AssetsDefinition]) -> ScheduleDefini
         description="Re-materializes stale assets (changed code, changed corpus files) and what they feed, nothing else.",
     )
     def warehouse_refresh(context: ScheduleEvaluationContext, data_dir: DataDirectory) -> list[RunRequest] | SkipReason:
-        in_progress = context.instance.get_run_records(RunsFilter(statuses=_IN_PROGRESS, tags={SCHEDULE_NAME_TAG: SCHEDULE_NAME}), limit=1)
+        in_progress = context.instance.get_run_records(
+            RunsFilter(statuses=_IN_PROGRESS, tags={SCHEDULE_NAME_TAG: SCHEDULE_NAME}), limit=1
+        )
         if in_progress:
             return SkipReason(f"refresh run {in_progress[0].dagster_run.run_id} is still in progress")
         changed = record_corpus_files(context.instance, data_dir)
@@ -165,7 +191,9 @@ def build_refresh_schedule(assets: Sequence[AssetsDefinition]) -> ScheduleDefini
         if not plan.selections:
             return SkipReason("nothing is stale")
         for partition, stale in plan.stale.items():
-            context.log.info(f"{partition or 'unpartitioned'}: stale {', '.join(key.to_user_string() for key in stale)}")
+            context.log.info(
+                f"{partition or 'unpartitioned'}: stale {', '.join(key.to_user_string() for key in stale)}"
+            )
         return [
             RunRequest(asset_selection=selection, partition_key=partition, tags={"refresh": "stale"})
             for partition, selection in plan.selections.items()

@@ -30,7 +30,14 @@ from dagster_duckdb import DuckDBResource
 from dagster_project.analyses import ANALYSES, DEFAULT_ANALYSES, analysis_asset_keys, model_analysis_job, views_job
 from dagster_project.assets import warehouse_views
 from dagster_project.corpora import CORPORA
-from dagster_project.model_registry import RegistryEntry, RegistryError, RegistryProblem, drop_folders, registry_path, scan_registry
+from dagster_project.model_registry import (
+    RegistryEntry,
+    RegistryError,
+    RegistryProblem,
+    drop_folders,
+    registry_path,
+    scan_registry,
+)
 from dagster_project.models import ModelLoadError, inspect_model, is_local_checkpoint, model_key
 from dagster_project.partitions import model_partitions
 from dagster_project.resources import DataDirectory
@@ -45,7 +52,9 @@ def run_key(model_id: str, analysis: str) -> str:
     return f"{model_id}:{analysis}"
 
 
-def _entry_runs(entry: RegistryEntry, model_id: str, present: list[str], launched: set[str]) -> tuple[list[RunRequest], list[str]]:
+def _entry_runs(
+    entry: RegistryEntry, model_id: str, present: list[str], launched: set[str]
+) -> tuple[list[RunRequest], list[str]]:
     """Run requests for the entry's analyses not launched yet, and why any was left out."""
     chosen = entry.corpora or [name for name, spec in CORPORA.items() if spec.default]
     corpora = [name for name in chosen if name in present]
@@ -56,10 +65,18 @@ def _entry_runs(entry: RegistryEntry, model_id: str, present: list[str], launche
             continue
         selection = analysis_asset_keys(ANALYSES[name], corpora, present)
         if not selection or selection == [AssetKey("encoder_model")]:
-            notes.append(f"analysis '{name}' has nothing to run on the corpora with files in the data directory ({', '.join(corpora) or 'none'})")
+            notes.append(
+                f"analysis '{name}' has nothing to run on the corpora with files in the data directory ({', '.join(corpora) or 'none'})"
+            )
             continue
         runs.append(
-            RunRequest(run_key=key, job_name=model_analysis_job.name, partition_key=model_id, asset_selection=selection, tags={"model": model_id, "analysis": name})
+            RunRequest(
+                run_key=key,
+                job_name=model_analysis_job.name,
+                partition_key=model_id,
+                asset_selection=selection,
+                tags={"model": model_id, "analysis": name},
+            )
         )
     return runs, notes
 
@@ -72,7 +89,9 @@ def _entry_runs(entry: RegistryEntry, model_id: str, present: list[str], launche
     description="Registers the models of models.toml, models_cache/drop/ and models_cache/finetuned/, "
     "then requests one run per (model, analysis).",
 )
-def model_registry_sensor(context: SensorEvaluationContext, warehouse: DuckDBResource, data_dir: DataDirectory) -> SensorResult | SkipReason:
+def model_registry_sensor(
+    context: SensorEvaluationContext, warehouse: DuckDBResource, data_dir: DataDirectory
+) -> SensorResult | SkipReason:
     state = json.loads(context.cursor) if context.cursor else {}
     launched = set(state.get("launched", []))
     try:
@@ -84,7 +103,8 @@ def model_registry_sensor(context: SensorEvaluationContext, warehouse: DuckDBRes
     pending = [
         entry
         for entry in scan.entries
-        if entry.enabled and not {run_key(model_key(entry.source), name) for name in entry.analyses or DEFAULT_ANALYSES} <= launched
+        if entry.enabled
+        and not {run_key(model_key(entry.source), name) for name in entry.analyses or DEFAULT_ANALYSES} <= launched
     ]
     pending.sort(key=lambda entry: not is_local_checkpoint(entry.source))  # stable: local first, hub ids after
     now = time.time()
@@ -101,7 +121,12 @@ def model_registry_sensor(context: SensorEvaluationContext, warehouse: DuckDBRes
             problems.append(RegistryProblem(entry.origin, f"{failure['reason']} (tried again after {retry_at})"))
             continue
         if inspected and time.monotonic() > deadline:
-            problems.append(RegistryProblem(entry.origin, f"not checked yet: this tick spent its {INSPECTION_BUDGET_SECONDS} s of model loading; next tick"))
+            problems.append(
+                RegistryProblem(
+                    entry.origin,
+                    f"not checked yet: this tick spent its {INSPECTION_BUDGET_SECONDS} s of model loading; next tick",
+                )
+            )
             continue
         inspected += 1
         try:

@@ -21,10 +21,21 @@ from dagster_project.corpora import CORPORA, CorpusSpec
 # (an asset module's own pure module, e.g. models.py for assets/models.py, still counts).
 PLUMBING = frozenset(
     f"dagster_project.{name}"
-    for name in ("warehouse", "partitions", "resources", "settings", "registration", "models", "corpora.base", "versioning")
+    for name in (
+        "warehouse",
+        "partitions",
+        "resources",
+        "settings",
+        "registration",
+        "models",
+        "corpora.base",
+        "versioning",
+    )
 )
 CORPUS_SUFFIX = "_examples"
 FILES_SUFFIX = "_files"
+
+
 def modules_version(module_names: Sequence[str]) -> str:
     """Hash of the named modules' source files."""
     digest = hashlib.sha256()
@@ -38,7 +49,12 @@ def _project_modules(module_name: str) -> set[str]:
     found = set()
     for value in vars(importlib.import_module(module_name)).values():
         name = value.__name__ if inspect.ismodule(value) else getattr(value, "__module__", None)
-        if isinstance(name, str) and name.startswith("dagster_project.") and not name.startswith("dagster_project.assets") and name not in PLUMBING:
+        if (
+            isinstance(name, str)
+            and name.startswith("dagster_project.")
+            and not name.startswith("dagster_project.assets")
+            and name not in PLUMBING
+        ):
             found.add(name)
     return found
 
@@ -69,7 +85,9 @@ def corpus_files_version(spec: CorpusSpec, data_root: Path) -> str:
         options = (entry,) if isinstance(entry, str) else entry
         found = next((data_root / name for name in options if (data_root / name).is_file()), None)
         stat = found.stat() if found else None
-        digest.update(f"{entry}|{found.relative_to(data_root) if found else 'missing'}|{stat.st_size if stat else 0}|{stat.st_mtime_ns if stat else 0}\n".encode())
+        digest.update(
+            f"{entry}|{found.relative_to(data_root) if found else 'missing'}|{stat.st_size if stat else 0}|{stat.st_mtime_ns if stat else 0}\n".encode()
+        )
     return digest.hexdigest()[:16]
 
 
@@ -98,14 +116,24 @@ def _versioned_spec(asset: AssetsDefinition, spec: AssetSpec) -> AssetSpec:
     corpus = spec.key.path[-1].removesuffix(CORPUS_SUFFIX)
     deps = spec.deps
     files = corpus_files_key(corpus)
-    if spec.group_name == "corpora" and corpus in CORPORA and CORPORA[corpus].files and files not in {dep.asset_key for dep in deps}:
+    if (
+        spec.group_name == "corpora"
+        and corpus in CORPORA
+        and CORPORA[corpus].files
+        and files not in {dep.asset_key for dep in deps}
+    ):
         deps = [*deps, files]
     modules = computing_modules(asset)
-    return spec.replace_attributes(code_version=spec.code_version or (modules_version(sorted(modules)) if modules else None), deps=deps)
+    return spec.replace_attributes(
+        code_version=spec.code_version or (modules_version(sorted(modules)) if modules else None), deps=deps
+    )
 
 
 def versioned_assets(assets: Sequence[AssetsDefinition]) -> list[AssetsDefinition]:
     """`assets` with code versions (an asset's own code_version is kept) and the corpus
     assets depending on their files' source assets, which come first in the list."""
     executable = [asset for asset in assets if asset.is_executable]
-    return [*corpus_files_assets, *(asset.map_asset_specs(lambda spec, asset=asset: _versioned_spec(asset, spec)) for asset in executable)]
+    return [
+        *corpus_files_assets,
+        *(asset.map_asset_specs(lambda spec, asset=asset: _versioned_spec(asset, spec)) for asset in executable),
+    ]

@@ -6,7 +6,7 @@ connection only for a short write transaction.
 
 import hashlib
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from graphlib import TopologicalSorter
 from pathlib import Path
 
@@ -133,7 +133,7 @@ def upsert_model(conn: duckdb.DuckDBPyConnection, spec: ModelSpec) -> None:
             "n_layers": spec.n_layers,
             "n_heads": spec.n_heads,
             "takes_token_types": spec.takes_token_types,
-            "registered_at": datetime.now(timezone.utc).replace(tzinfo=None),
+            "registered_at": datetime.now(UTC).replace(tzinfo=None),
         },
     )
 
@@ -151,7 +151,11 @@ def model_source(conn: duckdb.DuckDBPyConnection, model_id: str) -> str:
 
 
 def partition_rows(
-    conn: duckdb.DuckDBPyConnection, relation: str, model_id: str, corpus: str | None = None, columns: tuple[str, ...] = ()
+    conn: duckdb.DuckDBPyConnection,
+    relation: str,
+    model_id: str,
+    corpus: str | None = None,
+    columns: tuple[str, ...] = (),
 ) -> pl.DataFrame:
     """Rows of a table or view for one model (and corpus), through DuckDB's relational API."""
     condition = duckdb.ColumnExpression("model_id") == duckdb.ConstantExpression(model_id)

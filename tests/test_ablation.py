@@ -5,7 +5,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from dagster_project.ablation import ablated_logits, ablation_settings, settings_logits, uniform_ablation_attention, use_ablation_attention
+from dagster_project.ablation import (
+    ablated_logits,
+    ablation_settings,
+    settings_logits,
+    uniform_ablation_attention,
+    use_ablation_attention,
+)
 from dagster_project.finetuning import build_classifier
 from tests.conftest import TINY_HEADS, TINY_LAYERS
 
@@ -48,7 +54,9 @@ def test_disabled_head_rows_are_exactly_one_over_n():
     assert torch.equal(untouched, eager)
 
 
-def test_no_disabled_head_reproduces_the_baseline_exactly(tiny_model_dir: Path, classifier: torch.nn.Module, inputs: dict):
+def test_no_disabled_head_reproduces_the_baseline_exactly(
+    tiny_model_dir: Path, classifier: torch.nn.Module, inputs: dict
+):
     eager = build_classifier(str(tiny_model_dir), "rte", "pretrained", seed=0).eval()
     with torch.no_grad():
         baseline = eager(**inputs).logits
@@ -82,4 +90,6 @@ def test_settings_in_one_pass_match_each_setting_alone(classifier: torch.nn.Modu
     in_chunks = settings_logits(classifier, [inputs], settings.disabled, batch_tokens=1)  # one setting per pass
     assert together.shape == (1 + TINY_LAYERS * TINY_HEADS + TINY_LAYERS, 3, 2)
     assert torch.allclose(together, in_chunks, atol=1e-6)
-    assert not torch.equal(together[1], together[0])  # disabling a head changes the logits (a little: random weights attend nearly uniformly)
+    assert not torch.equal(
+        together[1], together[0]
+    )  # disabling a head changes the logits (a little: random weights attend nearly uniformly)

@@ -10,7 +10,13 @@ def names(keys: list[AssetKey]) -> set[str]:
 def test_attention_and_clark_are_the_defaults_and_cover_the_chosen_corpora() -> None:
     assert DEFAULT_ANALYSES == ("attention", "clark")
     keys = names(analysis_asset_keys(ANALYSES["attention"], ["demo", "xnli_en"], ["demo", "xnli_en", "wiki_segments"]))
-    assert {"encoder_model", "demo_examples", "demo_attention_facts", "xnli_en_examples", "xnli_en_attention_facts"} <= keys
+    assert {
+        "encoder_model",
+        "demo_examples",
+        "demo_attention_facts",
+        "xnli_en_examples",
+        "xnli_en_attention_facts",
+    } <= keys
     assert {"clark_fig2_special_tokens", "pascual_fig2_attention_histograms"} <= keys
     assert not {key for key in keys if key.startswith("wiki_segments") or "hta" in key}
     assert "clark_fig3_grad_importance" not in keys  # needs an analysis asset: the "clark" analysis
@@ -24,7 +30,13 @@ def test_a_chosen_corpus_without_files_is_left_out() -> None:
 
 def test_clark_brings_the_assets_its_charts_need_and_only_when_the_corpus_is_there() -> None:
     keys = names(analysis_asset_keys(ANALYSES["clark"], ["demo", "wiki_segments"], ["demo", "wiki_segments"]))
-    assert {"grad_importance", "clark_fig3_grad_importance", "head_mds", "clark_fig6_head_mds", "wiki_segments_examples"} <= keys
+    assert {
+        "grad_importance",
+        "clark_fig3_grad_importance",
+        "head_mds",
+        "clark_fig6_head_mds",
+        "wiki_segments_examples",
+    } <= keys
     assert "demo_attention_facts" not in keys and not {key for key in keys if "finetun" in key or "ablation" in key}
     assert analysis_asset_keys(ANALYSES["clark"], ["demo"], ["demo"]) == []
     probes = names(analysis_asset_keys(ANALYSES["clark"], ["ud_ewt_dev", "ud_ewt_test"], ["ud_ewt_dev", "ud_ewt_test"]))

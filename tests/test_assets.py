@@ -34,10 +34,16 @@ def resources(tmp_path: Path) -> dict:
 
 def _run_demo(instance: DagsterInstance, resources: dict, model_id: str) -> None:
     selection = AssetSelection.assets(
-        encoder_model, corpus_assets_by_name["demo"], fact_assets_by_corpus["demo"], hta_assets_by_corpus["demo"], *chart_assets
+        encoder_model,
+        corpus_assets_by_name["demo"],
+        fact_assets_by_corpus["demo"],
+        hta_assets_by_corpus["demo"],
+        *chart_assets,
     )
     assert materialize([warehouse_views], instance=instance, resources=resources).success
-    result = materialize(all_assets, selection=selection, partition_key=model_id, instance=instance, resources=resources)
+    result = materialize(
+        all_assets, selection=selection, partition_key=model_id, instance=instance, resources=resources
+    )
     assert result.success
     checks = {check.check_name: check for check in result.get_asset_check_evaluations()}
     assert set(checks) == {
@@ -71,7 +77,9 @@ def test_demo_pipeline_end_to_end(tiny_model_dir: Path, resources: dict, tmp_pat
     # Kovaleva facts of the same pass: a pattern per head map, received attention per token.
     assert conn.execute("SELECT count(pattern) FROM head_summaries").fetchone() == (24 * TINY_LAYERS * TINY_HEADS,)
     assert count("received_attention") == count("tokens") * TINY_LAYERS * TINY_HEADS
-    assert conn.execute("SELECT max(n) <= 3 FROM (SELECT count(DISTINCT example_id) AS n FROM pattern_example_maps GROUP BY pattern)").fetchone() == (True,)
+    assert conn.execute(
+        "SELECT max(n) <= 3 FROM (SELECT count(DISTINCT example_id) AS n FROM pattern_example_maps GROUP BY pattern)"
+    ).fetchone() == (True,)
     assert conn.execute("SELECT round(sum(share), 6) FROM kovaleva_pattern_shares").fetchone() == (1.0,)
     # One example's full maps per pattern class found: n^2 cells per head, rows summing to 1.
     maps = conn.execute(
@@ -86,7 +94,9 @@ def test_demo_pipeline_end_to_end(tiny_model_dir: Path, resources: dict, tmp_pat
         "WHERE scope = 'all' GROUP BY example_id, layer, head)"
     ).fetchone()
     assert pairs == (True,)
-    assert conn.execute("SELECT count(DISTINCT (layer, head)) FROM clark_entropy").fetchone() == (TINY_LAYERS * TINY_HEADS,)
+    assert conn.execute("SELECT count(DISTINCT (layer, head)) FROM clark_entropy").fetchone() == (
+        TINY_LAYERS * TINY_HEADS,
+    )
     # Every demo word has pieces and a spaCy annotation; tokens point back at their word.
     assert conn.execute("SELECT count(*), count(piece_start) FROM words").fetchone() == (count("word_features"),) * 2
     assert conn.execute(

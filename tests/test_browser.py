@@ -28,7 +28,14 @@ from dagster import AssetSelection, DagsterInstance, materialize
 from dagster_duckdb import DuckDBResource
 
 from dagster_project import settings
-from dagster_project.assets import all_assets, corpus_assets_by_name, encoder_model, fact_assets_by_corpus, paper_report, warehouse_views
+from dagster_project.assets import (
+    all_assets,
+    corpus_assets_by_name,
+    encoder_model,
+    fact_assets_by_corpus,
+    paper_report,
+    warehouse_views,
+)
 from dagster_project.assets.charts import CHARTS, chart_assets_by_name
 from dagster_project.models import inspect_model
 from dagster_project.registration import register_model
@@ -37,7 +44,9 @@ from dagster_project.resources import ChartFolder, DataDirectory
 from dagster_project.warehouse import upsert_model
 from tests.conftest import TINY_HEADS, TINY_LAYERS
 
-CHROMIUM = next((found for name in ("chromium", "chromium-browser", "google-chrome") if (found := shutil.which(name))), None)
+CHROMIUM = next(
+    (found for name in ("chromium", "chromium-browser", "google-chrome") if (found := shutil.which(name))), None
+)
 pytestmark = pytest.mark.skipif(
     CHROMIUM is None, reason="no Chromium on PATH (Debian: `apt-get install chromium`; .ci/run installs it)"
 )
@@ -48,7 +57,15 @@ DEMO_CHARTS = [spec for spec in CHARTS if "demo" in spec.corpora and not spec.ne
 
 def run_chromium(profile: Path, *args: str) -> subprocess.CompletedProcess:
     """Headless Chromium with its own profile folder; no sandbox, since tests may run as root."""
-    command = [CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", f"--user-data-dir={profile}", *args]
+    command = [
+        CHROMIUM,
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        f"--user-data-dir={profile}",
+        *args,
+    ]
     return subprocess.run(command, capture_output=True, text=True, timeout=60, check=True)
 
 
@@ -121,14 +138,22 @@ def demo_home(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) ->
     }
     with DagsterInstance.local_temp(str(home)) as instance:
         spec = register_model(str(tiny_model_dir), instance, resources["warehouse"])
-        other = dataclasses.replace(inspect_model(str(tiny_model_dir)), model_id="zz-unmaterialized", source="zz/unmaterialized")
+        other = dataclasses.replace(
+            inspect_model(str(tiny_model_dir)), model_id="zz-unmaterialized", source="zz/unmaterialized"
+        )
         with resources["warehouse"].get_connection() as conn:
             upsert_model(conn, other)
         assert materialize([warehouse_views], instance=instance, resources=resources).success
         charts = [chart_assets_by_name[spec.name] for spec in DEMO_CHARTS]
-        selection = AssetSelection.assets(encoder_model, corpus_assets_by_name["demo"], fact_assets_by_corpus["demo"], *charts)
-        assert materialize(all_assets, selection=selection, partition_key=spec.model_id, instance=instance, resources=resources).success
-        assert materialize(all_assets, selection=AssetSelection.assets(paper_report), instance=instance, resources=resources).success
+        selection = AssetSelection.assets(
+            encoder_model, corpus_assets_by_name["demo"], fact_assets_by_corpus["demo"], *charts
+        )
+        assert materialize(
+            all_assets, selection=selection, partition_key=spec.model_id, instance=instance, resources=resources
+        ).success
+        assert materialize(
+            all_assets, selection=AssetSelection.assets(paper_report), instance=instance, resources=resources
+        ).success
     return {"root": root, "home": home, "model_id": spec.model_id, "other_id": other.model_id, "resources": resources}
 
 
@@ -148,7 +173,9 @@ def test_report_pages_render_charts_selector_and_headlines(demo_home: dict, tmp_
     # A chart is drawn where its view has rows for the model (at least the charts materialized
     # above; other engineers' charts may read the demo facts too), a note elsewhere.
     assert {spec.name for spec in DEMO_CHARTS} <= drawn
-    block = lambda spec: f'<figure data-chart="{spec.name}">' if spec.name in drawn else f'<p class="missing" data-chart="{spec.name}">'  # noqa: E731
+    block = lambda spec: (
+        f'<figure data-chart="{spec.name}">' if spec.name in drawn else f'<p class="missing" data-chart="{spec.name}">'
+    )  # noqa: E731
 
     index = dump_dom(tmp_path / "profile", (report / "index.html").as_uri())
     assert all(f'href="{paper}.html"' in index for paper in papers)
@@ -203,7 +230,9 @@ def free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def dagster_server(demo_home: dict, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, subprocess.Popen, Path]]:
+def dagster_server(
+    demo_home: dict, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[str, subprocess.Popen, Path]]:
     """`dagster dev` on loopback over the demo instance and warehouse, not waited for: it
     boots (half a minute) while the report is checked. Yields its URL, process and log."""
     root, home = demo_home["root"], demo_home["home"]
@@ -219,9 +248,20 @@ def dagster_server(demo_home: dict, tmp_path_factory: pytest.TempPathFactory) ->
     }
     port = free_port()
     log_path = scratch / "dagster_dev.log"
-    command = [str(Path(sys.executable).with_name("dagster")), "dev", "-w", str(settings.PROJECT_ROOT / "workspace.yaml"), "-h", "127.0.0.1", "-p", str(port)]
+    command = [
+        str(Path(sys.executable).with_name("dagster")),
+        "dev",
+        "-w",
+        str(settings.PROJECT_ROOT / "workspace.yaml"),
+        "-h",
+        "127.0.0.1",
+        "-p",
+        str(port),
+    ]
     with log_path.open("w") as log:
-        server = subprocess.Popen(command, cwd=settings.PROJECT_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        server = subprocess.Popen(
+            command, cwd=settings.PROJECT_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
     try:
         yield f"http://127.0.0.1:{port}", server, log_path
     finally:
@@ -239,7 +279,9 @@ def code_location_error(url: str) -> str | None:
     """None while the server is not ready (it answers before its code location is loaded),
     "" once the code location is loaded, and the load error when it failed."""
     request = urllib.request.Request(
-        f"{url}/graphql", data=json.dumps({"query": LOCATIONS_QUERY}).encode(), headers={"Content-Type": "application/json"}
+        f"{url}/graphql",
+        data=json.dumps({"query": LOCATIONS_QUERY}).encode(),
+        headers={"Content-Type": "application/json"},
     )
     try:
         with urllib.request.urlopen(request, timeout=5) as response:

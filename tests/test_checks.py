@@ -23,8 +23,16 @@ from dagster_project.checks import (
 
 def _histogram(sums: list[float], counts: list[int]) -> pl.DataFrame:
     return pl.DataFrame(
-        {"example_id": [0] * 3, "kind": ["attention"] * 3, "scope": ["all"] * 3, "layer": [1] * 3, "head": [1] * 3,
-         "offset": [-1, 0, 1], "weight_sum": sums, "pair_count": counts}
+        {
+            "example_id": [0] * 3,
+            "kind": ["attention"] * 3,
+            "scope": ["all"] * 3,
+            "layer": [1] * 3,
+            "head": [1] * 3,
+            "offset": [-1, 0, 1],
+            "weight_sum": sums,
+            "pair_count": counts,
+        }
     )
 
 
@@ -40,7 +48,13 @@ def test_histograms_of_a_two_token_example():
 
 
 def test_row_sums_finiteness_and_row_counts():
-    summaries = pl.DataFrame({"example_id": [0, 0, 1, 1], "row_sum_error": [1e-7, 2e-7, 1e-7, 3e-3], "entropy": [0.1, float("nan"), 0.2, 0.3]})
+    summaries = pl.DataFrame(
+        {
+            "example_id": [0, 0, 1, 1],
+            "row_sum_error": [1e-7, 2e-7, 1e-7, 3e-3],
+            "entropy": [0.1, float("nan"), 0.2, 0.3],
+        }
+    )
     assert not rows_sum_to_one(summaries).passed
     assert rows_sum_to_one(summaries.head(3)).passed
     outcome = finite(summaries, ["entropy"])
@@ -77,14 +91,23 @@ _EXAMPLES = pl.DataFrame({"example_id": [0, 1], "n_tokens": [3, 2], "max_len": [
 
 def _tokens(positions: dict[int, list[int]]) -> pl.DataFrame:
     return pl.DataFrame(
-        {"example_id": [e for e, ps in positions.items() for _ in ps], "position": [p for ps in positions.values() for p in ps]},
+        {
+            "example_id": [e for e, ps in positions.items() for _ in ps],
+            "position": [p for ps in positions.values() for p in ps],
+        },
         schema={"example_id": pl.Int64, "position": pl.Int64},
     )
 
 
 def test_tokens_match_examples():
     assert tokens_match_examples(_EXAMPLES, _tokens({0: [0, 1, 2], 1: [0, 1]})).passed
-    for bad in ({0: [0, 1], 1: [0, 1]}, {0: [0, 1, 1], 1: [0, 1]}, {0: [1, 2, 3], 1: [0, 1]}, {0: [0, 1, 2]}, {0: [0, 1, 2], 1: [0, 1], 2: [0]}):
+    for bad in (
+        {0: [0, 1], 1: [0, 1]},
+        {0: [0, 1, 1], 1: [0, 1]},
+        {0: [1, 2, 3], 1: [0, 1]},
+        {0: [0, 1, 2]},
+        {0: [0, 1, 2], 1: [0, 1], 2: [0]},
+    ):
         outcome = tokens_match_examples(_EXAMPLES, _tokens(bad))  # short, repeated, shifted, missing, orphan pieces
         assert not outcome.passed and outcome.metadata["examples_with_wrong_tokens"] == 1
     too_long = _EXAMPLES.with_columns(max_len=pl.lit(2))
@@ -93,12 +116,19 @@ def test_tokens_match_examples():
 
 
 def _words(starts: list[int | None], ends: list[int | None], example: int = 1) -> pl.DataFrame:
-    return pl.DataFrame({"example_id": [0, example], "piece_start": starts, "piece_end": ends}, schema_overrides={"piece_start": pl.Int16, "piece_end": pl.Int16})
+    return pl.DataFrame(
+        {"example_id": [0, example], "piece_start": starts, "piece_end": ends},
+        schema_overrides={"piece_start": pl.Int16, "piece_end": pl.Int16},
+    )
 
 
 def test_word_pieces_inside_example():
     assert word_pieces_inside_example(_words([1, None], [3, None]), _EXAMPLES).passed  # a word without pieces is fine
-    for bad in (_words([1, 1], [3, 3]), _words([2, 0], [2, 1]), _words([1, 0], [3, 1], example=5)):  # past n, empty, no example
+    for bad in (
+        _words([1, 1], [3, 3]),
+        _words([2, 0], [2, 1]),
+        _words([1, 0], [3, 1], example=5),
+    ):  # past n, empty, no example
         outcome = word_pieces_inside_example(bad, _EXAMPLES)
         assert not outcome.passed and outcome.metadata["words_outside_example"] == 1
 
@@ -115,13 +145,19 @@ def test_probe_scores_complete():
     scores = pl.DataFrame({"probe": ["attn", "right_branching"], "uas": [0.6, 1.0]})
     assert probe_scores_complete(scores, ["right_branching", "attn"]).passed
     assert not probe_scores_complete(scores, ["right_branching", "attn", "attn_words"]).passed
-    outcome = probe_scores_complete(scores.with_columns(uas=pl.Series([1.2, float("nan")])), ["right_branching", "attn"])
+    outcome = probe_scores_complete(
+        scores.with_columns(uas=pl.Series([1.2, float("nan")])), ["right_branching", "attn"]
+    )
     assert not outcome.passed and outcome.metadata["uas_outside_0_1"] == 2
 
 
 def test_antecedents_precede_mentions():
-    mentions = pl.DataFrame({"example_id": [0, 0, 0, 1], "mention_id": [1, 2, 3, 4], "word_start": [0, 2, 3, 0], "word_end": [2, 5, 4, 1]})
-    predictions = lambda antecedents: pl.DataFrame({"example_id": [0, 0], "mention_id": [2, 3], "antecedent_id": antecedents})  # noqa: E731
+    mentions = pl.DataFrame(
+        {"example_id": [0, 0, 0, 1], "mention_id": [1, 2, 3, 4], "word_start": [0, 2, 3, 0], "word_end": [2, 5, 4, 1]}
+    )
+    predictions = lambda antecedents: pl.DataFrame(
+        {"example_id": [0, 0], "mention_id": [2, 3], "antecedent_id": antecedents}
+    )  # noqa: E731
     assert antecedents_precede_mentions(predictions([1, 1]), mentions).passed
     for bad in ([1, 2], [3, 1], [1, 4]):  # overlapping the mention, after it, in another example
         outcome = antecedents_precede_mentions(predictions(bad), mentions)
@@ -148,10 +184,16 @@ def test_scores_in_range_allows_undefined_correlations_only():
 
 
 def _ablations(n_layers: int, n_heads: int) -> pl.DataFrame:
-    settings = [("baseline", None, None)] + [("head", l, h) for l in range(1, n_layers + 1) for h in range(1, n_heads + 1)]
+    settings = [("baseline", None, None)] + [
+        ("head", l, h) for l in range(1, n_layers + 1) for h in range(1, n_heads + 1)
+    ]
     settings += [("layer", l, None) for l in range(1, n_layers + 1)]
     return pl.DataFrame(
-        [{"kind": k, "layer": l, "head": h, "metric": m, "score": 0.5} for k, l, h in settings for m in ("accuracy", "f1")],
+        [
+            {"kind": k, "layer": l, "head": h, "metric": m, "score": 0.5}
+            for k, l, h in settings
+            for m in ("accuracy", "f1")
+        ],
         schema_overrides={"layer": pl.Int16, "head": pl.Int16},
     )
 

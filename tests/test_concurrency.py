@@ -40,7 +40,13 @@ def test_parallel_materializations_share_one_file(tiny_model_dir: Path, tmp_path
     models = [_copy_model(tiny_model_dir, tmp_path / f"model_{index}") for index in range(2)]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     writers = [
-        subprocess.Popen([sys.executable, "-c", WRITER, str(model), database], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(model), database],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
         for model in models
     ]
     snapshots = []

@@ -83,8 +83,19 @@ def test_features_from_pronoun_list_and_xpos():
     words = words.with_columns(word=pl.when(pl.col("word_index") == 9).then(pl.lit("She")).otherwise("word"))
     features = mention_features(mentions, words).sort("mention_id")
     rows = {row["mention_id"]: row for row in features.iter_rows(named=True)}
-    assert (rows[3]["head"], rows[3]["number"], rows[3]["gender"], rows[3]["person"]) == ("she", "singular", "feminine", 3)
-    assert (rows[4]["text"], rows[4]["head"], rows[4]["number"], rows[4]["gender"], rows[4]["person"]) == ("the dogs", "dogs", "plural", None, 3)
+    assert (rows[3]["head"], rows[3]["number"], rows[3]["gender"], rows[3]["person"]) == (
+        "she",
+        "singular",
+        "feminine",
+        3,
+    )
+    assert (rows[4]["text"], rows[4]["head"], rows[4]["number"], rows[4]["gender"], rows[4]["person"]) == (
+        "the dogs",
+        "dogs",
+        "plural",
+        None,
+        3,
+    )
     assert (rows[0]["number"], rows[0]["gender"], rows[0]["person"]) == ("singular", None, 3)
     assert rows[6]["text"] == "the dogs of mary"
 
@@ -101,7 +112,9 @@ def test_unlisted_pronoun_and_missing_xpos_are_unknown():
 def test_nearest_candidate_ends_before_and_starts_last():
     # "[[[John]'s] dog] barked . [It]": three candidates start at John; the one that ends
     # last (closest to It) is nearest.
-    words = pl.DataFrame({"example_id": [0] * 6, "word_index": range(6), "word": ["John", "'s", "dog", "barked", ".", "It"]})
+    words = pl.DataFrame(
+        {"example_id": [0] * 6, "word_index": range(6), "word": ["John", "'s", "dog", "barked", ".", "It"]}
+    )
     mentions = pl.DataFrame(
         {
             "example_id": [0, 0, 0, 0],

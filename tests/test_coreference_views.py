@@ -27,22 +27,39 @@ TARGETS = {
 
 
 def _hits() -> pl.DataFrame:
-    rows = [(7, word, layer, head, target) for (layer, head), picks in TARGETS.items() for word, target in picks.items()]
+    rows = [
+        (7, word, layer, head, target) for (layer, head), picks in TARGETS.items() for word, target in picks.items()
+    ]
     rows.append((7, 1, 1, 1, 0))  # a word heading no mention: ignored
     return pl.DataFrame(
-        rows, schema={"example_id": pl.Int32, "word_index": pl.Int32, "layer": pl.Int16, "head": pl.Int16, "target_word": pl.Int32}, orient="row"
+        rows,
+        schema={
+            "example_id": pl.Int32,
+            "word_index": pl.Int32,
+            "layer": pl.Int16,
+            "head": pl.Int16,
+            "target_word": pl.Int32,
+        },
+        orient="row",
     ).with_columns(word_mode=pl.lit("mean"))
 
 
 def _predictions() -> pl.DataFrame:
-    rows = [(7, mention, system, antecedent) for system, picks in EXPECTED.items() for mention, antecedent in picks.items()]
-    return pl.DataFrame(rows, schema={"example_id": pl.Int32, "mention_id": pl.Int32, "system": pl.String, "antecedent_id": pl.Int32}, orient="row")
+    rows = [
+        (7, mention, system, antecedent) for system, picks in EXPECTED.items() for mention, antecedent in picks.items()
+    ]
+    return pl.DataFrame(
+        rows,
+        schema={"example_id": pl.Int32, "mention_id": pl.Int32, "system": pl.String, "antecedent_id": pl.Int32},
+        orient="row",
+    )
 
 
 def _fill(conn: duckdb.DuckDBPyConnection, predictions: bool = True) -> None:
     mentions, words = document_frames()
     conn.execute(
-        "INSERT INTO models VALUES (?, 'org/tiny-bert', '/tmp/tiny', NULL, 'bert', 2, 4, TRUE, ?)", [MODEL, datetime(2026, 1, 1)]
+        "INSERT INTO models VALUES (?, 'org/tiny-bert', '/tmp/tiny', NULL, 'bert', 2, 4, TRUE, ?)",
+        [MODEL, datetime(2026, 1, 1)],
     )
     words = words.with_columns(segment=pl.lit(0, dtype=pl.Int8), char_start=0, char_end=0)
     tables = {"coref_mentions": mentions, "words": words, "relation_hits": _hits()}
@@ -58,7 +75,9 @@ def _accuracies(conn: duckdb.DuckDBPyConnection, view: str, key: str) -> dict[tu
 
 def test_antecedents_are_earlier_same_cluster_mentions(conn: duckdb.DuckDBPyConnection):
     _fill(conn)
-    pairs = conn.execute("SELECT mention_id, antecedent_id, antecedent_head_word FROM stg_coref_antecedents ORDER BY ALL").fetchall()
+    pairs = conn.execute(
+        "SELECT mention_id, antecedent_id, antecedent_head_word FROM stg_coref_antecedents ORDER BY ALL"
+    ).fetchall()
     assert pairs == [(3, 1, 4), (4, 1, 4), (4, 3, 9), (5, 2, 6), (7, 0, 0), (8, 1, 4), (8, 3, 9), (8, 4, 13)]
 
 
@@ -77,7 +96,9 @@ def test_head_accuracy_per_mention_type(conn: duckdb.DuckDBPyConnection):
 
 def test_clark_coreference_heads_has_best_head_and_baselines(conn: duckdb.DuckDBPyConnection):
     _fill(conn)
-    rows = conn.execute("SELECT model, corpus, system, mention_type, accuracy, n, layer, head FROM clark_coreference_heads").fetchall()
+    rows = conn.execute(
+        "SELECT model, corpus, system, mention_type, accuracy, n, layer, head FROM clark_coreference_heads"
+    ).fetchall()
     assert {row[:2] for row in rows} == {("org/tiny-bert", CORPUS)}
     table = {(system, mention_type): (round(accuracy, 6), n) for _, _, system, mention_type, accuracy, n, _, _ in rows}
     assert table == {

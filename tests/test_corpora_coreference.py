@@ -7,7 +7,15 @@ import polars as pl
 import pytest
 from transformers import AutoTokenizer
 
-from dagster_project.corpora import CORPORA, CorpusError, encode_corpus, read_conll2012, read_gap, read_ontogum, window_documents
+from dagster_project.corpora import (
+    CORPORA,
+    CorpusError,
+    encode_corpus,
+    read_conll2012,
+    read_gap,
+    read_ontogum,
+    window_documents,
+)
 
 ONTOGUM = """# newdoc id = doc_a
 # sent_id = doc_a-1
@@ -38,7 +46,16 @@ def _write(tmp_path: Path, name: str, text: str) -> Path:
 def test_nested_and_discontinuous_mentions(tmp_path: Path):
     data = read_ontogum([_write(tmp_path, "a.conllu", ONTOGUM)])
     mentions = data.annotations["coref_mentions"].sort("word_start", "word_end", descending=[False, True])
-    spans = list(zip(mentions["cluster_id"], mentions["word_start"], mentions["word_end"], mentions["head_word"], mentions["mention_type"], mentions["is_discontinuous"]))
+    spans = list(
+        zip(
+            mentions["cluster_id"],
+            mentions["word_start"],
+            mentions["word_end"],
+            mentions["head_word"],
+            mentions["mention_type"],
+            mentions["is_discontinuous"],
+        )
+    )
     assert spans == [
         ("1", 0, 1, 0, "proper", False),  # Byron
         ("2", 2, 5, 4, "nominal", False),  # [his old teacher], head "teacher"
@@ -51,10 +68,14 @@ def test_nested_and_discontinuous_mentions(tmp_path: Path):
 
 def test_unbalanced_brackets_name_file_and_line(tmp_path: Path):
     path = _write(tmp_path, "b.conllu", ONTOGUM.replace("Entity=2)", "_"))
-    with pytest.raises(CorpusError, match=rf"{path}, line 5: coreference bracket '\(2' is never closed in document doc_a"):
+    with pytest.raises(
+        CorpusError, match=rf"{path}, line 5: coreference bracket '\(2' is never closed in document doc_a"
+    ):
         read_ontogum([path])
     path = _write(tmp_path, "c.conllu", ONTOGUM.replace("Entity=(2(1)", "Entity=(1)"))
-    with pytest.raises(CorpusError, match=rf"{path}, line 7: coreference bracket '2\)' closes a mention that was never opened"):
+    with pytest.raises(
+        CorpusError, match=rf"{path}, line 7: coreference bracket '2\)' closes a mention that was never opened"
+    ):
         read_ontogum([path])
     lenient = read_ontogum([path], strict=False)
     assert len(lenient.problems) == 1 and lenient.annotations["coref_mentions"].height == 4
@@ -67,7 +88,13 @@ def test_windows_keep_whole_sentences_and_inner_mentions(tmp_path: Path, tiny_mo
     assert windows.texts["text_a"].to_list() == ["Byron met his old teacher .", "He thanked the man warmly himself"]
     assert windows.texts["group_id"].to_list() == [0, 0]
     mentions = windows.annotations["coref_mentions"].sort("example_id", "word_start")
-    assert list(zip(mentions["example_id"], mentions["word_start"], mentions["word_end"])) == [(0, 0, 1), (0, 2, 5), (0, 2, 3), (1, 0, 1), (1, 2, 6)]
+    assert list(zip(mentions["example_id"], mentions["word_start"], mentions["word_end"])) == [
+        (0, 0, 1),
+        (0, 2, 5),
+        (0, 2, 3),
+        (1, 0, 1),
+        (1, 2, 6),
+    ]
     whole = window_documents(data, tokenizer, max_len=128)
     assert whole.texts.height == 1 and whole.annotations["coref_clusters"]["n_mentions"].sort().to_list() == [2, 3]
     encoded = encode_corpus(windows, tokenizer, 10, None, 0)
@@ -89,12 +116,18 @@ bc/doc 0 1 barked VBD *) bark 01 - Speaker#1 * -
 def test_conll2012_brackets_in_the_last_column(tmp_path: Path):
     data = read_conll2012(_write(tmp_path, "x_conll", CONLL_2012))
     mentions = data.annotations["coref_mentions"].sort("word_start", "word_end", descending=[False, True])
-    assert list(zip(mentions["cluster_id"], mentions["word_start"], mentions["word_end"], mentions["mention_type"])) == [
-        ("7", 0, 1, "proper"), ("8", 2, 4, "nominal"), ("7", 2, 3, "pronoun"), ("8", 4, 5, "pronoun")
-    ]
+    assert list(
+        zip(mentions["cluster_id"], mentions["word_start"], mentions["word_end"], mentions["mention_type"])
+    ) == [("7", 0, 1, "proper"), ("8", 2, 4, "nominal"), ("7", 2, 3, "pronoun"), ("8", 4, 5, "pronoun")]
     assert data.annotations["sentences"]["word_start"].to_list() == [0, 4]
     with pytest.raises(CorpusError, match=r"line 3: expected at least 12"):
-        read_conll2012(_write(tmp_path, "bad_conll", CONLL_2012.replace("bc/doc 0 1 saw VBD * see 01 - Speaker#1 * -", "bc/doc 0 1 saw")))
+        read_conll2012(
+            _write(
+                tmp_path,
+                "bad_conll",
+                CONLL_2012.replace("bc/doc 0 1 saw VBD * see 01 - Speaker#1 * -", "bc/doc 0 1 saw"),
+            )
+        )
 
 
 GAP_HEADER = "ID\tText\tPronoun\tPronoun-offset\tA\tA-offset\tA-coref\tB\tB-offset\tB-coref\tURL\n"
@@ -106,7 +139,9 @@ def test_gap_offsets_become_word_spans(tmp_path: Path):
     data = read_gap(_write(tmp_path, "gap.tsv", GAP_HEADER + row))
     mentions = data.annotations["coref_mentions"].sort("mention_id")
     assert list(zip(mentions["role"], mentions["word_start"], mentions["word_end"], mentions["cluster_id"])) == [
-        ("pronoun", 6, 7, "P"), ("A", 0, 2, "P"), ("B", 3, 5, "B")
+        ("pronoun", 6, 7, "P"),
+        ("A", 0, 2, "P"),
+        ("B", 3, 5, "B"),
     ]
     assert mentions["gold_coref"].to_list() == [True, True, False]
     bad = row.replace(f"\t{text.index('She')}\t", "\tx\t")

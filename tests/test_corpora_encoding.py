@@ -25,12 +25,24 @@ def _bpe(pre_tokenizer, decoder_prefix: str) -> PreTrainedTokenizerFast:
     tokenizer = Tokenizer(models.BPE(unk_token="<unk>"))
     tokenizer.pre_tokenizer = pre_tokenizer
     specials = ["<s>", "<pad>", "</s>", "<unk>"]
-    trainer = trainers.BpeTrainer(vocab_size=120, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet() if decoder_prefix == "Ġ" else [])
+    trainer = trainers.BpeTrainer(
+        vocab_size=120,
+        special_tokens=specials,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet() if decoder_prefix == "Ġ" else [],
+    )
     tokenizer.train_from_iterator(TRAINING_TEXT, trainer)
     tokenizer.post_processor = processors.TemplateProcessing(
         single="<s> $A </s>", pair="<s> $A </s> </s> $B </s>", special_tokens=[("<s>", 0), ("</s>", 2)]
     )
-    return PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token="<s>", cls_token="<s>", eos_token="</s>", sep_token="</s>", pad_token="<pad>", unk_token="<unk>")
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer,
+        bos_token="<s>",
+        cls_token="<s>",
+        eos_token="</s>",
+        sep_token="</s>",
+        pad_token="<pad>",
+        unk_token="<unk>",
+    )
 
 
 TOKENIZERS = {
@@ -40,14 +52,42 @@ TOKENIZERS = {
 
 
 def _pair(text_a: str, text_b: str | None = None) -> CorpusData:
-    return CorpusData(texts=pl.DataFrame({"example_id": [7], "source_ref": ["x"], "text_a": [text_a], "text_b": [text_b]}))
+    return CorpusData(
+        texts=pl.DataFrame({"example_id": [7], "source_ref": ["x"], "text_a": [text_a], "text_b": [text_b]})
+    )
 
 
 def test_pairs_get_segments_and_token_classes(wordpiece):
     tokens = encode_corpus(_pair("The cat sat.", "It slept, well."), wordpiece, 64, 10, 0).tokens
-    assert tokens["token"].to_list() == ["[CLS]", "the", "cat", "sat", ".", "[SEP]", "it", "slept", ",", "well", ".", "[SEP]"]
+    assert tokens["token"].to_list() == [
+        "[CLS]",
+        "the",
+        "cat",
+        "sat",
+        ".",
+        "[SEP]",
+        "it",
+        "slept",
+        ",",
+        "well",
+        ".",
+        "[SEP]",
+    ]
     assert tokens["segment"].to_list() == [0] * 6 + [1] * 6
-    assert tokens["token_class"].to_list() == ["cls", "other", "other", "other", "punct", "sep", "other", "other", "punct", "other", "punct", "sep"]
+    assert tokens["token_class"].to_list() == [
+        "cls",
+        "other",
+        "other",
+        "other",
+        "punct",
+        "sep",
+        "other",
+        "other",
+        "punct",
+        "other",
+        "punct",
+        "sep",
+    ]
     assert tokens["word_index"].to_list() == [None, 0, 1, 2, 3, None, 4, 5, 6, 7, 8, None]
 
 
@@ -63,13 +103,19 @@ def test_wordpiece_alignment_covers_split_words(wordpiece):
     pieces = encoded.tokens["token"].to_list()
     for word, start, end in encoded.words.select("word", "piece_start", "piece_end").iter_rows():
         assert "".join(p.removeprefix("##") for p in pieces[start:end]) == word.lower()
-    assert encoded.words.filter(pl.col("word") == "tokenization")["piece_end"][0] - encoded.words.filter(pl.col("word") == "tokenization")["piece_start"][0] > 1
+    assert (
+        encoded.words.filter(pl.col("word") == "tokenization")["piece_end"][0]
+        - encoded.words.filter(pl.col("word") == "tokenization")["piece_start"][0]
+        > 1
+    )
 
 
 @pytest.mark.parametrize("family", sorted(TOKENIZERS))
 def test_bpe_alignment_strips_space_markers(family: str):
     tokenizer = TOKENIZERS[family]()
-    encoded = encode_corpus(_pair("The unbelievable cat sat, didn't it?", "Tokenizers split words."), tokenizer, 128, 10, 0)
+    encoded = encode_corpus(
+        _pair("The unbelievable cat sat, didn't it?", "Tokenizers split words."), tokenizer, 128, 10, 0
+    )
     pieces = encoded.tokens["token"].to_list()
     marker = "Ġ" if family.startswith("byte") else "▁"
     for word, start, end in encoded.words.select("word", "piece_start", "piece_end").iter_rows():
@@ -85,10 +131,15 @@ def test_bpe_alignment_strips_space_markers(family: str):
 
 
 def test_pre_tokenized_words_keep_their_indices(wordpiece):
-    words = pl.DataFrame({"example_id": [3, 3, 3], "segment": [0, 0, 0], "word_index": [0, 1, 2], "word": ["Byron", "didn't", "go"]}, schema_overrides={"segment": pl.Int8})
+    words = pl.DataFrame(
+        {"example_id": [3, 3, 3], "segment": [0, 0, 0], "word_index": [0, 1, 2], "word": ["Byron", "didn't", "go"]},
+        schema_overrides={"segment": pl.Int8},
+    )
     texts, words = join_words(words)
     assert texts["text_a"].to_list() == ["Byron didn't go"]
-    encoded = encode_corpus(CorpusData(texts=texts.with_columns(source_ref=pl.lit("s")), words=words), wordpiece, 64, None, 0)
+    encoded = encode_corpus(
+        CorpusData(texts=texts.with_columns(source_ref=pl.lit("s")), words=words), wordpiece, 64, None, 0
+    )
     assert encoded.words["piece_start"].to_list() == [1, 2, 5]
     assert encoded.words["piece_end"].to_list() == [2, 5, 6]
 

@@ -29,7 +29,11 @@ BLOCKS = """0\tHe\t_\t_\tB-Experiencer
 8\ttoday\t_\t_\tB-Time
 
 """
-CORE = {"Emotion_directed": ["Experiencer"], "Becoming": ["Entity", "Final_quality"], "Giving": ["Donor", "Theme", "Recipient"]}
+CORE = {
+    "Emotion_directed": ["Experiencer"],
+    "Becoming": ["Entity", "Final_quality"],
+    "Giving": ["Donor", "Theme", "Recipient"],
+}
 
 
 def _fixture(tmp_path: Path, blocks: str = BLOCKS) -> tuple[Path, Path]:
@@ -54,7 +58,10 @@ def test_links_are_filtered_like_the_paper(tmp_path: Path):
 
 
 def test_long_sentences_are_left_out(tmp_path: Path):
-    long_block = "".join(f"{i}\tw{i}\t{'x.v' if i == 0 else '_'}\t{'Giving' if i == 0 else '_'}\t{'B-Donor' if i == 5 else 'O'}\n" for i in range(13))
+    long_block = "".join(
+        f"{i}\tw{i}\t{'x.v' if i == 0 else '_'}\t{'Giving' if i == 0 else '_'}\t{'B-Donor' if i == 5 else 'O'}\n"
+        for i in range(13)
+    )
     conll, core = _fixture(tmp_path, BLOCKS + long_block + "\n")
     assert read_framenet([conll], core).texts.height == 2
 
@@ -64,7 +71,9 @@ def test_malformed_lines_name_file_and_line(tmp_path: Path):
     with pytest.raises(CorpusError, match=rf"{conll}, line 2: expected 5 tab-separated columns"):
         read_framenet([conll], core)
     conll, core = _fixture(tmp_path, BLOCKS.replace("B-Time", "Time"))
-    with pytest.raises(CorpusError, match=rf"{conll}, line 19: frame element tag 'Time' is not O, B-<name> or I-<name>"):
+    with pytest.raises(
+        CorpusError, match=rf"{conll}, line 19: frame element tag 'Time' is not O, B-<name> or I-<name>"
+    ):
         read_framenet([conll], core)
 
 

@@ -5,7 +5,15 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from dagster_project.corpora import CORPORA, CorpusError, detokenize_wikitext, read_demo_pairs, read_glue, read_wikitext_pairs, read_xnli_pairs
+from dagster_project.corpora import (
+    CORPORA,
+    CorpusError,
+    detokenize_wikitext,
+    read_demo_pairs,
+    read_glue,
+    read_wikitext_pairs,
+    read_xnli_pairs,
+)
 
 
 def test_detokenize_wikitext():
@@ -66,7 +74,11 @@ def _glue_tsv(root: Path, folder: str, text: str) -> Path:
 
 
 def test_glue_tsv_labels_by_name_and_number(tmp_path: Path):
-    _glue_tsv(tmp_path, "RTE", "index\tsentence1\tsentence2\tlabel\n0\tA man.\tA person.\tentailment\n1\tA cat.\tA dog.\tnot_entailment\n")
+    _glue_tsv(
+        tmp_path,
+        "RTE",
+        "index\tsentence1\tsentence2\tlabel\n0\tA man.\tA person.\tentailment\n1\tA cat.\tA dog.\tnot_entailment\n",
+    )
     texts = read_glue(tmp_path, "rte", "validation").texts
     assert texts["label"].to_list() == [0.0, 1.0]
     assert texts["label_text"].to_list() == ["entailment", "not_entailment"]
@@ -94,7 +106,10 @@ def test_demo_corpus_is_built_in():
 def test_real_corpora_sizes(shared_data_dir: Path):
     assert CORPORA["wiki_segments"].read(shared_data_dir).texts.height == 1567  # as counted in SOURCES.md
     assert CORPORA["xnli_en"].read(shared_data_dir).texts.height == 2490 + 5010
-    sizes = {task: read_glue(shared_data_dir, task, "validation").texts.height for task in ("mrpc", "qnli", "rte", "sst2", "stsb")}
+    sizes = {
+        task: read_glue(shared_data_dir, task, "validation").texts.height
+        for task in ("mrpc", "qnli", "rte", "sst2", "stsb")
+    }
     assert sizes == {"mrpc": 408, "qnli": 5463, "rte": 277, "sst2": 872, "stsb": 1500}
     rte = read_glue(shared_data_dir, "rte", "validation").texts
     assert set(rte["label_text"]) == {"entailment", "not_entailment"}

@@ -81,8 +81,12 @@ def test_relation_hits_are_the_word_level_argmax(encoder, demo_tokens, demo_word
     ids = demo_tokens.filter(pl.col("example_id") == example).sort("position")["token_id"].to_list()
     segments = demo_tokens.filter(pl.col("example_id") == example).sort("position")["segment"].to_list()
     with torch.inference_mode():
-        out = encoder.model(input_ids=torch.tensor([ids]), token_type_ids=torch.tensor([segments]), output_attentions=True)
-    words = demo_words.filter((pl.col("example_id") == example) & pl.col("piece_start").is_not_null()).sort("word_index")
+        out = encoder.model(
+            input_ids=torch.tensor([ids]), token_type_ids=torch.tensor([segments]), output_attentions=True
+        )
+    words = demo_words.filter((pl.col("example_id") == example) & pl.col("piece_start").is_not_null()).sort(
+        "word_index"
+    )
     layer, head = 2, 3
     piece_map = out.attentions[layer - 1][0, head - 1]
     spans = list(zip(words["piece_start"], words["piece_end"]))
@@ -90,7 +94,9 @@ def test_relation_hits_are_the_word_level_argmax(encoder, demo_tokens, demo_word
     word_map = torch.stack([to_words[start:end].mean(0) for start, end in spans])
     word_map.fill_diagonal_(-1.0)
     expected = dict(zip(words["word_index"], [words["word_index"][i] for i in word_map.argmax(-1).tolist()]))
-    hits = facts.relation_hits.filter((pl.col("example_id") == example) & (pl.col("layer") == layer) & (pl.col("head") == head))
+    hits = facts.relation_hits.filter(
+        (pl.col("example_id") == example) & (pl.col("layer") == layer) & (pl.col("head") == head)
+    )
     assert dict(zip(hits["word_index"], hits["target_word"])) == expected
 
 
@@ -103,7 +109,9 @@ def test_head_distances_sum_over_batches(encoder, demo_tokens):
     keys = ["layer_a", "head_a", "layer_b", "head_b"]
     # float32 row entropies (~ln n each, summed over ~250 rows) minus their mixture: the
     # difference keeps about 1e-5 absolute precision
-    assert ((whole.sort(keys)["js_sum"] - split.sort(keys)["js_sum"]).abs() <= 1e-3 * whole.sort(keys)["js_sum"] + 2e-5).all()
+    assert (
+        (whole.sort(keys)["js_sum"] - split.sort(keys)["js_sum"]).abs() <= 1e-3 * whole.sort(keys)["js_sum"] + 2e-5
+    ).all()
     # JS is at most ln 2 per token.
     assert 0 < whole["js_sum"].max() <= math.log(2) * demo_tokens.height
 
@@ -113,7 +121,9 @@ def _example_maps(encoder, demo_tokens: pl.DataFrame, example: int) -> torch.Ten
     rows = demo_tokens.filter(pl.col("example_id") == example).sort("position")
     with torch.inference_mode():
         out = encoder.model(
-            input_ids=torch.tensor([rows["token_id"].to_list()]), token_type_ids=torch.tensor([rows["segment"].to_list()]), output_attentions=True
+            input_ids=torch.tensor([rows["token_id"].to_list()]),
+            token_type_ids=torch.tensor([rows["segment"].to_list()]),
+            output_attentions=True,
         )
     return torch.stack(out.attentions)[:, 0]
 
@@ -153,11 +163,15 @@ def test_pattern_column_and_received_attention(encoder, demo_tokens):
 
 
 def test_feature_pairs_are_word_level_means_over_pairs(encoder, demo_tokens, flagged_words):
-    facts = extract_attention_facts(encoder, demo_tokens, batch_tokens=256, words=flagged_words, relation_hits=False, received=True)
+    facts = extract_attention_facts(
+        encoder, demo_tokens, batch_tokens=256, words=flagged_words, relation_hits=False, received=True
+    )
     assert facts.relation_hits.is_empty()
     example = int(demo_tokens["example_id"].min())
     maps = _example_maps(encoder, demo_tokens, example)
-    words = flagged_words.filter((pl.col("example_id") == example) & pl.col("piece_start").is_not_null()).sort("word_index")
+    words = flagged_words.filter((pl.col("example_id") == example) & pl.col("piece_start").is_not_null()).sort(
+        "word_index"
+    )
     spans = dict(zip(words["word_index"], zip(words["piece_start"], words["piece_end"])))
     segment = dict(zip(words["word_index"], words["segment"]))
 
@@ -174,7 +188,10 @@ def test_feature_pairs_are_word_level_means_over_pairs(encoder, demo_tokens, fla
         return sum(values) / len(values), len(values)
 
     rows = facts.feature_pair_attention.filter(pl.col("example_id") == example)
-    for pair, (source, target) in {"verb_subject": ("is_verb", "is_subject"), "noun_pronoun": ("is_noun", "is_pronoun")}.items():
+    for pair, (source, target) in {
+        "verb_subject": ("is_verb", "is_subject"),
+        "noun_pronoun": ("is_noun", "is_pronoun"),
+    }.items():
         row = rows.filter((pl.col("pair") == pair) & (pl.col("layer") == 2) & (pl.col("head") == 3)).row(0, named=True)
         mean, count = expected(2, 3, source, target)
         assert row["pairs"] == count > 0
@@ -183,7 +200,9 @@ def test_feature_pairs_are_word_level_means_over_pairs(encoder, demo_tokens, fla
 
 def test_frame_link_max_over_both_directions(encoder, demo_tokens, demo_words):
     example = int(demo_tokens["example_id"].min())
-    links = pl.DataFrame({"example_id": [example], "target_start": [0], "target_end": [1], "element_start": [2], "element_end": [4]})
+    links = pl.DataFrame(
+        {"example_id": [example], "target_start": [0], "target_end": [1], "element_start": [2], "element_end": [4]}
+    )
     facts = extract_attention_facts(encoder, demo_tokens, words=demo_words, frame_links=links)
     assert facts.frame_link_attention.height == TINY_LAYERS * TINY_HEADS
     words = demo_words.filter(pl.col("example_id") == example).sort("word_index")
@@ -199,16 +218,26 @@ def test_frame_link_max_over_both_directions(encoder, demo_tokens, demo_words):
 def test_pattern_example_maps_are_cropped_maps_of_their_class(encoder, demo_tokens):
     facts = extract_attention_facts(encoder, demo_tokens, pattern_examples=2)
     maps = facts.pattern_example_maps
-    per_class = maps.group_by("pattern").agg(examples=pl.col("example_id").n_unique(), heads=pl.struct("example_id", "layer", "head").n_unique())
-    assert per_class.height >= 1 and (per_class["examples"] <= 2).all() and (per_class["examples"] == per_class["heads"]).all()
+    per_class = maps.group_by("pattern").agg(
+        examples=pl.col("example_id").n_unique(), heads=pl.struct("example_id", "layer", "head").n_unique()
+    )
+    assert (
+        per_class.height >= 1
+        and (per_class["examples"] <= 2).all()
+        and (per_class["examples"] == per_class["heads"]).all()
+    )
     lengths = demo_tokens.group_by("example_id").len()
     sizes = maps.group_by("pattern", "example_id").len().join(lengths, on="example_id")
     assert (sizes["len"] == sizes["len_right"] ** 2).all()
     chosen = maps.row(0, named=True)
     summary = facts.head_summaries.filter(
-        (pl.col("example_id") == chosen["example_id"]) & (pl.col("layer") == chosen["layer"]) & (pl.col("head") == chosen["head"])
+        (pl.col("example_id") == chosen["example_id"])
+        & (pl.col("layer") == chosen["layer"])
+        & (pl.col("head") == chosen["head"])
     )
     assert summary["pattern"][0] == chosen["pattern"]
-    cells = maps.filter((pl.col("example_id") == chosen["example_id"]) & (pl.col("pattern") == chosen["pattern"])).sort("query", "key")
+    cells = maps.filter((pl.col("example_id") == chosen["example_id"]) & (pl.col("pattern") == chosen["pattern"])).sort(
+        "query", "key"
+    )
     expected = _example_maps(encoder, demo_tokens, chosen["example_id"])[chosen["layer"] - 1, chosen["head"] - 1]
     assert torch.allclose(torch.tensor(cells["attention"].to_numpy()), expected.reshape(-1), atol=1e-6)

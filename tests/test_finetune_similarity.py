@@ -32,7 +32,11 @@ def test_only_the_changed_layer_moves(encoder, demo_tokens):
     example = int(demo_tokens["example_id"].min())
     rows = demo_tokens.filter(pl.col("example_id") == example).sort("position")
     with torch.inference_mode():
-        maps = encoder.model(input_ids=torch.tensor([rows["token_id"].to_list()]), token_type_ids=torch.tensor([rows["segment"].to_list()]), output_attentions=True).attentions[1][0]
+        maps = encoder.model(
+            input_ids=torch.tensor([rows["token_id"].to_list()]),
+            token_type_ids=torch.tensor([rows["segment"].to_list()]),
+            output_attentions=True,
+        ).attentions[1][0]
     n = rows.height
     expected = maps.sum((-2, -1)) / (n * maps.square().sum((-2, -1)).sqrt())
     got = cosines.filter((pl.col("example_id") == example) & (pl.col("layer") == 2)).sort("head")["cosine"].to_numpy()

@@ -57,7 +57,12 @@ def test_task_heads():
 
 def test_task_data_joins_labels_and_pads():
     tokens = pl.DataFrame(
-        {"example_id": [7, 7, 7, 3, 3], "position": [1, 0, 2, 1, 0], "token_id": [11, 10, 12, 21, 20], "segment": [0, 0, 1, 0, 0]}
+        {
+            "example_id": [7, 7, 7, 3, 3],
+            "position": [1, 0, 2, 1, 0],
+            "token_id": [11, 10, 12, 21, 20],
+            "segment": [0, 0, 1, 0, 0],
+        }
     )
     data = task_data(tokens, pl.DataFrame({"example_id": [3, 7], "label": [0.0, 1.0]}), "glue_rte")
     assert data.example_ids == [3, 7]
@@ -77,7 +82,9 @@ def test_fine_tuning_moves_the_loss_down_and_is_seeded(tiny_model_dir: Path):
     recipe = Recipe(learning_rate=1e-2, batch_size=16, epochs=10, max_steps=30, seed=3, warmup_ratio=0.0)
     seen = []
     model = build_classifier(str(tiny_model_dir), "sst2", "pretrained", seed=3)
-    log = fine_tune(model, data, recipe, 0, True, progress=lambda step, steps, loss, seconds: seen.append((step, steps)))
+    log = fine_tune(
+        model, data, recipe, 0, True, progress=lambda step, steps, loss, seconds: seen.append((step, steps))
+    )
     assert log.steps == 30 and len(log.losses) == 30 and seen[-1] == (30, 30)
     assert log.losses[0] == pytest.approx(math.log(2), abs=0.01)  # chance at the start
     assert max(log.losses[-5:]) < 0.1
@@ -110,7 +117,9 @@ def test_checkpoint_round_trip(tiny_model_dir: Path, tmp_path: Path):
     model = build_classifier(str(tiny_model_dir), "rte", "pretrained", seed=0)
     log = fine_tune(model, _toy_task(8), Recipe(batch_size=4, epochs=1), 0, True)
     record = recipe_record(Recipe(batch_size=4, epochs=1), str(tiny_model_dir), "rte", log)
-    folder = save_checkpoint(model, AutoTokenizer.from_pretrained(tiny_model_dir), tmp_path / "finetuned" / "tiny--rte", record)
+    folder = save_checkpoint(
+        model, AutoTokenizer.from_pretrained(tiny_model_dir), tmp_path / "finetuned" / "tiny--rte", record
+    )
     assert json.loads((folder / "recipe.json").read_text())["steps"] == 2
     encoder = AutoModel.from_pretrained(folder)  # attention analyses load the encoder part
     assert torch.equal(encoder.state_dict()["pooler.dense.weight"], model.state_dict()["bert.pooler.dense.weight"])
@@ -120,10 +129,11 @@ def test_checkpoint_round_trip(tiny_model_dir: Path, tmp_path: Path):
 def test_minilm_rte_slice(shared_data_dir: Path):
     """Real data end to end through the pure functions (~16 s on 2 busy cores): 64 RTE train
     pairs, 4 steps; baseline, one head and one layer disabled on 8 validation pairs."""
+    from transformers import AutoTokenizer
+
     from dagster_project.corpora import read_glue
     from dagster_project.corpora.encoding import encode_corpus
     from dagster_project.models import DEFAULT_MODEL, resolve_source
-    from transformers import AutoTokenizer
 
     path = resolve_source(DEFAULT_MODEL)[0]
     tokenizer = AutoTokenizer.from_pretrained(path)

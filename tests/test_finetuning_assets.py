@@ -42,21 +42,52 @@ def test_finetune_and_ablation_assets(tiny_model_dir: Path, tmp_path: Path, monk
     _toy_rte(glue, "train", 24)
     _toy_rte(glue, "validation", 10)
     warehouse = DuckDBResource(database=str(tmp_path / "warehouse.duckdb"))
-    resources = {"warehouse": warehouse, "data_dir": DataDirectory(path=str(tmp_path / "data")), "chart_folder": ChartFolder(path=str(tmp_path / "charts"))}
+    resources = {
+        "warehouse": warehouse,
+        "data_dir": DataDirectory(path=str(tmp_path / "data")),
+        "chart_folder": ChartFolder(path=str(tmp_path / "charts")),
+    }
     instance = DagsterInstance.ephemeral()
     base = register_model(str(tiny_model_dir), instance, warehouse).model_id
     assert materialize([warehouse_views], instance=instance, resources=resources).success
-    ablation_charts = [chart for chart, spec in zip(chart_assets, CHARTS) if spec.view.startswith("kovaleva_") and "ablation" in spec.view]
+    ablation_charts = [
+        chart
+        for chart, spec in zip(chart_assets, CHARTS)
+        if spec.view.startswith("kovaleva_") and "ablation" in spec.view
+    ]
     selection = AssetSelection.assets(
-        corpus_assets_by_name["glue_rte_train"], corpus_assets_by_name["glue_rte"], finetuned_assets_by_task["rte"], ablation_assets_by_task["rte"],
-        similarity_assets_by_task["rte"], *ablation_charts,
+        corpus_assets_by_name["glue_rte_train"],
+        corpus_assets_by_name["glue_rte"],
+        finetuned_assets_by_task["rte"],
+        ablation_assets_by_task["rte"],
+        similarity_assets_by_task["rte"],
+        *ablation_charts,
     )
-    run_config = {"ops": {"finetuned_rte": {"config": {"batch_size": 8, "max_steps": 2, "learning_rate": 1e-3}}, "rte_ablation": {"config": {"batch_tokens": 64}}}}
-    result = materialize(all_assets, selection=selection, partition_key=base, instance=instance, resources=resources, run_config=run_config)
+    run_config = {
+        "ops": {
+            "finetuned_rte": {"config": {"batch_size": 8, "max_steps": 2, "learning_rate": 1e-3}},
+            "rte_ablation": {"config": {"batch_tokens": 64}},
+        }
+    }
+    result = materialize(
+        all_assets,
+        selection=selection,
+        partition_key=base,
+        instance=instance,
+        resources=resources,
+        run_config=run_config,
+    )
     assert result.success
-    checks = {(check.asset_key.to_user_string(), check.check_name): check.passed for check in result.get_asset_check_evaluations()}
+    checks = {
+        (check.asset_key.to_user_string(), check.check_name): check.passed
+        for check in result.get_asset_check_evaluations()
+    }
     assert checks == {
-        **{(f"{corpus}_examples", name): True for corpus in ("glue_rte_train", "glue_rte") for name in ("tokens_match_examples", "word_pieces_inside_example")},
+        **{
+            (f"{corpus}_examples", name): True
+            for corpus in ("glue_rte_train", "glue_rte")
+            for name in ("tokens_match_examples", "word_pieces_inside_example")
+        },
         ("finetuned_rte", "scores_in_range"): True,
         ("rte_ablation", "scores_in_range"): True,
         ("rte_ablation", "ablation_settings_complete"): True,
@@ -83,12 +114,22 @@ def test_finetune_and_ablation_assets(tiny_model_dir: Path, tmp_path: Path, monk
     assert 100 * baseline["score"][0] == pytest.approx(tuned["score"][0])
     assert heads.height == TINY_LAYERS * TINY_HEADS and layers.height == TINY_LAYERS
     assert set(heads["tuned_model_id"]) == {tuned_id}
-    assert heads.select((pl.col("score") - pl.col("baseline_score") - pl.col("delta_vs_baseline")).abs().max()).item() < 1e-9
+    assert (
+        heads.select((pl.col("score") - pl.col("baseline_score") - pl.col("delta_vs_baseline")).abs().max()).item()
+        < 1e-9
+    )
     assert (tmp_path / "charts").is_dir()
 
     # a run of one setting replaces its rows and keeps the others'
     again = {"ops": {"finetuned_rte": {"config": {"settings": ["pretrained"], "seed": 1}}}}
-    assert materialize(all_assets, selection=AssetSelection.assets(finetuned_assets_by_task["rte"]), partition_key=base, instance=instance, resources=resources, run_config=again).success
+    assert materialize(
+        all_assets,
+        selection=AssetSelection.assets(finetuned_assets_by_task["rte"]),
+        partition_key=base,
+        instance=instance,
+        resources=resources,
+        run_config=again,
+    ).success
     with duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True) as conn:
         rerun = conn.table("task_scores").pl().sort("setting")
     assert rerun["setting"].to_list() == ["pretrained", "pretrained_finetuned", "random_init_finetuned"]

@@ -104,7 +104,11 @@ def test_masking_follows_bert_pretraining(tokenizer):
     assert per_example == [2, 1] * 200
     assert set(predicted["token_class"]) <= {"other", "punct"}  # never [CLS] or [SEP]
     assert (predicted["label"] == predicted["token_id"]).all()
-    assert joined.filter(pl.col("label") == IGNORE_LABEL).select((pl.col("token_id") == pl.col("token_id_in")).all()).item()
+    assert (
+        joined.filter(pl.col("label") == IGNORE_LABEL)
+        .select((pl.col("token_id") == pl.col("token_id_in")).all())
+        .item()
+    )
     share_masked = (predicted["token_id_in"] == tokenizer.mask_token_id).mean()
     share_kept = (predicted["token_id_in"] == predicted["token_id"]).mean()
     assert 0.75 < share_masked < 0.85 and 0.06 < share_kept < 0.14  # 80% / 10% kept, 600 draws
@@ -158,7 +162,10 @@ def test_vectorized_sums_match_brute_force(tiny_mlm_dir: Path, tokenizer):
     batch = next(length_batches(masked, 0, 4096, True))
     assert len(batch.example_ids) == 2  # one padded batch
     labels = torch.nn.utils.rnn.pad_sequence(
-        [torch.tensor(masked.filter(pl.col("example_id") == int(e)).sort("position")["label"].to_list()) for e in batch.example_ids],
+        [
+            torch.tensor(masked.filter(pl.col("example_id") == int(e)).sort("position")["label"].to_list())
+            for e in batch.example_ids
+        ],
         batch_first=True,
         padding_value=IGNORE_LABEL,
     )
@@ -178,7 +185,9 @@ def test_vectorized_sums_match_brute_force(tiny_mlm_dir: Path, tokenizer):
     # Each example's gradients are its own: the shorter, padded example alone gives the same.
     short = int(masks.valid.sum(-1).argmin())
     alone = next(length_batches(masked.filter(pl.col("example_id") == int(batch.example_ids[short])), 0, 4096, True))
-    alone_gradients = attention_gradients(loss_model.model, alone.inputs, labels[short : short + 1, : alone.inputs["input_ids"].shape[1]], MASKED_LM)
+    alone_gradients = attention_gradients(
+        loss_model.model, alone.inputs, labels[short : short + 1, : alone.inputs["input_ids"].shape[1]], MASKED_LM
+    )
     n = alone.inputs["input_ids"].shape[1]
     torch.testing.assert_close(alone_gradients[0], gradients[short, :, :, :n, :n], rtol=1e-4, atol=1e-9)
 
@@ -190,9 +199,13 @@ def test_masked_lm_rows_per_layer_and_target_type(tiny_mlm_dir: Path, tokenizer)
     assert rows.height == 2 * TINY_LAYERS * TINY_HEADS * 3  # both examples have [SEP], punctuation, other
     assert rows["grad_sum"].is_finite().all() and (rows["grad_sum"] > 0).all()
     # Example 0: 18 pieces, 2 of them [SEP]; every (query, key) weight counted once.
-    counts = rows.filter((pl.col("example_id") == 0) & (pl.col("layer") == 1) & (pl.col("head") == 1)).sort("target_type")
+    counts = rows.filter((pl.col("example_id") == 0) & (pl.col("layer") == 1) & (pl.col("head") == 1)).sort(
+        "target_type"
+    )
     assert counts["weight_count"].sum() == 18 * 18 and counts["weight_count"][0] == 18 * 2
-    per_layer = rows.group_by("layer", "target_type").agg(magnitude=pl.col("grad_sum").sum() / pl.col("weight_count").sum())
+    per_layer = rows.group_by("layer", "target_type").agg(
+        magnitude=pl.col("grad_sum").sum() / pl.col("weight_count").sum()
+    )
     assert per_layer.height == TINY_LAYERS * len(TARGET_TYPES)
     assert per_layer["magnitude"].is_finite().all() and (per_layer["magnitude"] > 0).all()
 
@@ -207,7 +220,9 @@ def test_sequence_classification_uses_the_labels(tiny_classifier_dir: Path, toke
     assert facts.n_examples == 2 and set(facts.rows["example_id"]) == {0, 2}
     assert facts.rows["grad_sum"].is_finite().all() and (facts.rows["grad_sum"] > 0).all()
     # Another label changes the loss, so the gradients.
-    relabelled = extract_grad_importance(loss_model, _tokens(tokenizer, PAIRS * 2), seed=0, labels=labels.with_columns(label=pl.lit(1, dtype=pl.Int64)))
+    relabelled = extract_grad_importance(
+        loss_model, _tokens(tokenizer, PAIRS * 2), seed=0, labels=labels.with_columns(label=pl.lit(1, dtype=pl.Int64))
+    )
     assert not relabelled.rows["grad_sum"].equals(facts.rows["grad_sum"])
     with pytest.raises(ValueError, match="example 1 has label 3.0"):
         check_labels(pl.DataFrame({"example_id": [0, 1], "label": [0.0, 3.0]}), CLASSIFICATION, 3, "demo")
@@ -233,7 +248,9 @@ def _materialize(model_dir: Path, resources: dict) -> tuple[dict, duckdb.DuckDBP
     assert materialize([warehouse_views], instance=instance, resources=resources).success
     # The asset depends on wiki_segments_examples only, so the demo corpus goes first.
     corpus = AssetSelection.assets(encoder_model, corpus_assets_by_name["demo"])
-    assert materialize(all_assets, selection=corpus, partition_key=spec.model_id, instance=instance, resources=resources).success
+    assert materialize(
+        all_assets, selection=corpus, partition_key=spec.model_id, instance=instance, resources=resources
+    ).success
     result = materialize(
         all_assets,
         selection=AssetSelection.assets(grad_importance, chart_assets_by_name["clark_fig3_grad_importance"]),
@@ -243,7 +260,10 @@ def _materialize(model_dir: Path, resources: dict) -> tuple[dict, duckdb.DuckDBP
         run_config={"ops": {"grad_importance": {"config": {"corpus": "demo", "max_examples": 3}}}},
     )
     assert result.success
-    metadata = {node: result.asset_materializations_for_node(node)[0].metadata for node in ("grad_importance", "clark_fig3_grad_importance")}
+    metadata = {
+        node: result.asset_materializations_for_node(node)[0].metadata
+        for node in ("grad_importance", "clark_fig3_grad_importance")
+    }
     return metadata, duckdb.connect(resources["warehouse"].database, read_only=True), spec.model_id
 
 
@@ -287,6 +307,11 @@ def test_view_divides_pooled_sums(conn: duckdb.DuckDBPyConnection, tiny_model_di
         }
     )
     replace_partition(conn, {"grad_importance": rows}, spec.model_id, "demo")
-    view = conn.execute("SELECT model, layer, target_type, grad_magnitude, n_examples, n_weights FROM clark_grad_importance ORDER BY layer").fetchall()
+    view = conn.execute(
+        "SELECT model, layer, target_type, grad_magnitude, n_examples, n_weights FROM clark_grad_importance ORDER BY layer"
+    ).fetchall()
     # Layer 1 [SEP]: (1 + 2 + 6) / (10 + 10 + 20) = 0.225 over 2 examples; layer 2 other: 0.5 / 5.
-    assert view == [(str(tiny_model_dir), 1, "sep", pytest.approx(0.225), 2, 40), (str(tiny_model_dir), 2, "other", pytest.approx(0.1), 1, 5)]
+    assert view == [
+        (str(tiny_model_dir), 1, "sep", pytest.approx(0.225), 2, 40),
+        (str(tiny_model_dir), 2, "other", pytest.approx(0.1), 1, 5),
+    ]

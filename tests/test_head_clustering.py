@@ -18,7 +18,9 @@ from dagster_project.models import ModelSpec
 from dagster_project.warehouse import apply_views, partition_rows, replace_partition, upsert_model
 
 
-def _random_maps(lengths: list[int], layers: int, heads: int, width: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+def _random_maps(
+    lengths: list[int], layers: int, heads: int, width: int, seed: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Random attention rows over each example's real keys; padded query rows hold junk that must be ignored."""
     generator = torch.Generator().manual_seed(seed)
     valid = torch.arange(width)[None, :] < torch.tensor(lengths)[:, None]
@@ -85,7 +87,14 @@ def test_distance_rows_number_heads_from_one_per_unordered_pair() -> None:
 
 def test_distance_matrix_is_the_mean_per_token_in_either_order() -> None:
     rows = pl.DataFrame(
-        {"layer_a": [1, 2, 2, 1], "head_a": [1, 1, 1, 2], "layer_b": [1, 1, 1, 2], "head_b": [2, 1, 2, 1], "js_sum": [4.0, 8.0, 6.0, 6.0], "tokens": [8] * 4}
+        {
+            "layer_a": [1, 2, 2, 1],
+            "head_a": [1, 1, 1, 2],
+            "layer_b": [1, 1, 1, 2],
+            "head_b": [2, 1, 2, 1],
+            "js_sum": [4.0, 8.0, 6.0, 6.0],
+            "tokens": [8] * 4,
+        }
     )  # (2,1)-(1,2) appears in both orders
     distances = distance_matrix(rows)
     assert distances.heads.rows() == [(1, 1), (1, 2), (2, 1)]
@@ -93,7 +102,16 @@ def test_distance_matrix_is_the_mean_per_token_in_either_order() -> None:
 
 
 def test_distance_matrix_rejects_missing_pairs() -> None:
-    rows = pl.DataFrame({"layer_a": [1, 1], "head_a": [1, 1], "layer_b": [1, 2], "head_b": [2, 1], "js_sum": [1.0, 1.0], "tokens": [1, 1]})
+    rows = pl.DataFrame(
+        {
+            "layer_a": [1, 1],
+            "head_a": [1, 1],
+            "layer_b": [1, 2],
+            "head_b": [2, 1],
+            "js_sum": [1.0, 1.0],
+            "tokens": [1, 1],
+        }
+    )
     with pytest.raises(ValueError, match="lacks 1 of their pairs"):
         distance_matrix(rows)
 
@@ -123,7 +141,9 @@ def warehouse(tmp_path: Path) -> DuckDBResource:
 def _materialize_head_mds(warehouse: DuckDBResource, model_id: str) -> bool:
     instance = DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("models", [model_id])
-    return materialize([head_mds], partition_key=model_id, instance=instance, resources={"warehouse": warehouse}).success
+    return materialize(
+        [head_mds], partition_key=model_id, instance=instance, resources={"warehouse": warehouse}
+    ).success
 
 
 def test_head_mds_asset_embeds_the_heads_at_their_distances(warehouse: DuckDBResource) -> None:
@@ -131,8 +151,12 @@ def test_head_mds_asset_embeds_the_heads_at_their_distances(warehouse: DuckDBRes
     corners = np.array([[0.0, 0.0], [3.0, 0.0], [0.0, 4.0], [3.0, 4.0]])
     js_sums = torch.from_numpy(squareform(pdist(corners)) * 10)
     with warehouse.get_connection() as conn:
-        replace_partition(conn, {"head_distances": distance_rows(js_sums, tokens=10, heads=2)}, "org--m", "wiki_segments")
-        upsert_model(conn, ModelSpec("org--m", "org/m", "/m", "r", "bert", n_layers=2, n_heads=2, takes_token_types=True))
+        replace_partition(
+            conn, {"head_distances": distance_rows(js_sums, tokens=10, heads=2)}, "org--m", "wiki_segments"
+        )
+        upsert_model(
+            conn, ModelSpec("org--m", "org/m", "/m", "r", "bert", n_layers=2, n_heads=2, takes_token_types=True)
+        )
     assert _materialize_head_mds(warehouse, "org--m")
     with warehouse.get_connection() as conn:
         rows = partition_rows(conn, "head_mds", "org--m", "wiki_segments").sort("layer", "head")
@@ -147,7 +171,9 @@ def test_head_mds_asset_without_distances_says_what_to_materialize(warehouse: Du
 
 
 def test_chart_colors_heads_by_layer() -> None:
-    rows = pl.DataFrame({"model": ["m"] * 2, "layer": [1, 2], "head": [3, 1], "x": [0.0, 1.0], "y": [0.5, 0.0], "stress": [0.1, 0.1]})
+    rows = pl.DataFrame(
+        {"model": ["m"] * 2, "layer": [1, 2], "head": [3, 1], "x": [0.0, 1.0], "y": [0.5, 0.0], "stress": [0.1, 0.1]}
+    )
     spec = clark_head_mds_chart(rows, "m on wiki_segments").to_dict()
     assert spec["encoding"]["color"]["field"] == "layer"
     assert [row["layer_head"] for row in next(iter(spec["datasets"].values()))] == ["1-3", "2-1"]

@@ -12,10 +12,19 @@ SPEC = ModelSpec("org--m", "org/m", "/x", "r1", "bert", 2, 1, True)
 def test_head_distances_view_has_both_orders_and_the_mean_per_token(conn: duckdb.DuckDBPyConnection) -> None:
     upsert_model(conn, SPEC)
     distances = pl.DataFrame(
-        {"layer_a": [1, 1, 2], "head_a": [1, 1, 1], "layer_b": [2, 2, 1], "head_b": [1, 2, 1], "js_sum": [6.0, 3.0, 6.0], "tokens": [4, 4, 4]}
+        {
+            "layer_a": [1, 1, 2],
+            "head_a": [1, 1, 1],
+            "layer_b": [2, 2, 1],
+            "head_b": [1, 2, 1],
+            "js_sum": [6.0, 3.0, 6.0],
+            "tokens": [4, 4, 4],
+        }
     )  # (1,1)-(2,1) is stored in both orders: the view keeps one row per order
     replace_partition(conn, {"head_distances": distances}, "org--m", "wiki_segments")
-    rows = partition_rows(conn, "clark_head_distances", "org--m", "wiki_segments").sort("layer_a", "head_a", "layer_b", "head_b")
+    rows = partition_rows(conn, "clark_head_distances", "org--m", "wiki_segments").sort(
+        "layer_a", "head_a", "layer_b", "head_b"
+    )
     assert rows.select("model", "layer_a", "head_a", "layer_b", "head_b", "js", "js_sum", "tokens").rows() == [
         ("org/m", 1, 1, 2, 1, 1.5, 6.0, 4),
         ("org/m", 1, 1, 2, 2, 0.75, 3.0, 4),
@@ -26,9 +35,18 @@ def test_head_distances_view_has_both_orders_and_the_mean_per_token(conn: duckdb
 
 def test_head_mds_view_names_the_model(conn: duckdb.DuckDBPyConnection) -> None:
     upsert_model(conn, SPEC)
-    embedding = pl.DataFrame({"layer": [1, 2], "head": [1, 1], "x": [-0.5, 0.5], "y": [0.0, 0.25], "stress": [0.01, 0.01]})
+    embedding = pl.DataFrame(
+        {"layer": [1, 2], "head": [1, 1], "x": [-0.5, 0.5], "y": [0.0, 0.25], "stress": [0.01, 0.01]}
+    )
     replace_partition(conn, {"head_mds": embedding}, "org--m", "wiki_segments")
     replace_partition(conn, {"head_mds": embedding.head(1)}, "org--m", "demo")
     rows = partition_rows(conn, "clark_head_mds", "org--m", "wiki_segments").sort("layer")
-    assert rows.select("model", "layer", "head", "x", "y", "stress").rows() == [("org/m", 1, 1, -0.5, 0.0, 0.01), ("org/m", 2, 1, 0.5, 0.25, 0.01)]
-    assert partition_rows(conn, "clark_head_mds", "org--m")["corpus"].sort().to_list() == ["demo", "wiki_segments", "wiki_segments"]
+    assert rows.select("model", "layer", "head", "x", "y", "stress").rows() == [
+        ("org/m", 1, 1, -0.5, 0.0, 0.01),
+        ("org/m", 2, 1, 0.5, 0.25, 0.01),
+    ]
+    assert partition_rows(conn, "clark_head_mds", "org--m")["corpus"].sort().to_list() == [
+        "demo",
+        "wiki_segments",
+        "wiki_segments",
+    ]

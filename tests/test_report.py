@@ -25,8 +25,12 @@ def test_charts_are_grouped_by_the_paper_of_their_figure():
 
 
 def test_headline_table_aggregates_heads_per_layer():
-    rows = pl.DataFrame({"layer": [1, 1, 2, 2], "head": [1, 2, 1, 2], "to_sep": [0.2, 0.7, 0.4, 0.1], "to_cls": [0.5, 0.1, 0.3, 0.3]})
-    data = ReportData(pl.DataFrame({"model_id": [SPEC.model_id]}), {(SPEC.model_id, "clark_fig2_special_tokens"): ("demo", rows)})
+    rows = pl.DataFrame(
+        {"layer": [1, 1, 2, 2], "head": [1, 2, 1, 2], "to_sep": [0.2, 0.7, 0.4, 0.1], "to_cls": [0.5, 0.1, 0.3, 0.3]}
+    )
+    data = ReportData(
+        pl.DataFrame({"model_id": [SPEC.model_id]}), {(SPEC.model_id, "clark_fig2_special_tokens"): ("demo", rows)}
+    )
     headlines = [headline for headline in HEADLINES if headline.chart == "clark_fig2_special_tokens"]
     table = headline_table(data, headlines, SPEC.model_id)
     assert table.rows() == [(1, 0.7, 0.5), (2, 0.4, 0.3)]
@@ -34,7 +38,9 @@ def test_headline_table_aggregates_heads_per_layer():
     assert headline_table(data, headlines, "other-model") is None
 
 
-def test_report_command_writes_pages_with_what_to_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture):
+def test_report_command_writes_pages_with_what_to_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+):
     warehouse = tmp_path / "warehouse.duckdb"
     monkeypatch.setenv("ATTN_WAREHOUSE", str(warehouse))
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster"))

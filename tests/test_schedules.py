@@ -24,14 +24,18 @@ def instance() -> DagsterInstance:
 
 def with_code_version(assets: list, name: str, code_version: str) -> list:
     return [
-        item.map_asset_specs(lambda spec: spec.replace_attributes(code_version=code_version) if spec.key == AssetKey(name) else spec)
+        item.map_asset_specs(
+            lambda spec: spec.replace_attributes(code_version=code_version) if spec.key == AssetKey(name) else spec
+        )
         if hasattr(item, "map_asset_specs")
         else item
         for item in assets
     ]
 
 
-def test_a_new_code_version_makes_only_that_asset_stale(instance: DagsterInstance, tmp_path: Path, tiny_model_dir: Path) -> None:
+def test_a_new_code_version_makes_only_that_asset_stale(
+    instance: DagsterInstance, tmp_path: Path, tiny_model_dir: Path
+) -> None:
     resources = {
         "warehouse": DuckDBResource(database=str(tmp_path / "warehouse.duckdb")),
         "data_dir": DataDirectory(path=str(tmp_path / "no-data")),
@@ -53,10 +57,17 @@ def test_a_new_code_version_makes_only_that_asset_stale(instance: DagsterInstanc
 
     # A stale view file goes first, alone: the per-model runs wait for the next tick.
     views_edited = with_code_version(edited, "warehouse_views", "new-sql")
-    assert refresh_plan(instance, AssetGraph.from_assets(views_edited)).selections == {None: [AssetKey("warehouse_views")]}
+    assert refresh_plan(instance, AssetGraph.from_assets(views_edited)).selections == {
+        None: [AssetKey("warehouse_views")]
+    }
 
 
-@asset(key="wiki_segments_examples", deps=[corpus_files_key("wiki_segments")], partitions_def=model_partitions, code_version="1")
+@asset(
+    key="wiki_segments_examples",
+    deps=[corpus_files_key("wiki_segments")],
+    partitions_def=model_partitions,
+    code_version="1",
+)
 def wiki_examples() -> None:
     pass
 
@@ -81,7 +92,13 @@ def test_changed_corpus_files_make_their_corpus_stale(instance: DagsterInstance,
     refresh = build_refresh_schedule(assets)
     instance.add_dynamic_partitions(model_partitions.name, ["a"])
     # Materialized before the files were ever reported: the first report is the baseline.
-    materialize(assets, selection=[wiki_examples, wiki_facts, demo_examples], partition_key="a", instance=instance, resources=resources)
+    materialize(
+        assets,
+        selection=[wiki_examples, wiki_facts, demo_examples],
+        partition_key="a",
+        instance=instance,
+        resources=resources,
+    )
     assert corpus_files_key("wiki_segments") in record_corpus_files(instance, resources["data_dir"])
     assert record_corpus_files(instance, resources["data_dir"]) == []
     assert refresh_plan(instance, graph).selections == {}
@@ -94,7 +111,9 @@ def test_changed_corpus_files_make_their_corpus_stale(instance: DagsterInstance,
     ]
     assert refresh_plan(instance, graph).stale == {"a": [AssetKey("wiki_segments_examples")]}
 
-    materialize(assets, selection=requests[0].asset_selection, partition_key="a", instance=instance, resources=resources)
+    materialize(
+        assets, selection=requests[0].asset_selection, partition_key="a", instance=instance, resources=resources
+    )
     assert refresh_plan(instance, graph).selections == {}
 
 
@@ -107,19 +126,36 @@ def test_code_versions_hash_the_modules_each_asset_computes_with() -> None:
 
     by_name = {asset.key.path[-1]: asset for asset in all_assets if asset.is_executable and len(asset.keys) == 1}
     fact_modules = computing_modules(by_name["demo_attention_facts"])
-    assert {"dagster_project.assets.facts", "dagster_project.facts", "dagster_project.metrics", "dagster_project.checks"} <= fact_modules
+    assert {
+        "dagster_project.assets.facts",
+        "dagster_project.facts",
+        "dagster_project.metrics",
+        "dagster_project.checks",
+    } <= fact_modules
     assert not fact_modules & {"dagster_project.warehouse", "dagster_project.models", "dagster_project.charts"}
     assert computing_modules(by_name["encoder_model"]) == {"dagster_project.assets.models", "dagster_project.models"}
     assert "dagster_project.hta" in computing_modules(by_name["demo_hta_facts"])
 
     graph = AssetGraph.from_assets(all_assets)
     version = {key.to_user_string(): graph.get(key).code_version for key in graph.materializable_asset_keys}
-    assert version["xnli_en_attention_facts"] == version["demo_attention_facts"] == modules_version(sorted(fact_modules))
-    assert len({version["demo_attention_facts"], version["demo_hta_facts"], version["clark_fig2_special_tokens"], version["demo_examples"]}) == 4
+    assert (
+        version["xnli_en_attention_facts"] == version["demo_attention_facts"] == modules_version(sorted(fact_modules))
+    )
+    assert (
+        len(
+            {
+                version["demo_attention_facts"],
+                version["demo_hta_facts"],
+                version["clark_fig2_special_tokens"],
+                version["demo_examples"],
+            }
+        )
+        == 4
+    )
     assert version["warehouse_views"] == sql_code_version()  # an asset's own code version is kept
     assert corpus_files_key("xnli_en") in graph.get(AssetKey("xnli_en_examples")).parent_keys
     assert graph.get(AssetKey("demo_examples")).parent_keys == {AssetKey("encoder_model")}  # built in: no files
     again = AssetGraph.from_assets(versioned_assets(all_assets))  # applying it twice changes nothing
-    assert {key: (again.get(key).code_version, again.get(key).parent_keys) for key in again.materializable_asset_keys} == {
-        key: (graph.get(key).code_version, graph.get(key).parent_keys) for key in graph.materializable_asset_keys
-    }
+    assert {
+        key: (again.get(key).code_version, again.get(key).parent_keys) for key in again.materializable_asset_keys
+    } == {key: (graph.get(key).code_version, graph.get(key).parent_keys) for key in graph.materializable_asset_keys}

@@ -4,12 +4,21 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from dagster import DagsterInstance, DefaultScheduleStatus, DefaultSensorStatus, Definitions, SensorResult, build_sensor_context, instance_for_test, materialize
+from dagster import (
+    DagsterInstance,
+    DefaultScheduleStatus,
+    DefaultSensorStatus,
+    Definitions,
+    SensorResult,
+    build_sensor_context,
+    instance_for_test,
+    materialize,
+)
 from dagster_duckdb import DuckDBResource
 
+from dagster_project import sensors
 from dagster_project.analyses import model_analysis_job
 from dagster_project.assets import all_assets, warehouse_views
-from dagster_project import sensors
 from dagster_project.models import ModelSpec, inspect_model, model_key
 from dagster_project.partitions import model_partitions
 from dagster_project.resources import ChartFolder, DataDirectory
@@ -24,7 +33,10 @@ def instance() -> DagsterInstance:
 
 @pytest.fixture
 def resources(tmp_path: Path) -> dict:
-    return {"warehouse": DuckDBResource(database=str(tmp_path / "warehouse.duckdb")), "data_dir": DataDirectory(path=str(tmp_path / "no-data"))}
+    return {
+        "warehouse": DuckDBResource(database=str(tmp_path / "warehouse.duckdb")),
+        "data_dir": DataDirectory(path=str(tmp_path / "no-data")),
+    }
 
 
 @pytest.fixture
@@ -57,7 +69,9 @@ def test_registers_requests_once_per_model_and_analysis_and_reports_bad_entries(
 
     first = tick(instance, resources, None)
     # The views are created first; the model runs wait for them, the partition is added now.
-    assert [(run.job_name, run.run_key) for run in first.run_requests] == [("warehouse_views_job", first.run_requests[0].run_key)]
+    assert [(run.job_name, run.run_key) for run in first.run_requests] == [
+        ("warehouse_views_job", first.run_requests[0].run_key)
+    ]
     assert first.run_requests[0].run_key.startswith("warehouse_views:")
     assert first.dynamic_partitions_requests[0].partition_keys == [tiny]
     first_state = json.loads(first.cursor)
@@ -77,16 +91,36 @@ def test_registers_requests_once_per_model_and_analysis_and_reports_bad_entries(
     # No data directory: only the built-in demo corpus; HTA only in the run that asks for it.
     attention = {key.to_user_string() for key in runs[f"{tiny}:attention"].asset_selection}
     hta = {key.to_user_string() for key in runs[f"{tiny}:hta"].asset_selection}
-    assert {"encoder_model", "demo_examples", "demo_attention_facts", "clark_fig2_special_tokens", "pascual_fig2_attention_histograms"} <= attention
-    assert {"encoder_model", "demo_examples", "demo_hta_facts", "pascual_fig1_local_correlation", "pascual_fig6_global_correlation"} <= hta
+    assert {
+        "encoder_model",
+        "demo_examples",
+        "demo_attention_facts",
+        "clark_fig2_special_tokens",
+        "pascual_fig2_attention_histograms",
+    } <= attention
+    assert {
+        "encoder_model",
+        "demo_examples",
+        "demo_hta_facts",
+        "pascual_fig1_local_correlation",
+        "pascual_fig6_global_correlation",
+    } <= hta
     assert not {key for key in attention | hta if key.startswith("wiki_segments") or key.startswith("xnli")}
     assert "demo_hta_facts" not in attention and "demo_attention_facts" not in hta
     assert not second.dynamic_partitions_requests
 
     # The requested attention run executes as the model_analysis job would launch it.
-    job = Definitions(assets=all_assets, jobs=[model_analysis_job], resources={**resources, "chart_folder": ChartFolder(path=str(tmp_path / "charts"))}).resolve_job_def("model_analysis")
+    job = Definitions(
+        assets=all_assets,
+        jobs=[model_analysis_job],
+        resources={**resources, "chart_folder": ChartFolder(path=str(tmp_path / "charts"))},
+    ).resolve_job_def("model_analysis")
     request = runs[f"{tiny}:attention"]
-    assert job.get_subset(asset_selection=set(request.asset_selection)).execute_in_process(partition_key=request.partition_key, instance=instance).success
+    assert (
+        job.get_subset(asset_selection=set(request.asset_selection))
+        .execute_in_process(partition_key=request.partition_key, instance=instance)
+        .success
+    )
 
     third = tick(instance, resources, second.cursor)
     assert not third.run_requests
@@ -111,7 +145,12 @@ def inspected(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 def test_unloadable_hub_id_is_retried_only_after_the_wait_and_local_checkpoints_go_first(
-    instance: DagsterInstance, resources: dict, registry: Path, tiny_model_dir: Path, tmp_path: Path, inspected: list[str]
+    instance: DagsterInstance,
+    resources: dict,
+    registry: Path,
+    tiny_model_dir: Path,
+    tmp_path: Path,
+    inspected: list[str],
 ) -> None:
     broken = str(tmp_path / "cache" / "drop" / "broken")
     first = tick(instance, resources, None)
@@ -131,7 +170,12 @@ def test_unloadable_hub_id_is_retried_only_after_the_wait_and_local_checkpoints_
 
 
 def test_entries_past_the_loading_budget_wait_for_the_next_tick(
-    instance: DagsterInstance, resources: dict, registry: Path, tmp_path: Path, inspected: list[str], monkeypatch: pytest.MonkeyPatch
+    instance: DagsterInstance,
+    resources: dict,
+    registry: Path,
+    tmp_path: Path,
+    inspected: list[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(sensors, "INSPECTION_BUDGET_SECONDS", 0)
     registry.write_text('[[model]]\nsource = "no-such-org/no-such-encoder"\n')
@@ -139,7 +183,10 @@ def test_entries_past_the_loading_budget_wait_for_the_next_tick(
 
     first = tick(instance, resources, None)
     assert inspected == [str(broken)]  # at least one load per tick, so every tick makes progress
-    assert "models.toml [[model]] #1 (no-such-org/no-such-encoder): not checked yet: this tick spent its 0 s" in first.skip_reason.skip_message
+    assert (
+        "models.toml [[model]] #1 (no-such-org/no-such-encoder): not checked yet: this tick spent its 0 s"
+        in first.skip_reason.skip_message
+    )
     assert json.loads(first.cursor)["failed"] == {}
 
     (broken / "config.json").unlink()
@@ -151,7 +198,7 @@ def test_entries_past_the_loading_budget_wait_for_the_next_tick(
 
 
 def test_malformed_registry_is_the_skip_reason(instance: DagsterInstance, resources: dict, registry: Path) -> None:
-    registry.write_text('[[model]]\nsource = \n')
+    registry.write_text("[[model]]\nsource = \n")
     result = model_registry_sensor(build_sensor_context(instance=instance, resources=resources))
     assert "is not valid TOML" in result.skip_message and "line 2" in result.skip_message
 
@@ -162,4 +209,6 @@ def test_definitions_run_the_sensor_and_the_refresh_schedule_by_default() -> Non
     repository = defs.get_repository_def()
     assert repository.get_sensor_def("model_registry_sensor").default_status == DefaultSensorStatus.RUNNING
     assert repository.get_schedule_def("warehouse_refresh").default_status == DefaultScheduleStatus.RUNNING
-    assert "demo_attention_facts" in {key.to_user_string() for key in repository.get_job("model_analysis").asset_layer.executable_asset_keys}
+    assert "demo_attention_facts" in {
+        key.to_user_string() for key in repository.get_job("model_analysis").asset_layer.executable_asset_keys
+    }

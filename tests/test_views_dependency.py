@@ -37,7 +37,17 @@ def _fixture(conn: duckdb.DuckDBPyConnection) -> None:
             for head, targets in ((1, HEAD_1_1 if e < N_EXAMPLES // 2 else HEAD_1_1_SECOND_HALF), (2, HEAD_1_2))
             for w in range(4)
         ]
-        + [{"example_id": 0, "word_index": 4, "layer": 1, "head": head, "target_word": 3 - head + 1, "word_mode": "mean"} for head in (1, 2)]
+        + [
+            {
+                "example_id": 0,
+                "word_index": 4,
+                "layer": 1,
+                "head": head,
+                "target_word": 3 - head + 1,
+                "word_mode": "mean",
+            }
+            for head in (1, 2)
+        ]
     )
     replace_partition(conn, {"dependencies": dependencies, "relation_hits": hits}, SPEC.model_id, "ud")
 
@@ -51,7 +61,12 @@ def test_best_head_and_baseline_per_relation(conn):
     assert (det["layer"], det["head"], det["direction"], det["accuracy"]) == (1, 2, "dependent->head", 1.0)
     assert (det["baseline_offset"], det["baseline_accuracy"], det["n"]) == (1, 1.0, N_EXAMPLES)
     nsubj = rows["nsubj"]
-    assert (nsubj["head"], nsubj["direction"], nsubj["accuracy"], nsubj["baseline_offset"]) == (1, "dependent->head", 1.0, 1)
+    assert (nsubj["head"], nsubj["direction"], nsubj["accuracy"], nsubj["baseline_offset"]) == (
+        1,
+        "dependent->head",
+        1.0,
+        1,
+    )
     assert (rows["dobj"]["baseline_offset"], rows["dobj"]["model"]) == (-1, "org/m")
     # All: 301 non-punctuation edges; 1-1 gets 50 + 100 + 100 + 1 of them, 1-2 gets 100 + 0 + 100 + 0.
     everything = rows["All"]

@@ -20,7 +20,13 @@ def test_pattern_shares_include_empty_classes(conn):
     upsert_model(conn, BASE)
     patterns = ["vertical"] * 4 + ["heterogeneous"] * 2 + ["diagonal"] * 2
     summaries = pl.DataFrame(
-        {"example_id": [i // 4 for i in range(8)], "layer": [1 + i % 4 // 2 for i in range(8)], "head": [1 + i % 2 for i in range(8)], "n_tokens": [5] * 8, "pattern": patterns}
+        {
+            "example_id": [i // 4 for i in range(8)],
+            "layer": [1 + i % 4 // 2 for i in range(8)],
+            "head": [1 + i % 2 for i in range(8)],
+            "n_tokens": [5] * 8,
+            "pattern": patterns,
+        }
     )
     replace_partition(conn, {"head_summaries": summaries}, BASE.model_id, "glue_rte")
     shares = {row["pattern"]: row["share"] for row in _rows(conn, "kovaleva_pattern_shares")}
@@ -33,7 +39,16 @@ def test_framenet_heads_above_the_99th_percentile(conn):
     means = {(1, 1): 0.1, (1, 2): 0.2, (2, 1): 0.3, (2, 2): 0.5}
     links = pl.DataFrame(
         [
-            {"example_id": e, "target_start": 0, "target_end": 1, "element_start": 3, "element_end": 4, "layer": layer, "head": head, "max_attention": mean + (0.05 if e else -0.05)}
+            {
+                "example_id": e,
+                "target_start": 0,
+                "target_end": 1,
+                "element_start": 3,
+                "element_end": 4,
+                "layer": layer,
+                "head": head,
+                "max_attention": mean + (0.05 if e else -0.05),
+            }
             for (layer, head), mean in means.items()
             for e in (0, 1)
         ]
@@ -86,9 +101,14 @@ def _token_fixture(conn: duckdb.DuckDBPyConnection, model: ModelSpec, cls_receiv
             "from_cls": [0.5, 0.2, 0.2, 0.1, 0.6, 0.3, 0.1],
         }
     )
-    pairs = pl.DataFrame({"example_id": [0], "pair": ["verb_subject"], "layer": [2], "head": [1], "attention": [0.25], "pairs": [1]})
+    pairs = pl.DataFrame(
+        {"example_id": [0], "pair": ["verb_subject"], "layer": [2], "head": [1], "attention": [0.25], "pairs": [1]}
+    )
     replace_partition(
-        conn, {"tokens": tokens, "word_features": features, "received_attention": received, "feature_pair_attention": pairs}, model.model_id, "glue_rte"
+        conn,
+        {"tokens": tokens, "word_features": features, "received_attention": received, "feature_pair_attention": pairs},
+        model.model_id,
+        "glue_rte",
     )
 
 
@@ -110,18 +130,33 @@ def test_feature_attention_is_max_over_tokens_mean_over_examples(conn):
 def test_cls_attention_reads_the_last_layer_cls_row(conn):
     _token_fixture(conn, BASE, cls_received=0.4)
     scores = {row["feature"]: row["score"] for row in _rows(conn, "kovaleva_cls_attention")}
-    assert scores == pytest.approx({"[CLS]": 0.55, "[SEP]": 0.1, "noun": 0.2, "verb": 0.2, "pronoun": 0.3, "subject": 0.25})
+    assert scores == pytest.approx(
+        {"[CLS]": 0.55, "[SEP]": 0.1, "noun": 0.2, "verb": 0.2, "pronoun": 0.3, "subject": 0.25}
+    )
 
 
 def test_finetuned_model_beside_its_base(conn):
     _token_fixture(conn, BASE, cls_received=0.4)
     _token_fixture(conn, TUNED, cls_received=0.1)
-    cosines = pl.DataFrame({"tuned_model_id": [TUNED.model_id] * 2, "example_id": [0, 1], "layer": [2, 2], "head": [1, 1], "cosine": [0.9, 0.7]})
+    cosines = pl.DataFrame(
+        {
+            "tuned_model_id": [TUNED.model_id] * 2,
+            "example_id": [0, 1],
+            "layer": [2, 2],
+            "head": [1, 1],
+            "cosine": [0.9, 0.7],
+        }
+    )
     replace_partition(conn, {"finetune_cosines": cosines}, BASE.model_id, "glue_rte")
     similarity = _rows(conn, "kovaleva_finetune_similarity")
     assert len(similarity) == 1
     assert similarity[0] | {"cosine": round(similarity[0]["cosine"], 6)} == similarity[0] | {
-        "model": "org/base", "base_model": "org/base", "tuned_model": TUNED.source, "task": "glue_rte", "cosine": 0.8, "n_examples": 2
+        "model": "org/base",
+        "base_model": "org/base",
+        "tuned_model": TUNED.source,
+        "task": "glue_rte",
+        "cosine": 0.8,
+        "n_examples": 2,
     }
     tuned = {row["feature"]: row for row in _rows(conn, "kovaleva_feature_attention", TUNED)}
     assert tuned["[CLS]"]["role"] == "fine-tuned" and tuned["[CLS]"]["base_model"] == "org/base"

@@ -5,7 +5,14 @@ import polars as pl
 import pytest
 
 from dagster_project.models import ModelSpec
-from dagster_project.warehouse import VIEW_LAYERS, apply_views, partition_rows, replace_partition, upsert_model, view_files
+from dagster_project.warehouse import (
+    VIEW_LAYERS,
+    apply_views,
+    partition_rows,
+    replace_partition,
+    upsert_model,
+    view_files,
+)
 
 SPEC = ModelSpec("org--m", "org/m", "/x", "r1", "bert", 1, 2, True)
 
@@ -43,7 +50,9 @@ def _histogram(sums: list[float], counts: list[int], head: int = 1, kind: str = 
 
 def test_views_are_ordered_by_dependency():
     names = [path.stem for path in view_files()]
-    assert names.index("position_profiles") < names.index("head_centers_of_mass") < names.index("pascual_center_of_mass")
+    assert (
+        names.index("position_profiles") < names.index("head_centers_of_mass") < names.index("pascual_center_of_mass")
+    )
     assert {path.parent.name for path in view_files()} == set(VIEW_LAYERS)
 
 

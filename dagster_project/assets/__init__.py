@@ -1,6 +1,6 @@
 from dagster_project.assets.charts import chart_assets, hta_chart_assets
-from dagster_project.assets.corpora import corpus_assets, corpus_assets_by_name
 from dagster_project.assets.coreference import coreference_baselines
+from dagster_project.assets.corpora import corpus_assets, corpus_assets_by_name
 from dagster_project.assets.facts import fact_assets, fact_assets_by_corpus
 from dagster_project.assets.finetuning import ablation_assets_by_task, finetuned_assets_by_task, finetuning_assets
 from dagster_project.assets.gradients import grad_importance
@@ -13,8 +13,39 @@ from dagster_project.assets.report import paper_report
 from dagster_project.assets.views import warehouse_views
 from dagster_project.versioning import versioned_assets
 
-all_assets = [encoder_model, warehouse_views, *corpus_assets, *fact_assets, coreference_baselines, grad_importance, dependency_probes, head_mds, *hta_assets, *finetuning_assets, *similarity_assets, *chart_assets, paper_report]
+all_assets = [
+    encoder_model,
+    warehouse_views,
+    *corpus_assets,
+    *fact_assets,
+    coreference_baselines,
+    grad_importance,
+    dependency_probes,
+    head_mds,
+    *hta_assets,
+    *finetuning_assets,
+    *similarity_assets,
+    *chart_assets,
+    paper_report,
+]
 # Code versions and corpus-file inputs let the refresh schedule find what is stale (versioning.py).
 all_assets = versioned_assets(all_assets)
 
-__all__ = ["hta_chart_assets", "all_assets", "chart_assets", "corpus_assets_by_name", "coreference_baselines", "dependency_probes", "encoder_model", "ablation_assets_by_task", "fact_assets_by_corpus", "finetuned_assets_by_task", "grad_importance", "head_mds", "hta_assets_by_corpus", "paper_report", "similarity_assets_by_task", "warehouse_views"]
+__all__ = [
+    "hta_chart_assets",
+    "all_assets",
+    "chart_assets",
+    "corpus_assets_by_name",
+    "coreference_baselines",
+    "dependency_probes",
+    "encoder_model",
+    "ablation_assets_by_task",
+    "fact_assets_by_corpus",
+    "finetuned_assets_by_task",
+    "grad_importance",
+    "head_mds",
+    "hta_assets_by_corpus",
+    "paper_report",
+    "similarity_assets_by_task",
+    "warehouse_views",
+]

@@ -55,69 +55,172 @@ class ChartSpec:
 
 
 CHARTS = (
-    ChartSpec("clark_fig2_special_tokens", "Clark et al. Fig. 2", "clark_special_tokens", ("wiki_segments", "demo"), charts.clark_special_tokens_chart),
     ChartSpec(
-        "clark_fig6_head_mds", "Clark et al. Fig. 6", "clark_head_mds", ("wiki_segments",), charts.clark_head_mds_chart,
-        extra_deps=(head_mds,), when_empty="materialize wiki_segments_attention_facts (head distances) and head_mds first",
+        "clark_fig2_special_tokens",
+        "Clark et al. Fig. 2",
+        "clark_special_tokens",
+        ("wiki_segments", "demo"),
+        charts.clark_special_tokens_chart,
     ),
-    ChartSpec("clark_fig4_entropy", "Clark et al. Fig. 4", "clark_entropy", ("wiki_segments", "demo"), charts.clark_entropy_chart),
     ChartSpec(
-        "clark_table1_dependency_heads", "Clark et al. Table 1", "clark_dependency_heads", ("ud_ewt_test", "ud_ewt_dev"), charts.clark_dependency_chart,
+        "clark_fig6_head_mds",
+        "Clark et al. Fig. 6",
+        "clark_head_mds",
+        ("wiki_segments",),
+        charts.clark_head_mds_chart,
+        extra_deps=(head_mds,),
+        when_empty="materialize wiki_segments_attention_facts (head distances) and head_mds first",
+    ),
+    ChartSpec(
+        "clark_fig4_entropy",
+        "Clark et al. Fig. 4",
+        "clark_entropy",
+        ("wiki_segments", "demo"),
+        charts.clark_entropy_chart,
+    ),
+    ChartSpec(
+        "clark_table1_dependency_heads",
+        "Clark et al. Table 1",
+        "clark_dependency_heads",
+        ("ud_ewt_test", "ud_ewt_dev"),
+        charts.clark_dependency_chart,
         when_empty="materialize ud_ewt_test_examples and ud_ewt_test_attention_facts (relation hits) first",
     ),
     ChartSpec(
-        "clark_fig3_grad_importance", "Clark et al. Fig. 3", "clark_grad_importance", ("wiki_segments", "demo"), charts.clark_grad_importance_chart,
-        extra_deps=(grad_importance,), when_empty="a model without a masked-LM or classification head has no gradient rows (see grad_importance's `reason`)",
+        "clark_fig3_grad_importance",
+        "Clark et al. Fig. 3",
+        "clark_grad_importance",
+        ("wiki_segments", "demo"),
+        charts.clark_grad_importance_chart,
+        extra_deps=(grad_importance,),
+        when_empty="a model without a masked-LM or classification head has no gradient rows (see grad_importance's `reason`)",
     ),
-    ChartSpec("pascual_fig2_attention_histograms", "Pascual et al. Fig. 2", "pascual_attention_histograms", ("xnli_en", "demo"), charts.pascual_histograms_chart),
-    ChartSpec("pascual_fig4_center_of_mass", "Pascual et al. Fig. 4/5", "pascual_center_of_mass", ("xnli_en", "demo"), charts.pascual_center_of_mass_chart),
-    ChartSpec("pascual_fig1_local_correlation", "Pascual et al. Fig. 1", "pascual_hta_local_correlation", ("xnli_en", "demo"), charts.pascual_correlation_chart, needs_hta=True, caption="attention vs previous-layer contribution"),
-    ChartSpec("pascual_fig3_contribution_histograms", "Pascual et al. Fig. 3", "pascual_contribution_histograms", ("xnli_en", "demo"), charts.pascual_histograms_chart, needs_hta=True),
-    ChartSpec("pascual_fig6_global_correlation", "Pascual et al. Fig. 6", "pascual_hta_global_correlation", ("xnli_en", "demo"), charts.pascual_correlation_chart, needs_hta=True, caption="attention vs input contribution"),
     ChartSpec(
-        "kovaleva_fig8_head_ablation", "Kovaleva et al. Fig. 8", "kovaleva_head_ablation", tuple(f"glue_{task}" for task in FINETUNE_TASKS),
-        charts.kovaleva_head_ablation_chart, extra_deps=tuple(ablation_assets_by_task.values()),
+        "pascual_fig2_attention_histograms",
+        "Pascual et al. Fig. 2",
+        "pascual_attention_histograms",
+        ("xnli_en", "demo"),
+        charts.pascual_histograms_chart,
+    ),
+    ChartSpec(
+        "pascual_fig4_center_of_mass",
+        "Pascual et al. Fig. 4/5",
+        "pascual_center_of_mass",
+        ("xnli_en", "demo"),
+        charts.pascual_center_of_mass_chart,
+    ),
+    ChartSpec(
+        "pascual_fig1_local_correlation",
+        "Pascual et al. Fig. 1",
+        "pascual_hta_local_correlation",
+        ("xnli_en", "demo"),
+        charts.pascual_correlation_chart,
+        needs_hta=True,
+        caption="attention vs previous-layer contribution",
+    ),
+    ChartSpec(
+        "pascual_fig3_contribution_histograms",
+        "Pascual et al. Fig. 3",
+        "pascual_contribution_histograms",
+        ("xnli_en", "demo"),
+        charts.pascual_histograms_chart,
+        needs_hta=True,
+    ),
+    ChartSpec(
+        "pascual_fig6_global_correlation",
+        "Pascual et al. Fig. 6",
+        "pascual_hta_global_correlation",
+        ("xnli_en", "demo"),
+        charts.pascual_correlation_chart,
+        needs_hta=True,
+        caption="attention vs input contribution",
+    ),
+    ChartSpec(
+        "kovaleva_fig8_head_ablation",
+        "Kovaleva et al. Fig. 8",
+        "kovaleva_head_ablation",
+        tuple(f"glue_{task}" for task in FINETUNE_TASKS),
+        charts.kovaleva_head_ablation_chart,
+        extra_deps=tuple(ablation_assets_by_task.values()),
         when_empty="materialize finetuned_<task> and <task>_ablation for a GLUE task first",
     ),
     ChartSpec(
-        "kovaleva_fig9_layer_ablation", "Kovaleva et al. Fig. 9", "kovaleva_layer_ablation", tuple(f"glue_{task}" for task in FINETUNE_TASKS),
-        charts.kovaleva_layer_ablation_chart, extra_deps=tuple(ablation_assets_by_task.values()),
+        "kovaleva_fig9_layer_ablation",
+        "Kovaleva et al. Fig. 9",
+        "kovaleva_layer_ablation",
+        tuple(f"glue_{task}" for task in FINETUNE_TASKS),
+        charts.kovaleva_layer_ablation_chart,
+        extra_deps=tuple(ablation_assets_by_task.values()),
         when_empty="materialize finetuned_<task> and <task>_ablation for a GLUE task first",
     ),
     ChartSpec(
-        "clark_table2_coreference", "Clark et al. Table 2", "clark_coreference_heads", ("ontogum",), charts.clark_coreference_chart,
-        extra_deps=(coreference_baselines,), when_empty="materialize ontogum_examples, ontogum_attention_facts (relation hits) and coreference_baselines first",
+        "clark_table2_coreference",
+        "Clark et al. Table 2",
+        "clark_coreference_heads",
+        ("ontogum",),
+        charts.clark_coreference_chart,
+        extra_deps=(coreference_baselines,),
+        when_empty="materialize ontogum_examples, ontogum_attention_facts (relation hits) and coreference_baselines first",
     ),
     ChartSpec(
-        "clark_table3_probes", "Clark et al. Table 3", "clark_probe_uas", ("ud_ewt_test",), charts.clark_probe_chart,
-        extra_deps=(dependency_probes,), when_empty="the probes run only once ud_ewt_dev and ud_ewt_test are materialized (asset dependency_probes)",
+        "clark_table3_probes",
+        "Clark et al. Table 3",
+        "clark_probe_uas",
+        ("ud_ewt_test",),
+        charts.clark_probe_chart,
+        extra_deps=(dependency_probes,),
+        when_empty="the probes run only once ud_ewt_dev and ud_ewt_test are materialized (asset dependency_probes)",
     ),
 )
 
 _GLUE = tuple(f"glue_{task}" for task in GLUE_TASKS)
 CHARTS += (
     ChartSpec(
-        "kovaleva_fig2_pattern_shares", "Kovaleva et al. Fig. 2", "kovaleva_pattern_shares", (*_GLUE, "demo"), charts.kovaleva_pattern_shares_chart,
+        "kovaleva_fig2_pattern_shares",
+        "Kovaleva et al. Fig. 2",
+        "kovaleva_pattern_shares",
+        (*_GLUE, "demo"),
+        charts.kovaleva_pattern_shares_chart,
         all_corpora=True,
     ),
     ChartSpec(
-        "kovaleva_fig2_pattern_examples", "Kovaleva et al. Fig. 2 (maps)", "kovaleva_pattern_example_maps", (*_GLUE, "demo"),
+        "kovaleva_fig2_pattern_examples",
+        "Kovaleva et al. Fig. 2 (maps)",
+        "kovaleva_pattern_example_maps",
+        (*_GLUE, "demo"),
         charts.kovaleva_pattern_examples_chart,
     ),
     ChartSpec(
-        "kovaleva_fig3_framenet_heads", "Kovaleva et al. Fig. 3", "kovaleva_framenet_heads", ("framenet",), charts.kovaleva_framenet_chart,
+        "kovaleva_fig3_framenet_heads",
+        "Kovaleva et al. Fig. 3",
+        "kovaleva_framenet_heads",
+        ("framenet",),
+        charts.kovaleva_framenet_chart,
         when_empty="materialize framenet_examples and framenet_attention_facts first",
     ),
     ChartSpec(
-        "kovaleva_fig5_finetune_similarity", "Kovaleva et al. Fig. 5", "kovaleva_finetune_similarity", _GLUE, charts.kovaleva_finetune_similarity_chart,
-        all_corpora=True, extra_deps=tuple(similarity_assets),
+        "kovaleva_fig5_finetune_similarity",
+        "Kovaleva et al. Fig. 5",
+        "kovaleva_finetune_similarity",
+        _GLUE,
+        charts.kovaleva_finetune_similarity_chart,
+        all_corpora=True,
+        extra_deps=tuple(similarity_assets),
         when_empty="materialize finetuned_<task>, then glue_<task>_finetune_similarity for the base model",
     ),
     ChartSpec(
-        "kovaleva_fig6_feature_attention", "Kovaleva et al. Fig. 6", "kovaleva_feature_attention", (*_GLUE, "demo"), charts.kovaleva_feature_attention_chart,
+        "kovaleva_fig6_feature_attention",
+        "Kovaleva et al. Fig. 6",
+        "kovaleva_feature_attention",
+        (*_GLUE, "demo"),
+        charts.kovaleva_feature_attention_chart,
     ),
     ChartSpec(
-        "kovaleva_fig7_cls_attention", "Kovaleva et al. Fig. 7", "kovaleva_cls_attention", (*_GLUE, "demo"), charts.kovaleva_cls_attention_chart,
+        "kovaleva_fig7_cls_attention",
+        "Kovaleva et al. Fig. 7",
+        "kovaleva_cls_attention",
+        (*_GLUE, "demo"),
+        charts.kovaleva_cls_attention_chart,
     ),
 )
 
@@ -130,12 +233,16 @@ def build_chart_asset(spec: ChartSpec) -> AssetsDefinition:
         deps=[warehouse_views, *(hta_assets if spec.needs_hta else fact_assets), *spec.extra_deps],
         group_name="charts",
     )
-    def chart_asset(context: AssetExecutionContext, warehouse: DuckDBResource, chart_folder: ChartFolder) -> MaterializeResult:
+    def chart_asset(
+        context: AssetExecutionContext, warehouse: DuckDBResource, chart_folder: ChartFolder
+    ) -> MaterializeResult:
         model_id = context.partition_key
         with warehouse.get_connection() as conn:
             found = spec.rows(conn, model_id)
         if found is None and spec.when_empty:
-            context.log.warning(f"{spec.name}: view {spec.view} has no rows for model '{model_id}' on {spec.corpora}; skipped: {spec.when_empty}")
+            context.log.warning(
+                f"{spec.name}: view {spec.view} has no rows for model '{model_id}' on {spec.corpora}; skipped: {spec.when_empty}"
+            )
             return MaterializeResult(metadata={"skipped": spec.when_empty, "view": spec.view, "view_rows": 0})
         if found is None:
             raise ValueError(
@@ -143,7 +250,9 @@ def build_chart_asset(spec: ChartSpec) -> AssetsDefinition:
                 "materialize the corpus and attention-fact assets first."
             )
         corpus, rows = found
-        html, png = charts.save_chart(spec.draw(rows, spec.title(rows, corpus)), chart_folder.for_model(model_id), spec.name)
+        html, png = charts.save_chart(
+            spec.draw(rows, spec.title(rows, corpus)), chart_folder.for_model(model_id), spec.name
+        )
         context.log.info(f"Wrote {html} and {png}")
         encoded = base64.b64encode(png.read_bytes()).decode()
         return MaterializeResult(

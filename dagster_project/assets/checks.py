@@ -8,7 +8,10 @@ from dagster_project.checks import CheckOutcome
 
 def fact_check_specs(asset_name: str, checks: dict[str, str]) -> list[AssetCheckSpec]:
     """Blocking specs for the named checks (name -> description)."""
-    return [AssetCheckSpec(name, asset=asset_name, description=description, blocking=True) for name, description in checks.items()]
+    return [
+        AssetCheckSpec(name, asset=asset_name, description=description, blocking=True)
+        for name, description in checks.items()
+    ]
 
 
 def check_result(outcome: CheckOutcome) -> AssetCheckResult:

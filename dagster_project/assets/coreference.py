@@ -28,7 +28,9 @@ class CoreferenceBaselinesConfig(Config):
     pool="warehouse_writer",
     check_specs=fact_check_specs(
         "coreference_baselines",
-        {"antecedents_precede_mentions": "Each predicted antecedent is an earlier mention (ending before the mention starts) of the same example."},
+        {
+            "antecedents_precede_mentions": "Each predicted antecedent is an earlier mention (ending before the mention starts) of the same example."
+        },
     ),
 )
 def coreference_baselines(

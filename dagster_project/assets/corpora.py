@@ -15,7 +15,6 @@ from dagster_project.partitions import model_partitions
 from dagster_project.resources import DataDirectory
 from dagster_project.warehouse import model_source, partition_rows, replace_partition
 
-
 CORPUS_CHECKS = {
     "tokens_match_examples": "Each example's tokens are positions 0..n-1 with n = examples.n_tokens <= max_len.",
     "word_pieces_inside_example": "Every word's [piece_start, piece_end) lies inside its example's tokens.",
@@ -72,7 +71,10 @@ def build_corpus_asset(spec: CorpusSpec) -> AssetsDefinition:
             "words": encoded.words,
             **encoded.annotations,
         }
-        outcomes = [tokens_match_examples(tables["examples"], encoded.tokens), word_pieces_inside_example(encoded.words, tables["examples"])]
+        outcomes = [
+            tokens_match_examples(tables["examples"], encoded.tokens),
+            word_pieces_inside_example(encoded.words, tables["examples"]),
+        ]
         if spec.spacy_features:
             context.log.info(f"{spec.name}: annotating {encoded.words.height} words with spaCy")
             tables["word_features"] = spacy_features(encoded.examples, encoded.words)
@@ -112,7 +114,11 @@ def model_tokens(warehouse: DuckDBResource, model_id: str, corpus: str) -> tuple
     """A model's source and the word pieces of one of its corpora, as the forward passes need them."""
     with warehouse.get_connection() as conn:
         source = model_source(conn, model_id)
-        tokens = partition_rows(conn, "tokens", model_id, corpus, ("example_id", "position", "token_id", "token_class", "segment"))
+        tokens = partition_rows(
+            conn, "tokens", model_id, corpus, ("example_id", "position", "token_id", "token_class", "segment")
+        )
     if tokens.is_empty():
-        raise ValueError(f"No tokens for model '{model_id}' and corpus '{corpus}': materialize {corpus}_examples first.")
+        raise ValueError(
+            f"No tokens for model '{model_id}' and corpus '{corpus}': materialize {corpus}_examples first."
+        )
     return source, tokens

@@ -6,8 +6,8 @@ from dataclasses import asdict
 from dagster import AssetExecutionContext, AssetsDefinition, Config, MaterializeResult, MetadataValue, asset
 from dagster_duckdb import DuckDBResource
 
-from dagster_project.assets.corpora import corpus_assets_by_name, model_tokens
 from dagster_project.assets.checks import check_result, fact_check_specs
+from dagster_project.assets.corpora import corpus_assets_by_name, model_tokens
 from dagster_project.assets.metadata import progress_logger, table_preview
 from dagster_project.checks import (
     finite,
@@ -81,10 +81,14 @@ def build_fact_asset(spec: CorpusSpec, corpus_asset: AssetsDefinition) -> Assets
             if spec.relation_hits or spec.frame_link_attention or (spec.received_attention and spec.spacy_features):
                 words = partition_rows(conn, "words", model_id, corpus, word_columns)
             if spec.received_attention and spec.spacy_features:
-                features = partition_rows(conn, "word_features", model_id, corpus, ("example_id", "word_index", *WORD_FEATURES))
+                features = partition_rows(
+                    conn, "word_features", model_id, corpus, ("example_id", "word_index", *WORD_FEATURES)
+                )
                 words = words.join(features, on=["example_id", "word_index"], how="left")
             if spec.frame_link_attention:
-                frame_links = partition_rows(conn, "frame_links", model_id, corpus, ("example_id", *FRAME_LINK_COLUMNS)).unique(maintain_order=True)
+                frame_links = partition_rows(
+                    conn, "frame_links", model_id, corpus, ("example_id", *FRAME_LINK_COLUMNS)
+                ).unique(maintain_order=True)
         thresholds = PatternThresholds(config.pattern_vertical, config.pattern_diagonal, config.pattern_block)
         report = progress_logger(context, corpus, _PROGRESS_EVERY_SECONDS)
         encoder = load_encoder(source)
@@ -111,12 +115,21 @@ def build_fact_asset(spec: CorpusSpec, corpus_asset: AssetsDefinition) -> Assets
         ]
         if spec.histograms:
             lengths = summaries.select("example_id", "n_tokens").unique()
-            outcomes.append(histogram_masses(facts.position_histograms, lengths, "histogram_pairs_and_mass", FACT_CHECKS["histogram_pairs_and_mass"]))
+            outcomes.append(
+                histogram_masses(
+                    facts.position_histograms,
+                    lengths,
+                    "histogram_pairs_and_mass",
+                    FACT_CHECKS["histogram_pairs_and_mass"],
+                )
+            )
         tables = {"head_summaries": facts.head_summaries}
         if spec.histograms:
             tables["position_histograms"] = facts.position_histograms
         if spec.relation_hits:
-            outcomes.append(relation_hit_targets(facts.relation_hits, words, encoder.spec.n_layers * encoder.spec.n_heads))
+            outcomes.append(
+                relation_hit_targets(facts.relation_hits, words, encoder.spec.n_layers * encoder.spec.n_heads)
+            )
             tables["relation_hits"] = facts.relation_hits
         if spec.head_distances:
             outcomes.append(finite(facts.head_distances, ["js_sum"], "finite_head_distances"))
@@ -139,7 +152,10 @@ def build_fact_asset(spec: CorpusSpec, corpus_asset: AssetsDefinition) -> Assets
                 **({"word_mode": config.word_mode} if spec.relation_hits else {}),
                 "pattern_thresholds": MetadataValue.json(asdict(thresholds)),
                 "pattern_shares": MetadataValue.json(
-                    {row["pattern"]: round(row["share"], 4) for row in summaries["pattern"].value_counts(normalize=True, name="share").iter_rows(named=True)}
+                    {
+                        row["pattern"]: round(row["share"], 4)
+                        for row in summaries["pattern"].value_counts(normalize=True, name="share").iter_rows(named=True)
+                    }
                 ),
                 "seconds": round(facts.seconds, 2),
                 "examples_per_second": round(facts.n_examples / facts.seconds, 1),
@@ -153,6 +169,8 @@ def build_fact_asset(spec: CorpusSpec, corpus_asset: AssetsDefinition) -> Assets
 
 
 fact_assets_by_corpus = {
-    name: build_fact_asset(CORPORA[name], asset) for name, asset in corpus_assets_by_name.items() if CORPORA[name].attention
+    name: build_fact_asset(CORPORA[name], asset)
+    for name, asset in corpus_assets_by_name.items()
+    if CORPORA[name].attention
 }
 fact_assets = list(fact_assets_by_corpus.values())

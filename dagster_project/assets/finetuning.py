@@ -45,7 +45,9 @@ from dagster_project.warehouse import model_source, partition_rows, replace_part
 
 FINETUNE_TASKS = ("mrpc", "stsb", "sst2", "rte", "cola")
 _PROGRESS_EVERY_SECONDS = 10.0
-SCORES_CHECK = {"scores_in_range": "Scores are finite and in [-1, 1]; undefined only for correlations of a constant prediction."}
+SCORES_CHECK = {
+    "scores_in_range": "Scores are finite and in [-1, 1]; undefined only for correlations of a constant prediction."
+}
 
 
 class FineTuningConfig(Config):
@@ -93,7 +95,9 @@ def build_finetuned_asset(task: str) -> AssetsDefinition:
         pool="warehouse_writer",
         check_specs=fact_check_specs(f"finetuned_{task}", SCORES_CHECK),
     )
-    def finetuned_asset(context: AssetExecutionContext, config: FineTuningConfig, warehouse: DuckDBResource) -> MaterializeResult:
+    def finetuned_asset(
+        context: AssetExecutionContext, config: FineTuningConfig, warehouse: DuckDBResource
+    ) -> MaterializeResult:
         unknown = set(config.settings) - set(SETTINGS)
         if unknown or not config.settings:
             raise ValueError(f"settings must be a non-empty subset of {list(SETTINGS)}, got {config.settings}")
@@ -114,7 +118,9 @@ def build_finetuned_asset(task: str) -> AssetsDefinition:
         rows = []
         for setting in [name for name in SETTINGS if name in config.settings]:
             start = time.perf_counter()
-            model = build_classifier(spec.resolved_path, task, "random" if setting == "random_init_finetuned" else "pretrained", recipe.seed)
+            model = build_classifier(
+                spec.resolved_path, task, "random" if setting == "random_init_finetuned" else "pretrained", recipe.seed
+            )
             log = None
             if setting != "pretrained":
 
@@ -122,11 +128,15 @@ def build_finetuned_asset(task: str) -> AssetsDefinition:
                     context.log.info(f"{task} {setting}: step {step}/{steps}, loss {loss:.4f}, {seconds:.0f} s")
 
                 log = fine_tune(model, train, recipe, pad_id, token_types, report)
-            scores = glue_metrics(task, predict_logits(model, validation, pad_id, token_types, config.eval_batch_size), validation.labels)
+            scores = glue_metrics(
+                task, predict_logits(model, validation, pad_id, token_types, config.eval_batch_size), validation.labels
+            )
             record = recipe_record(recipe, source, task, log) | {"setting": setting, "validation": scores}
             tuned_model_id = None
             if setting == "pretrained_finetuned":
-                folder = save_checkpoint(model, tokenizer, models_cache_dir() / "finetuned" / f"{model_id}--{task}", record)
+                folder = save_checkpoint(
+                    model, tokenizer, models_cache_dir() / "finetuned" / f"{model_id}--{task}", record
+                )
                 tuned_model_id = register_model(str(folder), context.instance, warehouse).model_id
                 context.log.info(f"Saved {folder} and registered it as model partition '{tuned_model_id}'")
             seconds = time.perf_counter() - start
@@ -147,10 +157,20 @@ def build_finetuned_asset(task: str) -> AssetsDefinition:
                 }
                 for metric, score in scores.items()
             ]
-        scores_frame = pl.DataFrame(rows, schema_overrides={"tuned_model_id": pl.String, "steps": pl.Int32, "train_examples": pl.Int32, "final_loss": pl.Float64})
+        scores_frame = pl.DataFrame(
+            rows,
+            schema_overrides={
+                "tuned_model_id": pl.String,
+                "steps": pl.Int32,
+                "train_examples": pl.Int32,
+                "final_loss": pl.Float64,
+            },
+        )
         with warehouse.get_connection() as conn:
             # a run of some settings keeps the rows of the others
-            kept = partition_rows(conn, "task_scores", model_id, corpus).filter(~pl.col("setting").is_in(config.settings))
+            kept = partition_rows(conn, "task_scores", model_id, corpus).filter(
+                ~pl.col("setting").is_in(config.settings)
+            )
             task_scores = pl.concat([kept.select(scores_frame.columns), scores_frame], how="vertical_relaxed")
             written = replace_partition(conn, {"task_scores": task_scores}, model_id, corpus)
         return MaterializeResult(
@@ -181,22 +201,34 @@ def build_ablation_asset(task: str, finetuned: AssetsDefinition) -> AssetsDefini
         pool="warehouse_writer",
         check_specs=fact_check_specs(
             f"{task}_ablation",
-            {**SCORES_CHECK, "ablation_settings_complete": "One ablation row per metric for the baseline, every head and every layer."},
+            {
+                **SCORES_CHECK,
+                "ablation_settings_complete": "One ablation row per metric for the baseline, every head and every layer.",
+            },
         ),
     )
-    def ablation_asset(context: AssetExecutionContext, config: AblationConfig, warehouse: DuckDBResource) -> MaterializeResult:
+    def ablation_asset(
+        context: AssetExecutionContext, config: AblationConfig, warehouse: DuckDBResource
+    ) -> MaterializeResult:
         model_id = context.partition_key
         with warehouse.get_connection() as conn:
             tuned = partition_rows(conn, "task_scores", model_id, corpus, ("setting", "tuned_model_id")).filter(
                 pl.col("setting") == "pretrained_finetuned"
             )
             if tuned.is_empty():
-                raise ValueError(f"No fine-tuned {task} checkpoint for '{model_id}': materialize finetuned_{task} with setting pretrained_finetuned first.")
+                raise ValueError(
+                    f"No fine-tuned {task} checkpoint for '{model_id}': materialize finetuned_{task} with setting pretrained_finetuned first."
+                )
             tuned_model_id = tuned["tuned_model_id"][0]
             tuned_source = model_source(conn, tuned_model_id)
         _, validation = _labelled(warehouse, model_id, corpus)
         if config.max_examples:
-            validation = TaskData(*(field[: config.max_examples] for field in (validation.example_ids, validation.token_ids, validation.segments, validation.labels)))
+            validation = TaskData(
+                *(
+                    field[: config.max_examples]
+                    for field in (validation.example_ids, validation.token_ids, validation.segments, validation.labels)
+                )
+            )
         spec = inspect_model(tuned_source)
         pad_id = AutoTokenizer.from_pretrained(spec.resolved_path).pad_token_id
         model = use_ablation_attention(load_classifier(spec.resolved_path))
@@ -219,7 +251,14 @@ def build_ablation_asset(task: str, finetuned: AssetsDefinition) -> AssetsDefini
         kinds = ["baseline"] + ["head" if head else "layer" for head in settings.head[1:]]
         frame = pl.DataFrame(
             [
-                {"kind": kind, "layer": layer, "head": head, "metric": metric, "score": score, "baseline_score": scores[0][metric]}
+                {
+                    "kind": kind,
+                    "layer": layer,
+                    "head": head,
+                    "metric": metric,
+                    "score": score,
+                    "baseline_score": scores[0][metric],
+                }
                 for kind, layer, head, setting_scores in zip(kinds, settings.layer, settings.head, scores)
                 for metric, score in setting_scores.items()
             ],
@@ -228,7 +267,11 @@ def build_ablation_asset(task: str, finetuned: AssetsDefinition) -> AssetsDefini
         with warehouse.get_connection() as conn:
             written = replace_partition(conn, {"ablation_scores": frame}, model_id, corpus)
         context.log.info(f"{task} ablation: {len(kinds)} settings x {len(validation)} examples in {seconds:.0f} s")
-        best = frame.filter(pl.col("kind") != "baseline").with_columns(delta=pl.col("score") - pl.col("baseline_score")).sort("delta", descending=True)
+        best = (
+            frame.filter(pl.col("kind") != "baseline")
+            .with_columns(delta=pl.col("score") - pl.col("baseline_score"))
+            .sort("delta", descending=True)
+        )
         return MaterializeResult(
             metadata={
                 "ablation_scores_rows": written["ablation_scores"],
@@ -239,7 +282,10 @@ def build_ablation_asset(task: str, finetuned: AssetsDefinition) -> AssetsDefini
                 "baseline": MetadataValue.json(scores[0]),
                 "largest_gains": table_preview(best.select("kind", "layer", "head", "metric", "score", "delta")),
             },
-            check_results=[check_result(scores_in_range(frame)), check_result(ablation_settings_complete(frame, spec.n_layers, spec.n_heads))],
+            check_results=[
+                check_result(scores_in_range(frame)),
+                check_result(ablation_settings_complete(frame, spec.n_layers, spec.n_heads)),
+            ],
         )
 
     return ablation_asset

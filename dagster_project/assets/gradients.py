@@ -43,10 +43,15 @@ class GradImportanceConfig(Config):
     group_name="analysis",
     pool="warehouse_writer",
     check_specs=fact_check_specs(
-        "grad_importance", {"grad_sums_valid": "Gradient sums are finite and non-negative, each over a positive weight count (no rows: no loss head)."}
+        "grad_importance",
+        {
+            "grad_sums_valid": "Gradient sums are finite and non-negative, each over a positive weight count (no rows: no loss head)."
+        },
     ),
 )
-def grad_importance(context: AssetExecutionContext, config: GradImportanceConfig, warehouse: DuckDBResource) -> MaterializeResult:
+def grad_importance(
+    context: AssetExecutionContext, config: GradImportanceConfig, warehouse: DuckDBResource
+) -> MaterializeResult:
     model_id, corpus = context.partition_key, config.corpus
     source, tokens = model_tokens(warehouse, model_id, corpus)
     if config.max_examples:
@@ -69,13 +74,19 @@ def grad_importance(context: AssetExecutionContext, config: GradImportanceConfig
         context.log.warning(f"grad_importance: no rows for {model_id} on {corpus}. {reason}")
         rows, loss_name, metadata = empty_rows(), "none", {"reason": reason}
     else:
-        report = progress_logger(context, f"{corpus} gradient importance ({loss_model.loss_name})", _PROGRESS_EVERY_SECONDS)
+        report = progress_logger(
+            context, f"{corpus} gradient importance ({loss_model.loss_name})", _PROGRESS_EVERY_SECONDS
+        )
         facts = extract_grad_importance(loss_model, tokens, config.seed, labels, config.batch_tokens, report)
         rows, loss_name = facts.rows, loss_model.loss_name
         metadata = {
             "examples": facts.n_examples,
             "seconds": round(facts.seconds, 1),
-            "preview": table_preview(rows.group_by("target_type").agg(pl.col("grad_sum").sum() / pl.col("weight_count").sum()).sort("target_type")),
+            "preview": table_preview(
+                rows.group_by("target_type")
+                .agg(pl.col("grad_sum").sum() / pl.col("weight_count").sum())
+                .sort("target_type")
+            ),
         }
     is_mlm = loss_name == MASKED_LM
     rows = rows.with_columns(
@@ -90,7 +101,9 @@ def grad_importance(context: AssetExecutionContext, config: GradImportanceConfig
             "grad_importance_rows": written["grad_importance"],
             "corpus": corpus,
             "loss_name": loss_name,
-            "masking": MetadataValue.text(f"{MASK_PROBABILITY:.0%} of content tokens, 80% mask / 10% random / 10% kept" if is_mlm else "none"),
+            "masking": MetadataValue.text(
+                f"{MASK_PROBABILITY:.0%} of content tokens, 80% mask / 10% random / 10% kept" if is_mlm else "none"
+            ),
             "seed": config.seed,
             **metadata,
         },

@@ -29,13 +29,19 @@ class HeadMdsConfig(Config):
     group_name="analysis",
     pool="warehouse_writer",
     check_specs=fact_check_specs(
-        "head_mds", {"finite_coordinates": "No NaN or inf in x, y and stress.", "one_row_per_head": "One row per (layer, head) of the model."}
+        "head_mds",
+        {
+            "finite_coordinates": "No NaN or inf in x, y and stress.",
+            "one_row_per_head": "One row per (layer, head) of the model.",
+        },
     ),
 )
 def head_mds(context: AssetExecutionContext, config: HeadMdsConfig, warehouse: DuckDBResource) -> MaterializeResult:
     model_id, corpus = context.partition_key, config.corpus
     with warehouse.get_connection() as conn:
-        rows = partition_rows(conn, "head_distances", model_id, corpus, ("layer_a", "head_a", "layer_b", "head_b", "js_sum", "tokens"))
+        rows = partition_rows(
+            conn, "head_distances", model_id, corpus, ("layer_a", "head_a", "layer_b", "head_b", "js_sum", "tokens")
+        )
     if rows.is_empty():
         raise ValueError(
             f"No head_distances rows for model '{model_id}' and corpus '{corpus}': materialize "

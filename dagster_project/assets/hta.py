@@ -18,8 +18,8 @@ from dagster_duckdb import DuckDBResource
 
 from dagster_project.assets.checks import check_result, fact_check_specs
 from dagster_project.assets.corpora import corpus_assets_by_name, model_tokens
-from dagster_project.checks import histogram_masses
 from dagster_project.assets.metadata import progress_logger, table_preview
+from dagster_project.checks import histogram_masses
 from dagster_project.corpora import CORPORA
 from dagster_project.facts import length_batches
 from dagster_project.hta import HtaMethod, estimate_error
@@ -59,7 +59,7 @@ def build_hta_asset(corpus: str) -> AssetsDefinition:
                 asset=name,
                 description="Estimated input contributions against exact HTA on the corpus's shortest examples "
                 f"(run config check_examples): Pearson >= {CHECK_MIN_PEARSON}; records the mean absolute error.",
-            )
+            ),
         ],
     )
     def hta_asset(context: AssetExecutionContext, config: HtaConfig, warehouse: DuckDBResource) -> MaterializeResult:
@@ -93,7 +93,9 @@ def build_hta_asset(corpus: str) -> AssetsDefinition:
                 "examples": facts.n_examples,
                 "seconds": round(facts.seconds, 1),
                 "seconds_per_example": round(facts.seconds / facts.n_examples, 2),
-                "example_per_pattern": table_preview(facts.example_maps.group_by("pattern").agg(example_id=pl.col("example_id").first()).sort("pattern")),
+                "example_per_pattern": table_preview(
+                    facts.example_maps.group_by("pattern").agg(example_id=pl.col("example_id").first()).sort("pattern")
+                ),
                 "preview": table_preview(facts.correlations),
             },
             check_results=[check_result(sums), check],
@@ -102,12 +104,16 @@ def build_hta_asset(corpus: str) -> AssetsDefinition:
     return hta_asset
 
 
-def _estimate_check(encoder: LoadedEncoder, tokens: pl.DataFrame, method: HtaMethod, n_examples: int) -> AssetCheckResult:
+def _estimate_check(
+    encoder: LoadedEncoder, tokens: pl.DataFrame, method: HtaMethod, n_examples: int
+) -> AssetCheckResult:
     """Exact against the run's method on the shortest examples (passes trivially for exact)."""
     batches = list(length_batches(tokens, encoder.tokenizer.pad_token_id or 0, 1, encoder.spec.takes_token_types))
     with torch.no_grad():
         embeddings = [
-            encoder.model.embeddings(input_ids=batch.inputs["input_ids"], token_type_ids=batch.inputs.get("token_type_ids"))[0]
+            encoder.model.embeddings(
+                input_ids=batch.inputs["input_ids"], token_type_ids=batch.inputs.get("token_type_ids")
+            )[0]
             for batch in batches[:n_examples]
         ]
     pearson, mae = (1.0, 0.0) if method.probes is None else estimate_error(encoder.model, embeddings, method)
@@ -115,7 +121,12 @@ def _estimate_check(encoder: LoadedEncoder, tokens: pl.DataFrame, method: HtaMet
         check_name="estimate_matches_exact",
         passed=pearson >= CHECK_MIN_PEARSON,
         severity=AssetCheckSeverity.WARN,
-        metadata={"pearson_with_exact": pearson, "mean_abs_error": mae, "hta_method": str(method), "examples": len(embeddings)},
+        metadata={
+            "pearson_with_exact": pearson,
+            "mean_abs_error": mae,
+            "hta_method": str(method),
+            "examples": len(embeddings),
+        },
     )
 
 

@@ -61,7 +61,9 @@ def build_similarity_asset(task: str, finetuned: AssetsDefinition) -> AssetsDefi
             },
         ),
     )
-    def similarity_asset(context: AssetExecutionContext, config: FinetuneSimilarityConfig, warehouse: DuckDBResource) -> MaterializeResult:
+    def similarity_asset(
+        context: AssetExecutionContext, config: FinetuneSimilarityConfig, warehouse: DuckDBResource
+    ) -> MaterializeResult:
         model_id = context.partition_key
         with warehouse.get_connection() as conn:
             tuned_id = config.tuned_model_id or tuned_model_for(conn, model_id, task)
@@ -77,7 +79,11 @@ def build_similarity_asset(task: str, finetuned: AssetsDefinition) -> AssetsDefi
         tokens = tokens.filter(pl.col("example_id").is_in(keep.implode()))
         base = load_encoder(source)
         cosines, seconds = extract_finetune_cosines(
-            base, load_encoder(tuned_source), tokens, config.batch_tokens, progress_logger(context, name, _PROGRESS_EVERY_SECONDS)
+            base,
+            load_encoder(tuned_source),
+            tokens,
+            config.batch_tokens,
+            progress_logger(context, name, _PROGRESS_EVERY_SECONDS),
         )
         cosines = cosines.with_columns(tuned_model_id=pl.lit(tuned_id))
         with warehouse.get_connection() as conn:
@@ -89,7 +95,9 @@ def build_similarity_asset(task: str, finetuned: AssetsDefinition) -> AssetsDefi
                 "tuned_model_id": tuned_id,
                 "examples": keep.len(),
                 "seconds": round(seconds, 2),
-                "mean_cosine_per_layer": MetadataValue.json({str(layer): round(value, 4) for layer, value in per_layer.iter_rows()}),
+                "mean_cosine_per_layer": MetadataValue.json(
+                    {str(layer): round(value, 4) for layer, value in per_layer.iter_rows()}
+                ),
                 "preview": table_preview(cosines),
             },
             check_results=[
@@ -101,5 +109,7 @@ def build_similarity_asset(task: str, finetuned: AssetsDefinition) -> AssetsDefi
     return similarity_asset
 
 
-similarity_assets_by_task = {task: build_similarity_asset(task, finetuned) for task, finetuned in finetuned_assets_by_task.items()}
+similarity_assets_by_task = {
+    task: build_similarity_asset(task, finetuned) for task, finetuned in finetuned_assets_by_task.items()
+}
 similarity_assets = list(similarity_assets_by_task.values())

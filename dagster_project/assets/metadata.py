@@ -18,7 +18,9 @@ def table_preview(frame: pl.DataFrame, rows: int = 5) -> MetadataValue:
         return MetadataValue.md(str(frame.head(rows)))
 
 
-def progress_logger(context: AssetExecutionContext, label: str, every_seconds: float) -> Callable[[int, int, float], None]:
+def progress_logger(
+    context: AssetExecutionContext, label: str, every_seconds: float
+) -> Callable[[int, int, float], None]:
     """A `progress(done, total, seconds)` callback logging at most every `every_seconds`, and at the end."""
     last = [0.0]
 

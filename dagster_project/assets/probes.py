@@ -45,13 +45,21 @@ class ProbeConfig(Config):
     batch_tokens: int = 1024  # padded word pieces per forward batch, which is also a training batch
 
 
-def _corpus_frames(warehouse: DuckDBResource, model_id: str, corpus: str, max_sentences: int | None) -> tuple[str, dict[str, pl.DataFrame]]:
+def _corpus_frames(
+    warehouse: DuckDBResource, model_id: str, corpus: str, max_sentences: int | None
+) -> tuple[str, dict[str, pl.DataFrame]]:
     source, tokens = model_tokens(warehouse, model_id, corpus)
     with warehouse.get_connection() as conn:
-        words = partition_rows(conn, "words", model_id, corpus, ("example_id", "word_index", "piece_start", "piece_end"))
-        dependencies = partition_rows(conn, "dependencies", model_id, corpus, ("example_id", "ud_id", "word_index", "head_word_index", "upos"))
+        words = partition_rows(
+            conn, "words", model_id, corpus, ("example_id", "word_index", "piece_start", "piece_end")
+        )
+        dependencies = partition_rows(
+            conn, "dependencies", model_id, corpus, ("example_id", "ud_id", "word_index", "head_word_index", "upos")
+        )
     if dependencies.is_empty():
-        raise ValueError(f"No gold dependencies for model '{model_id}' and corpus '{corpus}': materialize {corpus}_examples first.")
+        raise ValueError(
+            f"No gold dependencies for model '{model_id}' and corpus '{corpus}': materialize {corpus}_examples first."
+        )
     return source, keep_first_examples({"tokens": tokens, "words": words, "dependencies": dependencies}, max_sentences)
 
 
@@ -67,10 +75,15 @@ def _corpus_frames(warehouse: DuckDBResource, model_id: str, corpus: str, max_se
     group_name="analysis",
     pool="warehouse_writer",
     check_specs=fact_check_specs(
-        "dependency_probes", {"probe_scores_complete": "One score per probe the run config asks for (skipped ones excepted), with UAS in [0, 1]."}
+        "dependency_probes",
+        {
+            "probe_scores_complete": "One score per probe the run config asks for (skipped ones excepted), with UAS in [0, 1]."
+        },
     ),
 )
-def dependency_probes(context: AssetExecutionContext, config: ProbeConfig, warehouse: DuckDBResource) -> MaterializeResult:
+def dependency_probes(
+    context: AssetExecutionContext, config: ProbeConfig, warehouse: DuckDBResource
+) -> MaterializeResult:
     if config.word_mode not in WORD_MODES:
         raise ValueError(f"word_mode must be one of {WORD_MODES}, got '{config.word_mode}'")
     unknown = set(config.word_vectors) - set(WORD_VECTOR_SOURCES)
@@ -85,8 +98,14 @@ def dependency_probes(context: AssetExecutionContext, config: ProbeConfig, wareh
     def extract(model: torch.nn.Module, label: str) -> tuple[list[ProbeBatch], list[ProbeBatch]]:
         return tuple(
             probe_batches(
-                model, frames["tokens"], frames["words"], frames["dependencies"], encoder.tokenizer.pad_token_id or 0,
-                encoder.spec.takes_token_types, config.word_mode, config.batch_tokens,
+                model,
+                frames["tokens"],
+                frames["words"],
+                frames["dependencies"],
+                encoder.tokenizer.pad_token_id or 0,
+                encoder.spec.takes_token_types,
+                config.word_mode,
+                config.batch_tokens,
                 progress_logger(context, f"{label} forward {corpus}", _PROGRESS_EVERY_SECONDS),
             )
             for corpus, frames in ((TRAIN_CORPUS, train_frames), (TEST_CORPUS, test_frames))
@@ -94,15 +113,37 @@ def dependency_probes(context: AssetExecutionContext, config: ProbeConfig, wareh
 
     rows: list[dict] = []
 
-    def score(probe: str, word_vectors: str, test: list[ProbeBatch], predictions: list[torch.Tensor], since: float, loss: float | None = None) -> None:
+    def score(
+        probe: str,
+        word_vectors: str,
+        test: list[ProbeBatch],
+        predictions: list[torch.Tensor],
+        since: float,
+        loss: float | None = None,
+    ) -> None:
         correct, total = attachment_counts(predictions, test)
         rows.append(
-            {"probe": probe, "word_vectors": word_vectors, "uas": correct / total, "n_words": total,
-             "n_correct": correct, "train_loss": loss, "seconds": time.perf_counter() - since}
+            {
+                "probe": probe,
+                "word_vectors": word_vectors,
+                "uas": correct / total,
+                "n_words": total,
+                "n_correct": correct,
+                "train_loss": loss,
+                "seconds": time.perf_counter() - since,
+            }
         )
         context.log.info(f"{probe}: UAS {100 * correct / total:.1f} on {total} words ({rows[-1]['seconds']:.0f} s)")
 
-    def fit(probe: str, word_vectors: str, train: list[ProbeBatch], test: list[ProbeBatch], use_words: bool, both_directions: bool, since: float) -> None:
+    def fit(
+        probe: str,
+        word_vectors: str,
+        train: list[ProbeBatch],
+        test: list[ProbeBatch],
+        use_words: bool,
+        both_directions: bool,
+        since: float,
+    ) -> None:
         model = probe_for(train[0], use_words, both_directions)
         report = lambda done, total, seconds: context.log.info(f"{probe}: epoch {done}/{total} in {seconds:.0f} s")
         loss = train_probe(model, train, config.epochs, config.learning_rate, config.seed, report)
@@ -117,7 +158,15 @@ def dependency_probes(context: AssetExecutionContext, config: ProbeConfig, wareh
     if "model" in config.word_vectors:
         fit("attn_words", "model", train, test, use_words=True, both_directions=True, since=time.perf_counter())
         offsets = lambda batches: [with_offset_features(batch) for batch in batches]
-        fit("distance_words", "model", offsets(train), offsets(test), use_words=True, both_directions=False, since=time.perf_counter())
+        fit(
+            "distance_words",
+            "model",
+            offsets(train),
+            offsets(test),
+            use_words=True,
+            both_directions=False,
+            since=time.perf_counter(),
+        )
     if "spacy" in config.word_vectors and load_spacy().vocab.vectors.shape[0] == 0:
         # A pipeline without static vectors would only give zeros (or context tensors): report, never fake.
         skipped["attn_spacy_words"] = f"skipped, no vectors ({SPACY_PIPELINE} has none)"
@@ -155,7 +204,9 @@ def dependency_probes(context: AssetExecutionContext, config: ProbeConfig, wareh
             "torch_threads": torch.get_num_threads(),
             "train_sentences": scores["n_train_sentences"][0],
             "test_words": rows[0]["n_words"],
-            "preview": table_preview(scores.select("probe", "word_vectors", "uas", "n_words", "train_loss", "seconds"), rows=len(rows)),
+            "preview": table_preview(
+                scores.select("probe", "word_vectors", "uas", "n_words", "train_loss", "seconds"), rows=len(rows)
+            ),
         },
         check_results=[check_result(complete)],
     )

@@ -12,7 +12,9 @@ from dagster_project.resources import ChartFolder
 
 
 @asset(deps=chart_assets, group_name="charts")
-def paper_report(context: AssetExecutionContext, warehouse: DuckDBResource, chart_folder: ChartFolder) -> MaterializeResult:
+def paper_report(
+    context: AssetExecutionContext, warehouse: DuckDBResource, chart_folder: ChartFolder
+) -> MaterializeResult:
     """`report/` beside the chart folders: index.html and one page per paper with every chart
     of that paper for every registered model, a model selector and headline numbers per layer.
     Opens offline (charts are embedded PNGs)."""

@@ -10,9 +10,16 @@ from pathlib import Path
 
 from dagster_project.corpora.base import CorpusData, CorpusError, CorpusSpec, join_words, split_words
 from dagster_project.corpora.conllu_corpora import read_ud
-from dagster_project.corpora.coreference import gap_files, ontogum_files, read_conll2012, read_gap, read_ontogum, window_documents
-from dagster_project.corpora.framenet import read_framenet
+from dagster_project.corpora.coreference import (
+    gap_files,
+    ontogum_files,
+    read_conll2012,
+    read_gap,
+    read_ontogum,
+    window_documents,
+)
 from dagster_project.corpora.encoding import EncodedCorpus, align_words, encode_corpus, punctuation_ids
+from dagster_project.corpora.framenet import read_framenet
 from dagster_project.corpora.text_pairs import (
     GLUE_TASKS,
     detokenize_wikitext,
@@ -33,7 +40,9 @@ FRAMENET_FILES = (
 UD_FILES = {"ewt": "ud_english_ewt/en_ewt-ud-{split}.conllu", "gum": "ud_english_gum/en_gum-ud-{split}.conllu"}
 
 
-def _annotated(name: str, description: str, files: tuple[str, ...], read: Callable[[Path], CorpusData], **options) -> CorpusSpec:
+def _annotated(
+    name: str, description: str, files: tuple[str, ...], read: Callable[[Path], CorpusData], **options
+) -> CorpusSpec:
     """A corpus analysed word by word against its gold annotations: every example that fits
     (128 pieces unless given), relation hits instead of position histograms, not in the
     default run."""

@@ -48,7 +48,16 @@ def spacy_features(examples: pl.DataFrame, words: pl.DataFrame) -> pl.DataFrame:
     by_segment = {key: frame for key, frame in words.sort("word_index").group_by("example_id", "segment")}
     columns: dict[str, list] = {
         name: []
-        for name in ("example_id", "word_index", "pos", "tag", "dep", "head_word_index", "spacy_alignment", "spacy_tokens")
+        for name in (
+            "example_id",
+            "word_index",
+            "pos",
+            "tag",
+            "dep",
+            "head_word_index",
+            "spacy_alignment",
+            "spacy_tokens",
+        )
     }
     for (example_id, segment, _), doc in zip(segments, nlp.pipe(text for *_, text in segments)):
         segment_words = by_segment.get((example_id, segment))
@@ -59,7 +68,9 @@ def spacy_features(examples: pl.DataFrame, words: pl.DataFrame) -> pl.DataFrame:
         word_starts = segment_words["char_start"].to_numpy()
         word_indices = segment_words["word_index"].to_numpy()
         for word_index, start, end in zip(word_indices, word_starts, segment_words["char_end"].to_numpy()):
-            covered = [doc[i] for i in range(np.searchsorted(ends, start, "right"), np.searchsorted(starts, end, "left"))]
+            covered = [
+                doc[i] for i in range(np.searchsorted(ends, start, "right"), np.searchsorted(starts, end, "left"))
+            ]
             inside = {token.i for token in covered}
             head = next((token for token in covered if token.head.i not in inside or token.head.i == token.i), None)
             head_word = None
@@ -78,13 +89,21 @@ def spacy_features(examples: pl.DataFrame, words: pl.DataFrame) -> pl.DataFrame:
             )
             for name, value in zip(columns, values):
                 columns[name].append(value)
-    features = pl.DataFrame(columns, schema_overrides={"example_id": pl.Int32, "word_index": pl.Int32, "head_word_index": pl.Int32})
-    lowered = words.select("example_id", "word_index", lower=pl.col("word").str.to_lowercase().str.replace_all("’", "'"))
-    return features.join(lowered, on=["example_id", "word_index"]).with_columns(
-        is_noun=pl.col("pos").is_in(list(NOUN_POS)),
-        is_verb=pl.col("pos") == "VERB",
-        is_pronoun=pl.col("pos") == "PRON",
-        is_subject=pl.col("dep").is_in(list(SUBJECT_DEPS)),
-        is_object=pl.col("dep").is_in(list(OBJECT_DEPS)),
-        is_negation=pl.col("lower").is_in(list(NEGATION_WORDS)),
-    ).drop("lower")
+    features = pl.DataFrame(
+        columns, schema_overrides={"example_id": pl.Int32, "word_index": pl.Int32, "head_word_index": pl.Int32}
+    )
+    lowered = words.select(
+        "example_id", "word_index", lower=pl.col("word").str.to_lowercase().str.replace_all("’", "'")
+    )
+    return (
+        features.join(lowered, on=["example_id", "word_index"])
+        .with_columns(
+            is_noun=pl.col("pos").is_in(list(NOUN_POS)),
+            is_verb=pl.col("pos") == "VERB",
+            is_pronoun=pl.col("pos") == "PRON",
+            is_subject=pl.col("dep").is_in(list(SUBJECT_DEPS)),
+            is_object=pl.col("dep").is_in(list(OBJECT_DEPS)),
+            is_negation=pl.col("lower").is_in(list(NEGATION_WORDS)),
+        )
+        .drop("lower")
+    )

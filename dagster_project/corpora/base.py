@@ -93,16 +93,30 @@ _WORD = re.compile(r"\w+(?:['’-]\w+)*|[^\w\s]")
 
 def split_words(texts: pl.DataFrame) -> pl.DataFrame:
     """Words of text_a (segment 0) and text_b (segment 1) with their character offsets."""
-    rows: dict[str, list] = {name: [] for name in ("example_id", "segment", "word_index", "word", "char_start", "char_end")}
+    rows: dict[str, list] = {
+        name: [] for name in ("example_id", "segment", "word_index", "word", "char_start", "char_end")
+    }
     has_b = "text_b" in texts.columns
-    for example_id, text_a, text_b in zip(texts["example_id"], texts["text_a"], texts["text_b"] if has_b else [None] * texts.height):
+    for example_id, text_a, text_b in zip(
+        texts["example_id"], texts["text_a"], texts["text_b"] if has_b else [None] * texts.height
+    ):
         index = 0
         for segment, text in enumerate((text_a, text_b)):
             for match in _WORD.finditer(text or ""):
                 for name, value in zip(rows, (example_id, segment, index, match.group(), match.start(), match.end())):
                     rows[name].append(value)
                 index += 1
-    return pl.DataFrame(rows, schema={"example_id": pl.Int32, "segment": pl.Int8, "word_index": pl.Int32, "word": pl.String, "char_start": pl.Int32, "char_end": pl.Int32})
+    return pl.DataFrame(
+        rows,
+        schema={
+            "example_id": pl.Int32,
+            "segment": pl.Int8,
+            "word_index": pl.Int32,
+            "word": pl.String,
+            "char_start": pl.Int32,
+            "char_end": pl.Int32,
+        },
+    )
 
 
 def join_words(words: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -111,14 +125,22 @@ def join_words(words: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     `words` has example_id, segment, word_index, word; returns (texts with text_a/text_b,
     words with char_start/char_end added).
     """
-    words = words.sort("example_id", "word_index").with_columns(
-        char_start=(pl.col("word").str.len_chars() + 1).cum_sum().over("example_id", "segment").cast(pl.Int32)
-        - (pl.col("word").str.len_chars() + 1).cast(pl.Int32)
-    ).with_columns(char_end=pl.col("char_start") + pl.col("word").str.len_chars().cast(pl.Int32))
-    texts = words.group_by("example_id", "segment").agg(pl.col("word").str.join(" ")).pivot(
-        on="segment", index="example_id", values="word"
+    words = (
+        words.sort("example_id", "word_index")
+        .with_columns(
+            char_start=(pl.col("word").str.len_chars() + 1).cum_sum().over("example_id", "segment").cast(pl.Int32)
+            - (pl.col("word").str.len_chars() + 1).cast(pl.Int32)
+        )
+        .with_columns(char_end=pl.col("char_start") + pl.col("word").str.len_chars().cast(pl.Int32))
     )
-    texts = texts.rename({"0": "text_a"}).with_columns(
-        text_b=pl.col("1") if "1" in texts.columns else pl.lit(None, dtype=pl.String)
-    ).select("example_id", "text_a", "text_b")
+    texts = (
+        words.group_by("example_id", "segment")
+        .agg(pl.col("word").str.join(" "))
+        .pivot(on="segment", index="example_id", values="word")
+    )
+    texts = (
+        texts.rename({"0": "text_a"})
+        .with_columns(text_b=pl.col("1") if "1" in texts.columns else pl.lit(None, dtype=pl.String))
+        .select("example_id", "text_a", "text_b")
+    )
     return texts.sort("example_id"), words

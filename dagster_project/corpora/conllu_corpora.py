@@ -47,7 +47,9 @@ def read_sentences(path: Path) -> Iterator[Sentence]:
                     continue
                 columns = text.rstrip("\n").split("\t")
                 if len(columns) != 10:
-                    raise CorpusError(f"{path}, line {n}: expected 10 tab-separated CoNLL-U columns, found {len(columns)}")
+                    raise CorpusError(
+                        f"{path}, line {n}: expected 10 tab-separated CoNLL-U columns, found {len(columns)}"
+                    )
                 if "-" not in columns[0] and "." not in columns[0] and not (columns[6].isdigit() or columns[6] == "_"):
                     raise CorpusError(f"{path}, line {n}: head {columns[6]!r} is not an integer word id")
             try:
@@ -83,7 +85,8 @@ def read_ud(paths: list[Path]) -> CorpusData:
     """UD treebank files as one corpus: example_id counts sentences across the files."""
     word_rows: dict[str, list] = {"example_id": [], "word_index": [], "word": []}
     dependency_rows: dict[str, list] = {
-        name: [] for name in ("example_id", "ud_id", "word_index", "head_word_index", "relation", "upos", "xpos", "form")
+        name: []
+        for name in ("example_id", "ud_id", "word_index", "head_word_index", "relation", "upos", "xpos", "form")
     }
     refs: list[str] = []
     offset = 0
@@ -116,9 +119,9 @@ def read_ud(paths: list[Path]) -> CorpusData:
         if count == 0:
             raise CorpusError(f"{path}: no sentences")
         offset += count
-    words = pl.DataFrame(word_rows, schema={"example_id": pl.Int32, "word_index": pl.Int32, "word": pl.String}).with_columns(
-        segment=pl.lit(0, dtype=pl.Int8)
-    )
+    words = pl.DataFrame(
+        word_rows, schema={"example_id": pl.Int32, "word_index": pl.Int32, "word": pl.String}
+    ).with_columns(segment=pl.lit(0, dtype=pl.Int8))
     texts, words = join_words(words)
     texts = texts.with_columns(source_ref=pl.Series(refs)).select("example_id", "source_ref", "text_a", "text_b")
     dependencies = pl.DataFrame(

@@ -26,7 +26,15 @@ _BRACKET = re.compile(
     rf"|\((?P<open>{_ID})[^()|\[]*(?P<open_part>{_PART})?(?=\(|\||$)"  # (12
     rf"|(?P<close>{_ID})(?:{_PART})?\)"  # 12)
 )
-MENTION_COLUMNS = ("mention_id", "cluster_id", "word_start", "word_end", "head_word", "mention_type", "is_discontinuous")
+MENTION_COLUMNS = (
+    "mention_id",
+    "cluster_id",
+    "word_start",
+    "word_end",
+    "head_word",
+    "mention_type",
+    "is_discontinuous",
+)
 
 
 @dataclass
@@ -81,12 +89,16 @@ def parse_mentions(document: Document, strict: bool = True) -> tuple[list[tuple[
             else:
                 cluster = match["close"]
                 if not open_mentions.get(cluster):
-                    unbalanced(f"{path}, line {document.lines[position]}: coreference bracket '{cluster})' closes a mention that was never opened")
+                    unbalanced(
+                        f"{path}, line {document.lines[position]}: coreference bracket '{cluster})' closes a mention that was never opened"
+                    )
                     continue
                 finish(cluster, open_mentions[cluster].pop(), position + 1, open_parts[cluster].pop())
     for cluster, starts in open_mentions.items():
         for start in starts:
-            unbalanced(f"{path}, line {document.lines[start]}: coreference bracket '({cluster}' is never closed in document {document.name}")
+            unbalanced(
+                f"{path}, line {document.lines[start]}: coreference bracket '({cluster}' is never closed in document {document.name}"
+            )
     return sorted(mentions, key=lambda mention: (mention[1], -mention[2])), problems
 
 
@@ -119,16 +131,35 @@ def documents_to_corpus(documents: list[Document], path: Path, strict: bool) -> 
         problems += found
         for mention_id, (cluster, start, end, discontinuous) in enumerate(parsed):
             head = mention_head(document, start, end)
-            mentions.append((example_id, mention_id, cluster, start, end, head, mention_type(document.upos[head]), discontinuous, document.xpos[head]))
+            mentions.append(
+                (
+                    example_id,
+                    mention_id,
+                    cluster,
+                    start,
+                    end,
+                    head,
+                    mention_type(document.upos[head]),
+                    discontinuous,
+                    document.xpos[head],
+                )
+            )
         bounds = [*document.sentence_starts, len(document.words)]
         sentences += [(example_id, index, bounds[index], bounds[index + 1]) for index in range(len(bounds) - 1)]
     return CorpusData(
-        texts=pl.DataFrame(texts, schema={"example_id": pl.Int32, "source_ref": pl.String, "text_a": pl.String}, orient="row").with_columns(
-            text_b=pl.lit(None, dtype=pl.String)
-        ),
+        texts=pl.DataFrame(
+            texts, schema={"example_id": pl.Int32, "source_ref": pl.String, "text_a": pl.String}, orient="row"
+        ).with_columns(text_b=pl.lit(None, dtype=pl.String)),
         words=pl.DataFrame(
             words,
-            schema={"example_id": pl.Int32, "segment": pl.Int8, "word_index": pl.Int32, "word": pl.String, "char_start": pl.Int32, "char_end": pl.Int32},
+            schema={
+                "example_id": pl.Int32,
+                "segment": pl.Int8,
+                "word_index": pl.Int32,
+                "word": pl.String,
+                "char_start": pl.Int32,
+                "char_end": pl.Int32,
+            },
             orient="row",
         ),
         annotations={
@@ -136,13 +167,22 @@ def documents_to_corpus(documents: list[Document], path: Path, strict: bool) -> 
                 mentions,
                 schema={
                     "example_id": pl.Int32,
-                    **dict(zip(MENTION_COLUMNS, (pl.Int32, pl.String, pl.Int32, pl.Int32, pl.Int32, pl.String, pl.Boolean))),
+                    **dict(
+                        zip(MENTION_COLUMNS, (pl.Int32, pl.String, pl.Int32, pl.Int32, pl.Int32, pl.String, pl.Boolean))
+                    ),
                     "head_xpos": pl.String,
                 },
                 orient="row",
             ),
             "sentences": pl.DataFrame(
-                sentences, schema={"example_id": pl.Int32, "sentence_index": pl.Int32, "word_start": pl.Int32, "word_end": pl.Int32}, orient="row"
+                sentences,
+                schema={
+                    "example_id": pl.Int32,
+                    "sentence_index": pl.Int32,
+                    "word_start": pl.Int32,
+                    "word_end": pl.Int32,
+                },
+                orient="row",
             ),
         },
         problems=problems,
@@ -206,7 +246,9 @@ def read_conll2012(path: Path, strict: bool = True) -> CorpusData:
             if not documents:
                 raise CorpusError(f"{path}, line {number}: word line before any '#begin document'")
             if len(columns) < 12:
-                raise CorpusError(f"{path}, line {number}: expected at least 12 whitespace-separated CoNLL-2012 columns, found {len(columns)}")
+                raise CorpusError(
+                    f"{path}, line {number}: expected at least 12 whitespace-separated CoNLL-2012 columns, found {len(columns)}"
+                )
             document = documents[-1]
             if not sentence_open:
                 document.sentence_starts.append(len(document.words))
@@ -231,9 +273,11 @@ def window_documents(data: CorpusData, tokenizer: PreTrainedTokenizerBase, max_l
     special = tokenizer.num_special_tokens_to_add(pair=False)
     pieces = tokenizer(words["word"].to_list(), add_special_tokens=False, verbose=False)["input_ids"]
     words = words.with_columns(n_pieces=pl.Series([len(ids) for ids in pieces], dtype=pl.Int32))
-    sentences = data.annotations["sentences"].join(
-        words.group_by("example_id").agg(pl.col("n_pieces")), on="example_id"
-    ).sort("example_id", "sentence_index")
+    sentences = (
+        data.annotations["sentences"]
+        .join(words.group_by("example_id").agg(pl.col("n_pieces")), on="example_id")
+        .sort("example_id", "sentence_index")
+    )
     rows = []
     window_id = 0
     for document, frame in sentences.group_by("example_id", maintain_order=True):
@@ -247,7 +291,11 @@ def window_documents(data: CorpusData, tokenizer: PreTrainedTokenizerBase, max_l
             rows.append((document[0], start, end, window_id))
             used += size
         window_id += 1
-    windows = pl.DataFrame(rows, schema={"document": pl.Int32, "word_start": pl.Int32, "word_end": pl.Int32, "window": pl.Int32}, orient="row")
+    windows = pl.DataFrame(
+        rows,
+        schema={"document": pl.Int32, "word_start": pl.Int32, "word_end": pl.Int32, "window": pl.Int32},
+        orient="row",
+    )
     spans = windows.group_by("document", "window").agg(pl.col("word_start").min(), pl.col("word_end").max())
     word_windows = words.join(spans, left_on="example_id", right_on="document").filter(
         (pl.col("word_index") >= pl.col("word_start")) & (pl.col("word_index") < pl.col("word_end"))
@@ -260,12 +308,25 @@ def window_documents(data: CorpusData, tokenizer: PreTrainedTokenizerBase, max_l
     documents = spans.select(example_id="window", group_id="document").join(
         data.texts.select(group_id="example_id", source_ref="source_ref"), on="group_id"
     )
-    texts = texts.join(documents, on="example_id").sort("example_id").with_columns(
-        source_ref=pl.col("source_ref") + pl.lit(" window ") + pl.int_range(pl.len()).over("group_id").cast(pl.String)
-    ).select("example_id", "source_ref", "text_a", "text_b", "group_id")
-    joined = data.annotations["coref_mentions"].join(
-        spans.rename({"word_start": "window_start", "word_end": "window_end"}), left_on="example_id", right_on="document"
-    ).filter((pl.col("word_start") >= pl.col("window_start")) & (pl.col("word_end") <= pl.col("window_end")))
+    texts = (
+        texts.join(documents, on="example_id")
+        .sort("example_id")
+        .with_columns(
+            source_ref=pl.col("source_ref")
+            + pl.lit(" window ")
+            + pl.int_range(pl.len()).over("group_id").cast(pl.String)
+        )
+        .select("example_id", "source_ref", "text_a", "text_b", "group_id")
+    )
+    joined = (
+        data.annotations["coref_mentions"]
+        .join(
+            spans.rename({"word_start": "window_start", "word_end": "window_end"}),
+            left_on="example_id",
+            right_on="document",
+        )
+        .filter((pl.col("word_start") >= pl.col("window_start")) & (pl.col("word_end") <= pl.col("window_end")))
+    )
     shift = pl.col("window_start")
     new_mentions = joined.select(
         example_id="window",
@@ -288,9 +349,11 @@ def window_documents(data: CorpusData, tokenizer: PreTrainedTokenizerBase, max_l
 
 def clusters_of(mentions: pl.DataFrame) -> pl.DataFrame:
     """One row per (example, cluster): how many mentions it has there and where it starts."""
-    return mentions.group_by("example_id", "cluster_id").agg(
-        n_mentions=pl.len().cast(pl.Int32), first_word=pl.col("word_start").min()
-    ).sort("example_id", "first_word")
+    return (
+        mentions.group_by("example_id", "cluster_id")
+        .agg(n_mentions=pl.len().cast(pl.Int32), first_word=pl.col("word_start").min())
+        .sort("example_id", "first_word")
+    )
 
 
 def read_gap(path: Path) -> CorpusData:
@@ -299,7 +362,9 @@ def read_gap(path: Path) -> CorpusData:
     The pronoun is cluster 'P'; a candidate whose gold flag is TRUE joins it, otherwise it
     is its own cluster ('A' or 'B').
     """
-    frame = read_tsv(path, ["ID", "Text", "Pronoun", "Pronoun-offset", "A", "A-offset", "A-coref", "B", "B-offset", "B-coref"])
+    frame = read_tsv(
+        path, ["ID", "Text", "Pronoun", "Pronoun-offset", "A", "A-offset", "A-coref", "B", "B-offset", "B-coref"]
+    )
     if frame.is_empty():
         raise CorpusError(f"{path}: no rows")
     texts = frame.select(
@@ -318,7 +383,9 @@ def read_gap(path: Path) -> CorpusData:
         offsets = frame[offset_column].cast(pl.Int32, strict=False)
         bad = offsets.is_null().arg_true()
         if len(bad):
-            raise CorpusError(f"{path}, line {bad[0] + 2}: {offset_column} {frame[offset_column][bad[0]]!r} is not a character offset")
+            raise CorpusError(
+                f"{path}, line {bad[0] + 2}: {offset_column} {frame[offset_column][bad[0]]!r} is not a character offset"
+            )
         flags = frame[flag_column].str.to_uppercase() == "TRUE" if flag_column else pl.Series([True] * frame.height)
         rows.append(
             pl.DataFrame(
@@ -333,24 +400,37 @@ def read_gap(path: Path) -> CorpusData:
         )
     spans = pl.concat(rows)
     # A mention covers the words its characters overlap.
-    covered = spans.join(words.select("example_id", "word_index", word_start_char="char_start", word_end_char="char_end"), on="example_id").filter(
-        (pl.col("word_start_char") < pl.col("char_end")) & (pl.col("word_end_char") > pl.col("char_start"))
-    )
+    covered = spans.join(
+        words.select("example_id", "word_index", word_start_char="char_start", word_end_char="char_end"),
+        on="example_id",
+    ).filter((pl.col("word_start_char") < pl.col("char_end")) & (pl.col("word_end_char") > pl.col("char_start")))
     mentions = covered.group_by("example_id", "role", "gold_coref").agg(
         word_start=pl.col("word_index").min(), word_end=pl.col("word_index").max() + 1
     )
     missing = spans.join(mentions, on=["example_id", "role"], how="anti")
     if missing.height:
         row = missing.row(0, named=True)
-        raise CorpusError(f"{path}, line {row['example_id'] + 2}: {row['role']} offset {row['char_start']} lies outside the text")
-    mentions = mentions.with_columns(
-        mention_id=pl.col("role").replace_strict({"pronoun": 0, "A": 1, "B": 2}, return_dtype=pl.Int32),
-        cluster_id=pl.when(pl.col("role") == "pronoun").then(pl.lit("P")).when(pl.col("gold_coref")).then(pl.lit("P")).otherwise(pl.col("role")),
-        head_word=pl.col("word_end") - 1,
-        mention_type=pl.when(pl.col("role") == "pronoun").then(pl.lit("pronoun")).otherwise(pl.lit("proper")),
-        is_discontinuous=pl.lit(False),
-    ).select("example_id", *MENTION_COLUMNS, "role", "gold_coref").sort("example_id", "mention_id")
-    return CorpusData(texts=texts, words=words, annotations={"coref_mentions": mentions, "coref_clusters": clusters_of(mentions)})
+        raise CorpusError(
+            f"{path}, line {row['example_id'] + 2}: {row['role']} offset {row['char_start']} lies outside the text"
+        )
+    mentions = (
+        mentions.with_columns(
+            mention_id=pl.col("role").replace_strict({"pronoun": 0, "A": 1, "B": 2}, return_dtype=pl.Int32),
+            cluster_id=pl.when(pl.col("role") == "pronoun")
+            .then(pl.lit("P"))
+            .when(pl.col("gold_coref"))
+            .then(pl.lit("P"))
+            .otherwise(pl.col("role")),
+            head_word=pl.col("word_end") - 1,
+            mention_type=pl.when(pl.col("role") == "pronoun").then(pl.lit("pronoun")).otherwise(pl.lit("proper")),
+            is_discontinuous=pl.lit(False),
+        )
+        .select("example_id", *MENTION_COLUMNS, "role", "gold_coref")
+        .sort("example_id", "mention_id")
+    )
+    return CorpusData(
+        texts=texts, words=words, annotations={"coref_mentions": mentions, "coref_clusters": clusters_of(mentions)}
+    )
 
 
 def gap_files(split: str) -> str:
@@ -361,6 +441,7 @@ def ontogum_files(data_dir: Path) -> list[Path]:
     folder = data_dir / "gum_coref" / "ontogum_conllu"
     files = sorted(folder.glob("*.conllu"))
     if not files:
-        raise CorpusError(f"No OntoGUM .conllu files in {folder}; set ATTN_DATA_DIR to a folder laid out like ../shared/data.")
+        raise CorpusError(
+            f"No OntoGUM .conllu files in {folder}; set ATTN_DATA_DIR to a folder laid out like ../shared/data."
+        )
     return files
-

@@ -50,33 +50,62 @@ def align_words(words: pl.DataFrame, tokens: pl.DataFrame) -> tuple[pl.DataFrame
     spans = words.select(*keys, "word_index", "char_start", "char_end")
     by = ["example_id", "segment"]
     # First piece ending after the word starts, last piece starting before the word ends.
-    first = spans.with_columns(probe=pl.col("char_start") + 1).sort("probe").join_asof(
-        pieces.select(*by, "position", piece_end=pl.col("char_end")).sort("piece_end"),
-        left_on="probe", right_on="piece_end", by=by, strategy="forward", check_sortedness=False,
+    first = (
+        spans.with_columns(probe=pl.col("char_start") + 1)
+        .sort("probe")
+        .join_asof(
+            pieces.select(*by, "position", piece_end=pl.col("char_end")).sort("piece_end"),
+            left_on="probe",
+            right_on="piece_end",
+            by=by,
+            strategy="forward",
+            check_sortedness=False,
+        )
     )
-    last = spans.with_columns(probe=pl.col("char_end") - 1).sort("probe").join_asof(
-        pieces.select(*by, "position", piece_begin=pl.col("char_start")).sort("piece_begin"),
-        left_on="probe", right_on="piece_begin", by=by, strategy="backward", check_sortedness=False,
+    last = (
+        spans.with_columns(probe=pl.col("char_end") - 1)
+        .sort("probe")
+        .join_asof(
+            pieces.select(*by, "position", piece_begin=pl.col("char_start")).sort("piece_begin"),
+            left_on="probe",
+            right_on="piece_begin",
+            by=by,
+            strategy="backward",
+            check_sortedness=False,
+        )
     )
-    piece_spans = first.select("example_id", "word_index", piece_start="position").join(
-        last.select("example_id", "word_index", last_piece="position"), on=["example_id", "word_index"]
-    ).select(
-        "example_id",
-        "word_index",
-        valid=pl.col("piece_start") <= pl.col("last_piece"),
-        piece_start=pl.col("piece_start").cast(pl.Int16),
-        piece_end=(pl.col("last_piece") + 1).cast(pl.Int16),
+    piece_spans = (
+        first.select("example_id", "word_index", piece_start="position")
+        .join(last.select("example_id", "word_index", last_piece="position"), on=["example_id", "word_index"])
+        .select(
+            "example_id",
+            "word_index",
+            valid=pl.col("piece_start") <= pl.col("last_piece"),
+            piece_start=pl.col("piece_start").cast(pl.Int16),
+            piece_end=(pl.col("last_piece") + 1).cast(pl.Int16),
+        )
     )
     piece_spans = piece_spans.with_columns(
         pl.when("valid").then(pl.col(name)).alias(name) for name in ("piece_start", "piece_end")
     ).drop("valid")
-    owner = pieces.with_columns(probe=pl.col("char_end") - 1).sort("probe").join_asof(
-        spans.select(*by, "word_index", "char_start", word_end="char_end").sort("char_start"),
-        left_on="probe", right_on="char_start", by=by, strategy="backward", check_sortedness=False,
-    ).filter(pl.col("probe") < pl.col("word_end"))
+    owner = (
+        pieces.with_columns(probe=pl.col("char_end") - 1)
+        .sort("probe")
+        .join_asof(
+            spans.select(*by, "word_index", "char_start", word_end="char_end").sort("char_start"),
+            left_on="probe",
+            right_on="char_start",
+            by=by,
+            strategy="backward",
+            check_sortedness=False,
+        )
+        .filter(pl.col("probe") < pl.col("word_end"))
+    )
     words, tokens = (frame.with_columns(keys[0]) for frame in (words, tokens))
     aligned = words.join(piece_spans, on=["example_id", "word_index"], how="left").sort("example_id", "word_index")
-    token_words = tokens.join(owner.select("example_id", "position", "word_index"), on=["example_id", "position"], how="left")
+    token_words = tokens.join(
+        owner.select("example_id", "position", "word_index"), on=["example_id", "position"], how="left"
+    )
     return aligned, token_words.sort("example_id", "position")
 
 
@@ -93,7 +122,11 @@ def encode_corpus(
     if "text_b" in shuffled.columns and shuffled["text_b"].is_not_null().any():
         segments.append(shuffled["text_b"].to_list())
     encoded = tokenizer(
-        *segments, return_special_tokens_mask=True, return_token_type_ids=True, return_offsets_mapping=True, verbose=False
+        *segments,
+        return_special_tokens_mask=True,
+        return_token_type_ids=True,
+        return_offsets_mapping=True,
+        verbose=False,
     )
     lengths = np.fromiter((len(ids) for ids in encoded["input_ids"]), dtype=np.int64, count=shuffled.height)
     fits = lengths <= max_len
@@ -143,9 +176,15 @@ def encode_corpus(
     words, tokens = align_words(words.filter(pl.col("example_id").is_in(kept_ids)), tokens)
     return EncodedCorpus(
         examples=examples.sort("example_id"),
-        tokens=tokens.select("example_id", "position", "token_id", "token", "token_class", "is_special", "segment", "word_index"),
-        words=words.select("example_id", "segment", "word_index", "word", "char_start", "char_end", "piece_start", "piece_end"),
-        annotations={name: rows.filter(pl.col("example_id").is_in(kept_ids)) for name, rows in data.annotations.items()},
+        tokens=tokens.select(
+            "example_id", "position", "token_id", "token", "token_class", "is_special", "segment", "word_index"
+        ),
+        words=words.select(
+            "example_id", "segment", "word_index", "word", "char_start", "char_end", "piece_start", "piece_end"
+        ),
+        annotations={
+            name: rows.filter(pl.col("example_id").is_in(kept_ids)) for name, rows in data.annotations.items()
+        },
         n_candidates=texts.height,
         n_too_long=int((~fits).sum()),
     )

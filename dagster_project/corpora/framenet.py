@@ -25,9 +25,13 @@ def _blocks(path: Path) -> list[list[tuple[int, list[str]]]]:
                 continue
             columns = line.rstrip("\n").split("\t")
             if len(columns) != 5:
-                raise CorpusError(f"{path}, line {number}: expected 5 tab-separated columns (index, token, LU, frame, FE tag), found {len(columns)}")
+                raise CorpusError(
+                    f"{path}, line {number}: expected 5 tab-separated columns (index, token, LU, frame, FE tag), found {len(columns)}"
+                )
             if columns[4] != "O" and columns[4][:2] not in ("B-", "I-"):
-                raise CorpusError(f"{path}, line {number}: frame element tag {columns[4]!r} is not O, B-<name> or I-<name>")
+                raise CorpusError(
+                    f"{path}, line {number}: frame element tag {columns[4]!r} is not O, B-<name> or I-<name>"
+                )
             block.append((number, columns))
     return blocks
 
@@ -36,7 +40,9 @@ def _spans(tags: list[str]) -> list[tuple[str, int, int]]:
     """(name, start, end exclusive) of the BIO-tagged frame elements."""
     spans: list[tuple[str, int, int]] = []
     for index, tag in enumerate(tags):
-        if tag.startswith("B-") or (tag.startswith("I-") and (not spans or spans[-1][0] != tag[2:] or spans[-1][2] != index)):
+        if tag.startswith("B-") or (
+            tag.startswith("I-") and (not spans or spans[-1][0] != tag[2:] or spans[-1][2] != index)
+        ):
             spans.append((tag[2:], index, index + 1))
         elif tag.startswith("I-"):
             name, start, _ = spans[-1]
@@ -78,7 +84,11 @@ def read_framenet(paths: list[Path], core_elements_file: Path) -> CorpusData:
     word_rows = [
         (example_id, 0, index, word) for words, example_id in sentence_ids.items() for index, word in enumerate(words)
     ]
-    words = pl.DataFrame(word_rows, schema={"example_id": pl.Int32, "segment": pl.Int8, "word_index": pl.Int32, "word": pl.String}, orient="row")
+    words = pl.DataFrame(
+        word_rows,
+        schema={"example_id": pl.Int32, "segment": pl.Int8, "word_index": pl.Int32, "word": pl.String},
+        orient="row",
+    )
     texts, words = join_words(words)
     texts = texts.with_columns(source_ref=pl.lit("framenet:") + pl.col("example_id").cast(pl.String))
     frame_links = pl.DataFrame(
@@ -96,4 +106,8 @@ def read_framenet(paths: list[Path], core_elements_file: Path) -> CorpusData:
         },
         orient="row",
     ).unique(maintain_order=True)
-    return CorpusData(texts=texts.select("example_id", "source_ref", "text_a", "text_b"), words=words, annotations={"frame_links": frame_links})
+    return CorpusData(
+        texts=texts.select("example_id", "source_ref", "text_a", "text_b"),
+        words=words,
+        annotations={"frame_links": frame_links},
+    )

@@ -115,18 +115,33 @@ class GlueTask:
 GLUE_TASKS = {
     "cola": GlueTask("CoLA", ("sentence",), ("sentence",), "label", {0: "unacceptable", 1: "acceptable"}),
     "sst2": GlueTask("SST-2", ("sentence",), ("sentence",), "label", {0: "negative", 1: "positive"}),
-    "mrpc": GlueTask("MRPC", ("sentence1", "sentence2"), ("#1 String", "#2 String"), "Quality", {0: "not_equivalent", 1: "equivalent"}),
+    "mrpc": GlueTask(
+        "MRPC",
+        ("sentence1", "sentence2"),
+        ("#1 String", "#2 String"),
+        "Quality",
+        {0: "not_equivalent", 1: "equivalent"},
+    ),
     "stsb": GlueTask("STS-B", ("sentence1", "sentence2"), ("sentence1", "sentence2"), "score", None),
-    "rte": GlueTask("RTE", ("sentence1", "sentence2"), ("sentence1", "sentence2"), "label", {0: "entailment", 1: "not_entailment"}),
-    "qnli": GlueTask("QNLI", ("question", "sentence"), ("question", "sentence"), "label", {0: "entailment", 1: "not_entailment"}),
-    "wnli": GlueTask("WNLI", ("sentence1", "sentence2"), ("sentence1", "sentence2"), "label", {0: "not_entailment", 1: "entailment"}),
+    "rte": GlueTask(
+        "RTE", ("sentence1", "sentence2"), ("sentence1", "sentence2"), "label", {0: "entailment", 1: "not_entailment"}
+    ),
+    "qnli": GlueTask(
+        "QNLI", ("question", "sentence"), ("question", "sentence"), "label", {0: "entailment", 1: "not_entailment"}
+    ),
+    "wnli": GlueTask(
+        "WNLI", ("sentence1", "sentence2"), ("sentence1", "sentence2"), "label", {0: "not_entailment", 1: "entailment"}
+    ),
 }
 _TSV_SPLIT_FILES = {"validation": "dev.tsv", "train": "train.tsv", "test": "test.tsv"}
 
 
 def glue_files(task: str, split: str) -> tuple[str, str]:
     """The HF parquet file and the GLUE-style TSV file of a task split (either will do)."""
-    return f"glue/hf_parquet/{task}_{split}.parquet", f"glue/glue_style_tsv/{GLUE_TASKS[task].tsv_folder}/{_TSV_SPLIT_FILES[split]}"
+    return (
+        f"glue/hf_parquet/{task}_{split}.parquet",
+        f"glue/glue_style_tsv/{GLUE_TASKS[task].tsv_folder}/{_TSV_SPLIT_FILES[split]}",
+    )
 
 
 def _numeric_labels(values: pl.Series, task: GlueTask, path: Path) -> pl.Series:

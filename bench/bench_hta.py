@@ -24,11 +24,11 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import polars as pl  # noqa: E402
 import torch  # noqa: E402
 
-from dagster_project.assets.hta import DEFAULT_HTA_METHOD  # noqa: E402
+from dagster_project.defs.assets.hta import DEFAULT_HTA_METHOD  # noqa: E402
 from dagster_project.corpora import CORPORA, encode_corpus  # noqa: E402
-from dagster_project.hta import HtaMethod, context_function, input_norms, normalize_rows  # noqa: E402
-from dagster_project.hta_facts import extract_hta_facts  # noqa: E402
-from dagster_project.models import DEFAULT_MODEL, load_encoder  # noqa: E402
+from dagster_project.compute.hta import HtaMethod, context_function, input_norms, normalize_rows  # noqa: E402
+from dagster_project.compute.hta_facts import extract_hta_facts  # noqa: E402
+from dagster_project.compute.models import DEFAULT_MODEL, load_encoder  # noqa: E402
 from dagster_project.settings import data_dir  # noqa: E402
 
 

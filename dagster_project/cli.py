@@ -24,13 +24,13 @@ def run(source: str, corpus_names: list[str], analysis_names: list[str]) -> int:
     corpora whose files are in the data directory, then write the static report."""
     from dagster import AssetSelection, DagsterInstance, materialize
 
-    from dagster_project.analyses import ANALYSES, analysis_asset_keys
-    from dagster_project.assets import all_assets, warehouse_views
-    from dagster_project.assets.report import paper_report
+    from dagster_project.compute.models import ModelLoadError
     from dagster_project.corpora import CORPORA
-    from dagster_project.models import ModelLoadError
-    from dagster_project.registration import register_model
-    from dagster_project.resources import default_resources
+    from dagster_project.defs.assets import all_assets, warehouse_views
+    from dagster_project.defs.assets.report import paper_report
+    from dagster_project.defs.jobs import ANALYSES, analysis_asset_keys
+    from dagster_project.defs.registration import register_model
+    from dagster_project.defs.resources import default_resources
 
     resources = default_resources()
     instance = DagsterInstance.get()
@@ -68,9 +68,9 @@ def run(source: str, corpus_names: list[str], analysis_names: list[str]) -> int:
 def add_model(source: str) -> int:
     from dagster import DagsterInstance
 
-    from dagster_project.models import ModelLoadError
-    from dagster_project.registration import register_model
-    from dagster_project.resources import default_resources
+    from dagster_project.compute.models import ModelLoadError
+    from dagster_project.defs.registration import register_model
+    from dagster_project.defs.resources import default_resources
 
     try:
         spec = register_model(source, DagsterInstance.get(), default_resources()["warehouse"])
@@ -87,7 +87,7 @@ def report(out_dir: Path | None) -> int:
     """Write the static HTML report of every registered model's charts, read from the warehouse."""
     import duckdb
 
-    from dagster_project.report import read_report_data, write_report
+    from dagster_project.presentation.report import read_report_data, write_report
 
     warehouse = settings.warehouse_path()
     if not warehouse.exists():
@@ -114,9 +114,9 @@ def ui(port: int) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from dagster_project.analyses import ANALYSES, DEFAULT_ANALYSES
+    from dagster_project.compute.models import DEFAULT_MODEL
     from dagster_project.corpora import CORPORA
-    from dagster_project.models import DEFAULT_MODEL
+    from dagster_project.defs.jobs import ANALYSES, DEFAULT_ANALYSES
 
     defaults = [name for name, spec in CORPORA.items() if spec.default]
     parser = argparse.ArgumentParser(prog="attn-warehouse", description=__doc__)

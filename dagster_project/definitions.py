@@ -2,11 +2,11 @@
 
 from dagster import Definitions
 
-from dagster_project.analyses import model_analysis_job, views_job
-from dagster_project.assets import all_assets
-from dagster_project.resources import default_resources
-from dagster_project.schedules import build_refresh_schedule
-from dagster_project.sensors import model_registry_sensor
+from dagster_project.defs.assets import all_assets
+from dagster_project.defs.jobs import model_analysis_job, views_job
+from dagster_project.defs.resources import default_resources
+from dagster_project.defs.schedules import build_refresh_schedule
+from dagster_project.defs.sensors import model_registry_sensor
 
 defs = Definitions(
     assets=all_assets,

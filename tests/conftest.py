@@ -16,8 +16,8 @@ from transformers import AutoTokenizer, BertConfig, BertModel  # noqa: E402
 
 from dagster_project import settings  # noqa: E402
 from dagster_project.corpora import encode_corpus, read_demo_pairs  # noqa: E402
-from dagster_project.models import DEFAULT_MODEL, LoadedEncoder, load_encoder, resolve_source  # noqa: E402
-from dagster_project.warehouse import apply_views  # noqa: E402
+from dagster_project.compute.models import DEFAULT_MODEL, LoadedEncoder, load_encoder, resolve_source  # noqa: E402
+from dagster_project.storage.warehouse import apply_views  # noqa: E402
 
 TINY_LAYERS, TINY_HEADS = 2, 4
 

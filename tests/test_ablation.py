@@ -5,14 +5,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from dagster_project.ablation import (
+from dagster_project.compute.ablation import (
     ablated_logits,
     ablation_settings,
     settings_logits,
     uniform_ablation_attention,
     use_ablation_attention,
 )
-from dagster_project.finetuning import build_classifier
+from dagster_project.compute.finetuning import build_classifier
 from tests.conftest import TINY_HEADS, TINY_LAYERS
 
 

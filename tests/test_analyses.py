@@ -1,6 +1,6 @@
 from dagster import AssetKey
 
-from dagster_project.analyses import ANALYSES, DEFAULT_ANALYSES, analysis_asset_keys
+from dagster_project.defs.jobs import ANALYSES, DEFAULT_ANALYSES, analysis_asset_keys
 
 
 def names(keys: list[AssetKey]) -> set[str]:

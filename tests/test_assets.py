@@ -7,7 +7,7 @@ import pytest
 from dagster import AssetSelection, DagsterInstance, materialize
 from dagster_duckdb import DuckDBResource
 
-from dagster_project.assets import (
+from dagster_project.defs.assets import (
     all_assets,
     chart_assets,
     corpus_assets_by_name,
@@ -16,10 +16,10 @@ from dagster_project.assets import (
     hta_assets_by_corpus,
     warehouse_views,
 )
-from dagster_project.assets.charts import CHARTS
-from dagster_project.models import ModelLoadError
-from dagster_project.registration import register_model
-from dagster_project.resources import ChartFolder, DataDirectory
+from dagster_project.presentation.chart_registry import CHARTS
+from dagster_project.compute.models import ModelLoadError
+from dagster_project.defs.registration import register_model
+from dagster_project.defs.resources import ChartFolder, DataDirectory
 from tests.conftest import TINY_HEADS, TINY_LAYERS
 
 

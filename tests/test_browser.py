@@ -28,7 +28,7 @@ from dagster import AssetSelection, DagsterInstance, materialize
 from dagster_duckdb import DuckDBResource
 
 from dagster_project import settings
-from dagster_project.assets import (
+from dagster_project.defs.assets import (
     all_assets,
     corpus_assets_by_name,
     encoder_model,
@@ -36,12 +36,12 @@ from dagster_project.assets import (
     paper_report,
     warehouse_views,
 )
-from dagster_project.assets.charts import CHARTS, chart_assets_by_name
-from dagster_project.models import inspect_model
-from dagster_project.registration import register_model
-from dagster_project.report import paper_of
-from dagster_project.resources import ChartFolder, DataDirectory
-from dagster_project.warehouse import upsert_model
+from dagster_project.defs.assets.charts import chart_assets_by_name
+from dagster_project.presentation.chart_registry import CHARTS
+from dagster_project.compute.models import inspect_model
+from dagster_project.defs.registration import register_model
+from dagster_project.defs.resources import ChartFolder, DataDirectory
+from dagster_project.storage.warehouse import upsert_model
 from tests.conftest import TINY_HEADS, TINY_LAYERS
 
 CHROMIUM = next(
@@ -52,7 +52,7 @@ pytestmark = pytest.mark.skipif(
 )
 SCREEN = (1200, 900)
 # The charts the demo corpus can feed without HTA or other analyses; the others must show a note.
-DEMO_CHARTS = [spec for spec in CHARTS if "demo" in spec.corpora and not spec.needs_hta and not spec.extra_deps]
+DEMO_CHARTS = [spec for spec in CHARTS if "demo" in spec.corpora and spec.analysis == "attention"]
 
 
 def run_chromium(profile: Path, *args: str) -> subprocess.CompletedProcess:
@@ -160,7 +160,7 @@ def demo_home(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) ->
 @pytest.mark.usefixtures("dagster_server")  # started early, to boot while the report is checked
 def test_report_pages_render_charts_selector_and_headlines(demo_home: dict, tmp_path: Path):
     report = demo_home["root"] / "charts" / "report"
-    papers = {paper_of(spec.figure) for spec in CHARTS}
+    papers = {spec.paper for spec in CHARTS}
     assert {page.stem for page in report.glob("*.html")} == {"index", "kovaleva"} | papers
     model_id, other_id = demo_home["model_id"], demo_home["other_id"]
     with duckdb.connect(demo_home["resources"]["warehouse"].database, read_only=True) as conn:
@@ -188,7 +188,7 @@ def test_report_pages_render_charts_selector_and_headlines(demo_home: dict, tmp_
     assert f'<section class="model" data-model="{model_id}">' in dom
     assert f'<section class="model" data-model="{other_id}" hidden="">' in dom
     shown = dom.split(f'data-model="{other_id}"')[0]
-    clark = [spec for spec in CHARTS if paper_of(spec.figure) == "clark"]
+    clark = [spec for spec in CHARTS if spec.paper == "clark"]
     assert shown.count('src="data:image/png;base64,') == sum(spec.name in drawn for spec in clark) > 0
     assert all(block(spec) in shown for spec in clark)
     assert len(to_sep) == TINY_LAYERS
@@ -199,10 +199,10 @@ def test_report_pages_render_charts_selector_and_headlines(demo_home: dict, tmp_
     assert f'<section class="model" data-model="{model_id}" hidden="">' in dom
     other = dom.split(f'data-model="{other_id}"')[1]
     assert "data:image/png" not in other
-    assert other.count('class="missing"') == sum(paper_of(spec.figure) == "pascual" for spec in CHARTS)
+    assert other.count('class="missing"') == sum(spec.paper == "pascual" for spec in CHARTS)
     assert "run <code>attn-warehouse run zz/unmaterialized --corpus xnli_en --hta</code>" in other
     shown = dom.split(f'data-model="{other_id}"')[0]
-    pascual = [spec for spec in CHARTS if paper_of(spec.figure) == "pascual"]
+    pascual = [spec for spec in CHARTS if spec.paper == "pascual"]
     assert all(block(spec) in shown for spec in pascual)
 
     image = decode_png(screenshot(tmp_path / "profile", (report / "clark.html").as_uri(), tmp_path / "clark.png"))

@@ -3,7 +3,7 @@
 import polars as pl
 import pytest
 
-from dagster_project.checks import (
+from dagster_project.compute.checks import (
     ablation_settings_complete,
     antecedents_precede_mentions,
     cosines_in_range,

@@ -13,9 +13,9 @@ WRITER = """
 import sys
 from dagster import AssetSelection, DagsterInstance, materialize
 from dagster_duckdb import DuckDBResource
-from dagster_project.assets import all_assets, corpus_assets_by_name, encoder_model, fact_assets_by_corpus, warehouse_views
-from dagster_project.registration import register_model
-from dagster_project.resources import ChartFolder, DataDirectory
+from dagster_project.defs.assets import all_assets, corpus_assets_by_name, encoder_model, fact_assets_by_corpus, warehouse_views
+from dagster_project.defs.registration import register_model
+from dagster_project.defs.resources import ChartFolder, DataDirectory
 
 model, database = sys.argv[1], sys.argv[2]
 resources = {"warehouse": DuckDBResource(database=database), "data_dir": DataDirectory(path="/nonexistent"), "chart_folder": ChartFolder(path=database + ".charts")}

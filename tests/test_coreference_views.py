@@ -10,9 +10,9 @@ import pytest
 from dagster import DagsterInstance, materialize
 from dagster_duckdb import DuckDBResource
 
-from dagster_project import charts
-from dagster_project.assets.coreference import coreference_baselines
-from dagster_project.warehouse import apply_views, partition_rows, replace_partition
+from dagster_project.presentation import charts
+from dagster_project.defs.assets.coreference import coreference_baselines
+from dagster_project.storage.warehouse import apply_views, partition_rows, replace_partition
 from tests.test_coreference_baselines import EXPECTED, document_frames
 
 MODEL, CORPUS = "tiny", "ontogum"

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from dagster_project.corpora import encode_corpus, read_demo_pairs
-from dagster_project.facts import extract_attention_facts, length_batches
+from dagster_project.compute.attention_facts import extract_attention_facts, length_batches
 from tests.conftest import TINY_HEADS, TINY_LAYERS
 
 
@@ -144,7 +144,7 @@ def flagged_words(demo_words) -> pl.DataFrame:
 
 
 def test_pattern_column_and_received_attention(encoder, demo_tokens):
-    from dagster_project.metrics import PATTERNS
+    from dagster_project.compute.metrics import PATTERNS
 
     one_by_one = extract_attention_facts(encoder, demo_tokens, batch_tokens=1, received=True)
     padded = extract_attention_facts(encoder, demo_tokens, batch_tokens=4096, received=True)

@@ -7,9 +7,9 @@ import polars as pl
 import pytest
 import torch
 
-from dagster_project.assets.kovaleva import tuned_model_for
-from dagster_project.finetune_similarity import extract_finetune_cosines
-from dagster_project.warehouse import replace_partition
+from dagster_project.defs.assets.kovaleva import tuned_model_for
+from dagster_project.compute.finetune_similarity import extract_finetune_cosines
+from dagster_project.storage.warehouse import replace_partition
 from tests.conftest import TINY_HEADS, TINY_LAYERS
 
 
@@ -66,7 +66,7 @@ def test_asset_without_a_finetuned_model_names_the_finetuning_asset(tmp_path: Pa
     from dagster import DagsterInstance, materialize
     from dagster_duckdb import DuckDBResource
 
-    from dagster_project.assets.kovaleva import similarity_assets_by_task
+    from dagster_project.defs.assets.kovaleva import similarity_assets_by_task
 
     instance = DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("models", ["base"])

@@ -8,8 +8,8 @@ import polars as pl
 import pytest
 import torch
 
-from dagster_project.ablation import ablation_settings, settings_logits, use_ablation_attention
-from dagster_project.finetuning import (
+from dagster_project.compute.ablation import ablation_settings, settings_logits, use_ablation_attention
+from dagster_project.compute.finetuning import (
     Recipe,
     TaskData,
     build_classifier,
@@ -133,7 +133,7 @@ def test_minilm_rte_slice(shared_data_dir: Path):
 
     from dagster_project.corpora import read_glue
     from dagster_project.corpora.encoding import encode_corpus
-    from dagster_project.models import DEFAULT_MODEL, resolve_source
+    from dagster_project.compute.models import DEFAULT_MODEL, resolve_source
 
     path = resolve_source(DEFAULT_MODEL)[0]
     tokenizer = AutoTokenizer.from_pretrained(path)

@@ -9,7 +9,7 @@ import pytest
 from dagster import AssetSelection, DagsterInstance, materialize
 from dagster_duckdb import DuckDBResource
 
-from dagster_project.assets import (
+from dagster_project.defs.assets import (
     ablation_assets_by_task,
     all_assets,
     corpus_assets_by_name,
@@ -17,9 +17,10 @@ from dagster_project.assets import (
     similarity_assets_by_task,
     warehouse_views,
 )
-from dagster_project.assets.charts import CHARTS, chart_assets
-from dagster_project.registration import register_model
-from dagster_project.resources import ChartFolder, DataDirectory
+from dagster_project.defs.assets.charts import chart_assets
+from dagster_project.presentation.chart_registry import CHARTS
+from dagster_project.defs.registration import register_model
+from dagster_project.defs.resources import ChartFolder, DataDirectory
 from tests.conftest import TINY_HEADS, TINY_LAYERS
 
 

@@ -12,11 +12,11 @@ from dagster_duckdb import DuckDBResource
 from transformers import AutoTokenizer, BertForMaskedLM, BertForSequenceClassification
 from transformers.models.bert import modeling_bert
 
-from dagster_project.assets import all_assets, corpus_assets_by_name, encoder_model, warehouse_views
-from dagster_project.assets.charts import chart_assets_by_name
-from dagster_project.assets.gradients import grad_importance
-from dagster_project.facts import length_batches
-from dagster_project.gradients import (
+from dagster_project.defs.assets import all_assets, corpus_assets_by_name, encoder_model, warehouse_views
+from dagster_project.defs.assets.charts import chart_assets_by_name
+from dagster_project.defs.assets.gradients import grad_importance
+from dagster_project.compute.attention_facts import length_batches
+from dagster_project.compute.gradients import (
     CLASSIFICATION,
     IGNORE_LABEL,
     MASKED_LM,
@@ -32,10 +32,10 @@ from dagster_project.gradients import (
     loss_name_for,
     mask_tokens,
 )
-from dagster_project.models import DEFAULT_MODEL, resolve_source
-from dagster_project.registration import register_model
-from dagster_project.resources import ChartFolder, DataDirectory
-from dagster_project.warehouse import replace_partition, upsert_model
+from dagster_project.compute.models import DEFAULT_MODEL, resolve_source
+from dagster_project.defs.registration import register_model
+from dagster_project.defs.resources import ChartFolder, DataDirectory
+from dagster_project.storage.warehouse import replace_partition, upsert_model
 from tests.conftest import TINY_HEADS, TINY_LAYERS, tiny_config
 
 PAIRS = [("The cat sat on the mat.", "It was, in fact, asleep."), ("Dogs bark.", "Birds sing, loudly.")]
@@ -289,7 +289,7 @@ def test_asset_view_and_chart_for_a_masked_lm(tiny_mlm_dir: Path, resources: dic
 
 
 def test_view_divides_pooled_sums(conn: duckdb.DuckDBPyConnection, tiny_model_dir: Path):
-    from dagster_project.models import inspect_model
+    from dagster_project.compute.models import inspect_model
 
     spec = inspect_model(str(tiny_model_dir))
     upsert_model(conn, spec)

@@ -11,11 +11,11 @@ from dagster import DagsterInstance, materialize
 from dagster_duckdb import DuckDBResource
 from scipy.spatial.distance import jensenshannon, pdist, squareform
 
-from dagster_project.assets.head_clustering import head_mds
-from dagster_project.charts import clark_head_mds_chart
-from dagster_project.head_clustering import distance_matrix, distance_rows, embed_heads, head_js_divergence
-from dagster_project.models import ModelSpec
-from dagster_project.warehouse import apply_views, partition_rows, replace_partition, upsert_model
+from dagster_project.defs.assets.head_clustering import head_mds
+from dagster_project.presentation.charts import clark_head_mds_chart
+from dagster_project.compute.head_clustering import distance_matrix, distance_rows, embed_heads, head_js_divergence
+from dagster_project.compute.models import ModelSpec
+from dagster_project.storage.warehouse import apply_views, partition_rows, replace_partition, upsert_model
 
 
 def _random_maps(

@@ -3,8 +3,8 @@
 import duckdb
 import polars as pl
 
-from dagster_project.models import ModelSpec
-from dagster_project.warehouse import partition_rows, replace_partition, upsert_model
+from dagster_project.compute.models import ModelSpec
+from dagster_project.storage.warehouse import partition_rows, replace_partition, upsert_model
 
 SPEC = ModelSpec("org--m", "org/m", "/x", "r1", "bert", 2, 1, True)
 

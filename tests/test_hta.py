@@ -6,7 +6,7 @@ import pytest
 import torch
 from transformers import BertConfig, BertModel
 
-from dagster_project.hta import (
+from dagster_project.compute.hta import (
     HtaMethod,
     attention_weights,
     estimate_error,

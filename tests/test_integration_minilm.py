@@ -8,21 +8,21 @@ import pytest
 from dagster import AssetSelection, DagsterInstance, materialize
 from dagster_duckdb import DuckDBResource
 
-from dagster_project.assets import (
+from dagster_project.defs.assets import (
     all_assets,
     corpus_assets_by_name,
     fact_assets_by_corpus,
     hta_assets_by_corpus,
     warehouse_views,
 )
-from dagster_project.assets.coreference import coreference_baselines
-from dagster_project.assets.head_clustering import head_mds
-from dagster_project.assets.probes import dependency_probes
-from dagster_project.models import DEFAULT_MODEL
-from dagster_project.registration import register_model
-from dagster_project.resources import ChartFolder, DataDirectory
+from dagster_project.defs.assets.coreference import coreference_baselines
+from dagster_project.defs.assets.head_clustering import head_mds
+from dagster_project.defs.assets.probes import dependency_probes
+from dagster_project.compute.models import DEFAULT_MODEL
+from dagster_project.defs.registration import register_model
+from dagster_project.defs.resources import ChartFolder, DataDirectory
 from dagster_project.settings import PROJECT_ROOT
-from dagster_project.warehouse import view_files
+from dagster_project.storage.warehouse import view_files
 
 pytestmark = pytest.mark.integration
 HTA_EXAMPLES = 3

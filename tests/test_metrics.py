@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from dagster_project.metrics import (
+from dagster_project.compute.metrics import (
     PATTERNS,
     PatternThresholds,
     TokenMasks,

@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from dagster_project import models
-from dagster_project.models import DEFAULT_MODEL, ModelLoadError, inspect_model, load_encoder, model_key
+from dagster_project.compute import models
+from dagster_project.compute.models import DEFAULT_MODEL, ModelLoadError, inspect_model, load_encoder, model_key
 from tests.conftest import TINY_HEADS, TINY_LAYERS
 
 

@@ -10,10 +10,10 @@ import torch
 from dagster import DagsterInstance, materialize
 from dagster_duckdb import DuckDBResource
 
-from dagster_project.assets import all_assets, corpus_assets_by_name, encoder_model
-from dagster_project.assets.probes import dependency_probes
-from dagster_project.models import load_encoder
-from dagster_project.probes import (
+from dagster_project.defs.assets import all_assets, corpus_assets_by_name, encoder_model
+from dagster_project.defs.assets.probes import dependency_probes
+from dagster_project.compute.models import load_encoder
+from dagster_project.compute.probes import (
     IGNORE,
     ROOT,
     ProbeBatch,
@@ -28,9 +28,9 @@ from dagster_project.probes import (
     uas,
     with_offset_features,
 )
-from dagster_project.registration import register_model
-from dagster_project.resources import ChartFolder, DataDirectory
-from dagster_project.warehouse import apply_views
+from dagster_project.defs.registration import register_model
+from dagster_project.defs.resources import ChartFolder, DataDirectory
+from dagster_project.storage.warehouse import apply_views
 
 # Gold heads as candidate indices (0 = ROOT, j + 1 = word j) of three 5-word sentences.
 TREES = ([2, 0, 2, 3, 2], [0, 1, 4, 1, 4], [3, 3, 0, 3, 4])

@@ -6,21 +6,20 @@ import duckdb
 import polars as pl
 import pytest
 
-from dagster_project.assets.charts import CHARTS
+from dagster_project.presentation.chart_registry import CHARTS
 from dagster_project.cli import main
-from dagster_project.models import ModelSpec
-from dagster_project.report import HEADLINES, ReportData, charts_by_paper, headline_table, paper_of
-from dagster_project.warehouse import upsert_model
+from dagster_project.compute.models import ModelSpec
+from dagster_project.presentation.report import HEADLINES, ReportData, charts_by_paper, headline_table
+from dagster_project.storage.warehouse import upsert_model
 
 SPEC = ModelSpec("org--tiny", "org/tiny", "/models/tiny", "abc", "bert", 2, 2, True)
 
 
-def test_charts_are_grouped_by_the_paper_of_their_figure():
-    assert paper_of("Clark et al. Fig. 2") == "clark"
-    assert paper_of("Pascual et al. Fig. 4/5") == "pascual"
+def test_charts_are_grouped_by_their_paper():
+    assert next(spec for spec in CHARTS if spec.name == "clark_fig2_special_tokens").label == "Clark et al. Fig. 2"
     papers = charts_by_paper()
     assert sorted(spec.name for specs in papers.values() for spec in specs) == sorted(spec.name for spec in CHARTS)
-    assert all(paper_of(spec.figure) == paper for paper, specs in papers.items() for spec in specs)
+    assert all(spec.paper == paper for paper, specs in papers.items() for spec in specs)
     assert {"clark", "pascual"} <= set(papers)
 
 

@@ -6,14 +6,14 @@ from dagster import AssetKey, DagsterInstance, asset, build_schedule_context, in
 from dagster._core.definitions.assets.graph.asset_graph import AssetGraph
 from dagster_duckdb import DuckDBResource
 
-from dagster_project.assets import all_assets
-from dagster_project.models import model_key
-from dagster_project.partitions import model_partitions
-from dagster_project.registration import register_model
-from dagster_project.resources import ChartFolder, DataDirectory
-from dagster_project.schedules import build_refresh_schedule, record_corpus_files, refresh_plan
-from dagster_project.versioning import corpus_files_assets, corpus_files_key, versioned_assets
-from dagster_project.warehouse import sql_code_version
+from dagster_project.defs.assets import all_assets
+from dagster_project.compute.models import model_key
+from dagster_project.defs.partitions import model_partitions
+from dagster_project.defs.registration import register_model
+from dagster_project.defs.resources import ChartFolder, DataDirectory
+from dagster_project.defs.schedules import build_refresh_schedule, record_corpus_files, refresh_plan
+from dagster_project.defs.versioning import corpus_files_assets, corpus_files_key, versioned_assets
+from dagster_project.storage.warehouse import sql_code_version
 
 
 @pytest.fixture
@@ -119,22 +119,38 @@ def test_changed_corpus_files_make_their_corpus_stale(instance: DagsterInstance,
 
 def test_code_versions_hash_the_modules_each_asset_computes_with() -> None:
     from dagster_project import facts, metrics
-    from dagster_project.versioning import computing_modules, modules_version
+    from dagster_project.defs.versioning import computing_modules, modules_version
 
     expected = hashlib.sha256(Path(facts.__file__).read_bytes() + Path(metrics.__file__).read_bytes()).hexdigest()[:16]
-    assert modules_version(["dagster_project.metrics", "dagster_project.facts", "dagster_project.metrics"]) == expected
+    assert (
+        modules_version(
+            [
+                "dagster_project.compute.metrics",
+                "dagster_project.compute.attention_facts",
+                "dagster_project.compute.metrics",
+            ]
+        )
+        == expected
+    )
 
     by_name = {asset.key.path[-1]: asset for asset in all_assets if asset.is_executable and len(asset.keys) == 1}
     fact_modules = computing_modules(by_name["demo_attention_facts"])
     assert {
-        "dagster_project.assets.facts",
-        "dagster_project.facts",
-        "dagster_project.metrics",
-        "dagster_project.checks",
+        "dagster_project.defs.assets.facts",
+        "dagster_project.compute.attention_facts",
+        "dagster_project.compute.metrics",
+        "dagster_project.compute.checks",
     } <= fact_modules
-    assert not fact_modules & {"dagster_project.warehouse", "dagster_project.models", "dagster_project.charts"}
-    assert computing_modules(by_name["encoder_model"]) == {"dagster_project.assets.models", "dagster_project.models"}
-    assert "dagster_project.hta" in computing_modules(by_name["demo_hta_facts"])
+    assert not fact_modules & {
+        "dagster_project.storage.warehouse",
+        "dagster_project.compute.models",
+        "dagster_project.presentation.charts",
+    }
+    assert computing_modules(by_name["encoder_model"]) == {
+        "dagster_project.defs.assets.models",
+        "dagster_project.compute.models",
+    }
+    assert "dagster_project.compute.hta" in computing_modules(by_name["demo_hta_facts"])
 
     graph = AssetGraph.from_assets(all_assets)
     version = {key.to_user_string(): graph.get(key).code_version for key in graph.materializable_asset_keys}

@@ -4,8 +4,8 @@ import duckdb
 import polars as pl
 import pytest
 
-from dagster_project.models import ModelSpec
-from dagster_project.warehouse import partition_rows, replace_partition, upsert_model
+from dagster_project.compute.models import ModelSpec
+from dagster_project.storage.warehouse import partition_rows, replace_partition, upsert_model
 
 SPEC = ModelSpec("org--m", "org/m", "/x", "r1", "bert", 1, 2, True)
 N_EXAMPLES = 100

@@ -5,8 +5,8 @@ import duckdb
 import polars as pl
 import pytest
 
-from dagster_project.models import ModelSpec
-from dagster_project.warehouse import partition_rows, replace_partition, upsert_model
+from dagster_project.compute.models import ModelSpec
+from dagster_project.storage.warehouse import partition_rows, replace_partition, upsert_model
 
 BASE = ModelSpec("org--base", "org/base", "/x", "r1", "bert", 2, 2, True)
 TUNED = ModelSpec("org--base-rte", "/cache/finetuned/base-rte", "/y", "r1", "bert", 2, 2, True)

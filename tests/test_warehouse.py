@@ -4,8 +4,8 @@ import duckdb
 import polars as pl
 import pytest
 
-from dagster_project.models import ModelSpec
-from dagster_project.warehouse import (
+from dagster_project.compute.models import ModelSpec
+from dagster_project.storage.warehouse import (
     VIEW_LAYERS,
     apply_views,
     partition_rows,

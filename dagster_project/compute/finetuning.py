@@ -1,0 +1,248 @@
+"""Fine-tuning an encoder on a GLUE task and scoring it as GLUE does (Kovaleva §4.3, Table 1).
+
+Three settings, as in Table 1:
+- `pretrained`: the pre-trained encoder with a fresh (seeded, untrained) classification head
+  and no fine-tuning. Table 1's "Pre-trained" column is that: chance-level or
+  majority/minority-class scores (MRPC F1 0 / accuracy 31.6 = always "not equivalent").
+- `random_init_finetuned`: same architecture, every weight drawn from the config's normal
+  initializer, then fine-tuned with the recipe.
+- `pretrained_finetuned`: the pre-trained encoder fine-tuned with the recipe.
+The recipe defaults to the paper's (Devlin et al.: batch 32, 3 epochs; lr 2e-5 with 10%
+linear warm-up and linear decay, AdamW, weight decay 0.01); `max_steps` and `train_subset`
+shrink it to fit a CPU.
+"""
+
+import json
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import torch
+from scipy.stats import pearsonr, spearmanr
+from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
+from transformers import AutoConfig, AutoModelForSequenceClassification, PreTrainedModel, PreTrainedTokenizerBase
+
+from dagster_project.corpora.text_pairs import GLUE_TASKS
+
+SETTINGS = ("pretrained", "random_init_finetuned", "pretrained_finetuned")
+FINETUNED_SETTINGS = ("random_init_finetuned", "pretrained_finetuned")
+
+# The GLUE tasks that get fine-tuning, ablation and similarity assets (Kovaleva Table 1, Fig. 5, 8, 9).
+FINETUNE_TASKS = ("mrpc", "stsb", "sst2", "rte", "cola")
+
+
+@dataclass(frozen=True)
+class Recipe:
+    learning_rate: float = 2e-5
+    batch_size: int = 32
+    epochs: int = 3
+    max_steps: int | None = None  # stop after this many optimizer steps
+    train_subset: int | None = None  # train on this many examples (seeded sample)
+    seed: int = 0
+    warmup_ratio: float = 0.1
+    weight_decay: float = 0.01
+
+
+@dataclass(frozen=True)
+class TaskData:
+    """Encoded examples with their labels, in example_id order."""
+
+    example_ids: list[int]
+    token_ids: list[torch.Tensor]
+    segments: list[torch.Tensor]
+    labels: torch.Tensor  # (N,) float; class index or score
+
+    def __len__(self) -> int:
+        return len(self.example_ids)
+
+
+@dataclass(frozen=True)
+class TrainLog:
+    losses: list[float]  # per optimizer step
+    steps: int
+    train_examples: int
+    seconds: float
+
+
+def task_head(task: str) -> tuple[int, str]:
+    """(num_labels, problem_type) of a GLUE task: STS-B is a 1-output regression."""
+    if task not in GLUE_TASKS:
+        raise ValueError(f"unknown GLUE task '{task}'; known: {sorted(GLUE_TASKS)}")
+    names = GLUE_TASKS[task].label_names
+    return (1, "regression") if names is None else (len(names), "single_label_classification")
+
+
+def task_data(tokens: pl.DataFrame, examples: pl.DataFrame, corpus: str) -> TaskData:
+    """Join word pieces (example_id, position, token_id, segment) with labels (example_id, label)."""
+    per_example = (
+        tokens.sort("example_id", "position")
+        .group_by("example_id", maintain_order=True)
+        .agg("token_id", "segment")
+        .join(examples.select("example_id", "label"), on="example_id", how="left")
+        .sort("example_id")
+    )
+    unlabelled = per_example.filter(pl.col("label").is_null())
+    if unlabelled.height:
+        raise ValueError(
+            f"{unlabelled.height} examples of '{corpus}' have no label (first example_id "
+            f"{unlabelled['example_id'][0]}): fine-tuning and scoring need the labelled train/validation splits."
+        )
+    return TaskData(
+        example_ids=per_example["example_id"].to_list(),
+        token_ids=[torch.tensor(ids) for ids in per_example["token_id"].to_list()],
+        segments=[torch.tensor(ids) for ids in per_example["segment"].to_list()],
+        labels=torch.tensor(per_example["label"].to_numpy(), dtype=torch.float32),
+    )
+
+
+def pad_inputs(
+    data: TaskData, indices: list[int], pad_token_id: int, with_token_types: bool
+) -> dict[str, torch.Tensor]:
+    """Model inputs for some examples, padded to the longest of them."""
+    pad = torch.nn.utils.rnn.pad_sequence
+    input_ids = pad([data.token_ids[i] for i in indices], batch_first=True, padding_value=pad_token_id)
+    lengths = torch.tensor([len(data.token_ids[i]) for i in indices])
+    inputs = {"input_ids": input_ids, "attention_mask": (torch.arange(input_ids.shape[1]) < lengths[:, None]).long()}
+    if with_token_types:
+        inputs["token_type_ids"] = pad([data.segments[i] for i in indices], batch_first=True, padding_value=0).long()
+    return inputs
+
+
+def length_sorted_batches(data: TaskData, batch_size: int) -> list[list[int]]:
+    """Example indices in batches of similar length (less padding for evaluation)."""
+    order = sorted(range(len(data)), key=lambda i: len(data.token_ids[i]))
+    return [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
+
+
+def build_classifier(path: str, task: str, init: str, seed: int) -> PreTrainedModel:
+    """A sequence classifier on the encoder at `path`: `pretrained` loads its weights, `random`
+    draws every weight from the config's initializer. The head is seeded either way."""
+    num_labels, problem_type = task_head(task)
+    options = {"num_labels": num_labels, "problem_type": problem_type}
+    torch.manual_seed(seed)
+    if init == "pretrained":
+        return AutoModelForSequenceClassification.from_pretrained(
+            path, attn_implementation="eager", dtype=torch.float32, **options
+        )
+    if init == "random":
+        config = AutoConfig.from_pretrained(path, **options)
+        return AutoModelForSequenceClassification.from_config(config, attn_implementation="eager", dtype=torch.float32)
+    raise ValueError(f"init must be 'pretrained' or 'random', not {init!r}")
+
+
+def load_classifier(path: str) -> PreTrainedModel:
+    """A saved fine-tuned classifier (its trained head included), eager attention, eval mode."""
+    return AutoModelForSequenceClassification.from_pretrained(
+        path, attn_implementation="eager", dtype=torch.float32
+    ).eval()
+
+
+def fine_tune(
+    model: PreTrainedModel,
+    data: TaskData,
+    recipe: Recipe,
+    pad_token_id: int,
+    with_token_types: bool,
+    progress: Callable[[int, int, float, float], None] | None = None,
+) -> TrainLog:
+    """AdamW with linear warm-up and decay over shuffled batches; progress(step, steps, loss, seconds)."""
+    if len(data) == 0:
+        raise ValueError("no training examples: materialize the task's train corpus (glue_<task>_train_examples) first")
+    generator = torch.Generator().manual_seed(recipe.seed)
+    indices = torch.randperm(len(data), generator=generator)[: recipe.train_subset or len(data)]
+    steps_per_epoch = math.ceil(len(indices) / recipe.batch_size)
+    steps = min(recipe.epochs * steps_per_epoch, recipe.max_steps or math.inf)
+    warmup = int(recipe.warmup_ratio * steps)
+    no_decay = [p for name, p in model.named_parameters() if name.endswith("bias") or "LayerNorm" in name]
+    decay = [p for name, p in model.named_parameters() if not (name.endswith("bias") or "LayerNorm" in name)]
+    optimizer = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": recipe.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=recipe.learning_rate,
+    )
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer,
+        lambda step: (step + 1) / (warmup + 1) if step < warmup else max(0.0, (steps - step) / max(1, steps - warmup)),
+    )
+    regression = model.config.problem_type == "regression"
+    torch.manual_seed(recipe.seed)  # dropout masks
+    model.train()
+    losses: list[float] = []
+    start = time.perf_counter()
+    while len(losses) < steps:
+        order = indices[torch.randperm(len(indices), generator=generator)].tolist()
+        for batch_start in range(0, len(order), recipe.batch_size):
+            batch = order[batch_start : batch_start + recipe.batch_size]
+            labels = data.labels[batch] if regression else data.labels[batch].long()
+            loss = model(**pad_inputs(data, batch, pad_token_id, with_token_types), labels=labels).loss
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            schedule.step()
+            optimizer.zero_grad()
+            losses.append(loss.item())
+            if progress is not None:
+                progress(len(losses), steps, losses[-1], time.perf_counter() - start)
+            if len(losses) == steps:
+                break
+    model.eval()
+    return TrainLog(losses=losses, steps=steps, train_examples=len(indices), seconds=time.perf_counter() - start)
+
+
+@torch.no_grad()
+def predict_logits(
+    model: PreTrainedModel, data: TaskData, pad_token_id: int, with_token_types: bool, batch_size: int = 64
+) -> torch.Tensor:
+    """Logits (N, C) in example order."""
+    model.eval()
+    logits = torch.empty(len(data), model.config.num_labels)
+    for batch in length_sorted_batches(data, batch_size):
+        logits[batch] = model(**pad_inputs(data, batch, pad_token_id, with_token_types)).logits
+    return logits
+
+
+def glue_metrics(task: str, logits: torch.Tensor, labels: torch.Tensor) -> dict[str, float]:
+    """GLUE's validation metrics: accuracy (+ F1 of the positive class for MRPC, Matthews for
+    CoLA); Pearson and Spearman for STS-B. logits (N, C), labels (N,)."""
+    gold = labels.numpy()
+    if task_head(task)[1] == "regression":
+        predicted = logits[:, 0].numpy()
+        if np.ptp(predicted) == 0:  # a constant prediction has no correlation
+            return {"pearson": float("nan"), "spearman": float("nan")}
+        return {
+            "pearson": float(pearsonr(predicted, gold).statistic),
+            "spearman": float(spearmanr(predicted, gold).statistic),
+        }
+    predicted = logits.argmax(-1).numpy()
+    gold = gold.astype(int)
+    scores = {"accuracy": float(accuracy_score(gold, predicted))}
+    if task == "mrpc":
+        scores["f1"] = float(f1_score(gold, predicted, zero_division=0.0))
+    if task == "cola":
+        scores["matthews"] = float(matthews_corrcoef(gold, predicted))
+    return scores
+
+
+def save_checkpoint(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, folder: Path, recipe: dict) -> Path:
+    """save_pretrained model + tokenizer, and recipe.json (how it was trained, what it scored)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    (folder / "recipe.json").write_text(json.dumps(recipe, indent=2, sort_keys=True))
+    return folder
+
+
+def recipe_record(recipe: Recipe, base_source: str, task: str, log: TrainLog | None) -> dict:
+    """The recipe as stored with a checkpoint and in `task_scores.recipe`."""
+    record = {"base_model": base_source, "task": task, **asdict(recipe)}
+    if log is not None:
+        record |= {
+            "steps": log.steps,
+            "train_examples": log.train_examples,
+            "first_loss": log.losses[0],
+            "final_loss": log.losses[-1],
+        }
+    return record

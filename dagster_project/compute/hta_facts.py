@@ -1,0 +1,136 @@
+"""HTA facts of a tokenized corpus: per (example, layer, head) correlations of attention
+with both contributions, and relative-position histograms of the input contribution."""
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+import torch
+
+from dagster_project.compute.attention_facts import (
+    SCOPES,
+    frame,
+    head_columns,
+    histogram_columns,
+    histogram_frame,
+    length_batches,
+)
+from dagster_project.compute.hta import (
+    HtaMethod,
+    attention_weights,
+    input_norms,
+    normalize_rows,
+    previous_layer_norms,
+    row_correlations,
+)
+from dagster_project.compute.metrics import (
+    PATTERNS,
+    PatternThresholds,
+    head_summaries,
+    pattern_classes,
+    segment_block_mass,
+)
+from dagster_project.compute.models import LoadedEncoder
+
+CONTRIBUTION_KINDS = ("previous_layer", "input")
+
+
+@dataclass(frozen=True)
+class HtaFacts:
+    correlations: pl.DataFrame  # example_id, layer, head, kind, pearson, spearman
+    histograms: pl.DataFrame  # as position_histograms, kind = contribution
+    example_maps: pl.DataFrame  # full maps of one example per attention-pattern class
+    n_examples: int
+    seconds: float
+
+
+@dataclass(frozen=True)
+class ExampleMaps:
+    """Attention and both contribution maps of one example, (L, H, n, n) each."""
+
+    attention: torch.Tensor
+    previous_layer: torch.Tensor
+    input: torch.Tensor
+
+
+def example_maps(encoder: LoadedEncoder, inputs: dict[str, torch.Tensor], method: HtaMethod, seed: int) -> ExampleMaps:
+    """One example (batch of 1, no padding): its attention, previous-layer and input contributions."""
+    model = encoder.model
+    with torch.no_grad():
+        output = model(**inputs, output_attentions=True, output_hidden_states=True)
+    hidden = torch.stack(output.hidden_states[:-1])[:, 0]  # inputs of every layer, (L, n, D)
+    return ExampleMaps(
+        attention=torch.stack(output.attentions)[:, 0],
+        previous_layer=normalize_rows(previous_layer_norms(attention_weights(model), hidden)),
+        input=normalize_rows(input_norms(model, hidden[0], method, torch.Generator().manual_seed(seed))),
+    )
+
+
+def _map_rows(maps: ExampleMaps, example_id: int, pattern: str) -> pl.DataFrame:
+    """Every (layer, head, query, key) cell of an example's three maps."""
+    layers, heads, n, _ = maps.attention.shape
+    index = torch.stack(torch.meshgrid(*(torch.arange(size) for size in (layers, heads, n, n)), indexing="ij")).reshape(
+        4, -1
+    )
+    return pl.DataFrame(
+        {
+            "example_id": np.full(index.shape[1], example_id, dtype=np.int32),
+            "pattern": pattern,
+            "layer": (index[0] + 1).to(torch.int16).numpy(),
+            "head": (index[1] + 1).to(torch.int16).numpy(),
+            "query": index[2].to(torch.int16).numpy(),
+            "key": index[3].to(torch.int16).numpy(),
+            **{kind: getattr(maps, kind).reshape(-1).numpy() for kind in ("attention", *CONTRIBUTION_KINDS)},
+        }
+    )
+
+
+def extract_hta_facts(
+    encoder: LoadedEncoder,
+    tokens: pl.DataFrame,
+    method: HtaMethod,
+    seed: int = 0,
+    progress: Callable[[int, int, float], None] | None = None,
+    thresholds: PatternThresholds = PatternThresholds(),
+) -> HtaFacts:
+    """HTA of every example of a `tokens` frame, one example at a time (the input
+    contribution's tangents already fill the machine for one example).
+
+    For Pascual's Fig. 7 / appendix C, the full maps of one example per Kovaleva pattern
+    class are kept (a few MB): the example with the most heads of that class (rules of
+    `pattern_classes`).
+    """
+    started = time.perf_counter()
+    total = tokens["example_id"].n_unique()
+    correlation_parts: list[dict[str, np.ndarray]] = []
+    histogram_parts: dict[str, list[dict[str, np.ndarray]]] = {scope: [] for scope in SCOPES}
+    best: dict[str, tuple[int, int, ExampleMaps]] = {}  # pattern -> (heads of that pattern, example id, maps)
+    for done, batch in enumerate(
+        length_batches(tokens, encoder.tokenizer.pad_token_id or 0, 1, encoder.spec.takes_token_types), 1
+    ):
+        maps = example_maps(encoder, batch.inputs, method, seed + int(batch.example_ids[0]))
+        for kind in CONTRIBUTION_KINDS:
+            pearson, spearman = row_correlations(maps.attention, getattr(maps, kind))
+            columns = head_columns({"pearson": pearson[None], "spearman": spearman[None]}, batch.example_ids)
+            correlation_parts.append({**columns, "kind": np.full(len(columns["layer"]), kind)})
+        for scope, columns in histogram_columns(maps.input[None], batch.masks, batch.example_ids).items():
+            histogram_parts[scope].append(columns)
+        attention = maps.attention[None]
+        classes = pattern_classes(
+            head_summaries(attention, batch.masks), segment_block_mass(attention, batch.masks), batch.masks, thresholds
+        )
+        for index, count in enumerate(torch.bincount(classes.flatten(), minlength=len(PATTERNS)).tolist()):
+            if count > best.get(PATTERNS[index], (0,))[0]:
+                best[PATTERNS[index]] = (count, int(batch.example_ids[0]), maps)
+        if progress:
+            progress(done, total, time.perf_counter() - started)
+    example_rows = [_map_rows(maps, example_id, pattern) for pattern, (_, example_id, maps) in best.items()]
+    return HtaFacts(
+        correlations=frame(correlation_parts).with_columns(hta_method=pl.lit(str(method))),
+        histograms=histogram_frame(histogram_parts, "contribution").with_columns(hta_method=pl.lit(str(method))),
+        example_maps=pl.concat(example_rows).with_columns(hta_method=pl.lit(str(method))),
+        n_examples=total,
+        seconds=time.perf_counter() - started,
+    )

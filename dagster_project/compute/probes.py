@@ -1,0 +1,321 @@
+"""Attention-based probing classifiers for dependency heads (Clark et al. §5, Table 3).
+
+Each probe is a graph-based head selector: for dependent word i it scores every candidate
+head (ROOT and the other words of the sentence) and a softmax picks one. The scores are
+linear in the probe's parameters (multinomial logistic regression on fixed features), so
+zero initialisation plus Adam over seeded, shuffled batches is deterministic.
+
+ROOT, as in the released code (heads use CoNLL numbering, 0 = ROOT sits where [CLS] is):
+ROOT is candidate 0 and word j is candidate j + 1; the ROOT score of word i comes from each
+head's attention between i and [CLS] / [SEP] (both directions) plus a bias, and the root
+word counts in UAS like every other non-punctuation word.
+
+Shapes: B sentences padded to W words; K = layers x heads maps; D = word-vector size.
+"""
+
+import copy
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+import polars as pl
+import torch
+from transformers import AutoModel, PreTrainedModel
+
+from dagster_project.compute.attention_facts import length_batches
+from dagster_project.compute.metrics import word_level_maps, word_piece_matrix
+
+ROOT = 0  # candidate index of ROOT; word j is candidate j + 1
+IGNORE = -100  # gold value of padded word slots (cross_entropy's ignore_index)
+MAX_OFFSET = 10  # distance probe: one-hot offsets -10..-1, 1..10, farther ones clipped to the ends
+
+
+@dataclass(frozen=True)
+class ProbeBatch:
+    """Fixed probe inputs for B padded sentences (nothing here is trained)."""
+
+    pair: torch.Tensor  # (B, M, W, W) feature m of (dependent i, candidate head j)
+    root: torch.Tensor  # (B, R, W) feature r of ROOT as the head of word i
+    vectors: torch.Tensor  # (B, W, D) fixed word vectors
+    gold: torch.Tensor  # (B, W) int64 gold candidate index, IGNORE on padded slots
+    scored: torch.Tensor  # (B, W) bool: counted in UAS (real word, not punctuation)
+    words: torch.Tensor  # (B, W) bool: real word slots
+
+    @property
+    def candidates(self) -> torch.Tensor:
+        """(B, W, W + 1) allowed heads: ROOT, and every other real word."""
+        width = self.words.shape[1]
+        others = self.words[:, None, :] & ~torch.eye(width, dtype=torch.bool)[None]
+        return torch.cat([torch.ones_like(others[..., :1]), others], -1)
+
+
+class HeadProbe(torch.nn.Module):
+    """Clark's probe: score(i, j) = sum_m weight_m(i, j) * pair_m(i, j).
+
+    Without word vectors weight_m is one learned scalar per feature map (the attention-only
+    probe: w_k for alpha_ij and u_k for alpha_ji when `both_directions`). With word vectors
+    weight_m(i, j) = W_m . (v_i + v_j concatenated) + b_m (the attention-and-words probe).
+    ROOT's score is sum_r rho_r(i) * root_r(i), rho_r a scalar or W'_r . v_i + b'_r alike.
+    """
+
+    def __init__(self, n_pair: int, n_root: int, word_dim: int | None, both_directions: bool) -> None:
+        super().__init__()
+        self.both_directions = both_directions
+        self.uses_words = word_dim is not None
+        maps = n_pair * (2 if both_directions else 1)
+        zeros = lambda *shape: torch.nn.Parameter(torch.zeros(*shape))
+        self.pair_bias, self.root_bias = zeros(maps), zeros(n_root)
+        if word_dim is not None:
+            self.pair_dependent, self.pair_candidate = zeros(maps, word_dim), zeros(maps, word_dim)
+            self.root_dependent = zeros(n_root, word_dim)
+
+    def forward(self, batch: ProbeBatch) -> torch.Tensor:
+        """(B, W, W + 1) logits over candidates, disallowed ones at -inf."""
+        pair = batch.pair
+        if self.both_directions:
+            pair = torch.cat([pair, pair.transpose(-1, -2)], 1)
+        word_scores = torch.einsum("m,bmij->bij", self.pair_bias, pair)
+        root_scores = torch.einsum("r,bri->bi", self.root_bias, batch.root)
+        if self.uses_words:
+            dependent = torch.einsum("bwd,md->bmw", batch.vectors, self.pair_dependent)
+            candidate = torch.einsum("bwd,md->bmw", batch.vectors, self.pair_candidate)
+            word_scores = (
+                word_scores
+                + torch.einsum("bmi,bmij->bij", dependent, pair)
+                + torch.einsum("bmj,bmij->bij", candidate, pair)
+            )
+            root_scores = root_scores + torch.einsum("bwd,rd,brw->bw", batch.vectors, self.root_dependent, batch.root)
+        logits = torch.cat([root_scores[..., None], word_scores], -1)
+        return logits.masked_fill(~batch.candidates, float("-inf"))
+
+
+def probe_for(batch: ProbeBatch, use_words: bool, both_directions: bool) -> HeadProbe:
+    """A zero-initialised probe sized for the features of `batch`."""
+    return HeadProbe(
+        batch.pair.shape[1], batch.root.shape[1], batch.vectors.shape[-1] if use_words else None, both_directions
+    )
+
+
+def train_probe(
+    probe: HeadProbe,
+    batches: Sequence[ProbeBatch],
+    epochs: int,
+    learning_rate: float,
+    seed: int,
+    progress: Callable[[int, int, float], None] | None = None,
+) -> float:
+    """Adam on the mean cross-entropy of each batch's words, batches in a seeded random order
+    per epoch. Returns the last epoch's mean loss per word."""
+    if not batches:
+        raise ValueError("train_probe got no training batches: the training corpus has no sentences with gold heads.")
+    optimizer = torch.optim.Adam(probe.parameters(), lr=learning_rate)
+    order = torch.Generator().manual_seed(seed)
+    started = time.perf_counter()
+    epoch_loss = float("nan")
+    for epoch in range(epochs):
+        total, count = 0.0, 0
+        for index in torch.randperm(len(batches), generator=order).tolist():
+            batch = batches[index]
+            loss = torch.nn.functional.cross_entropy(
+                probe(batch).flatten(0, 1), batch.gold.flatten(), ignore_index=IGNORE
+            )
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            words = int((batch.gold != IGNORE).sum())
+            total, count = total + loss.item() * words, count + words
+        epoch_loss = total / count
+        if progress:
+            progress(epoch + 1, epochs, time.perf_counter() - started)
+    return epoch_loss
+
+
+def predict_heads(probe: HeadProbe, batch: ProbeBatch) -> torch.Tensor:
+    """(B, W) most probable candidate per word (0 = ROOT, j + 1 = word j)."""
+    with torch.no_grad():
+        return probe(batch).argmax(-1)
+
+
+def right_branching(batch: ProbeBatch) -> torch.Tensor:
+    """(B, W) baseline heads: the next word; the last word of a sentence is the root."""
+    width = batch.words.shape[1]
+    following = torch.cat([batch.words[:, 1:], torch.zeros_like(batch.words[:, :1])], 1)
+    return torch.where(following, torch.arange(2, width + 2)[None], ROOT)
+
+
+def attachment_counts(predictions: Sequence[torch.Tensor], batches: Sequence[ProbeBatch]) -> tuple[int, int]:
+    """(correct, scored) head attachments over the scored words of every batch."""
+    correct = sum(int(((heads == batch.gold) & batch.scored).sum()) for heads, batch in zip(predictions, batches))
+    return correct, sum(int(batch.scored.sum()) for batch in batches)
+
+
+def uas(predictions: Sequence[torch.Tensor], batches: Sequence[ProbeBatch]) -> float:
+    """Unlabelled attachment score over the scored (non-punctuation) words."""
+    correct, total = attachment_counts(predictions, batches)
+    if total == 0:
+        raise ValueError("No scored words: every word is punctuation or padding; nothing to compute UAS on.")
+    return correct / total
+
+
+def offset_features(width: int) -> torch.Tensor:
+    """(1, 2 * MAX_OFFSET, W, W) one-hot of the clipped offset j - i (j the candidate), 0 excluded."""
+    positions = torch.arange(width)
+    offsets = (positions[None, :] - positions[:, None]).clamp(-MAX_OFFSET, MAX_OFFSET)
+    bins = torch.cat([torch.arange(-MAX_OFFSET, 0), torch.arange(1, MAX_OFFSET + 1)])
+    return (offsets[None] == bins[:, None, None]).float()[None]
+
+
+def with_offset_features(batch: ProbeBatch) -> ProbeBatch:
+    """The distance probe's inputs: offset one-hots instead of attention, a constant ROOT feature."""
+    size, width = batch.words.shape
+    return replace(
+        batch,
+        pair=offset_features(width).expand(size, -1, -1, -1),
+        root=torch.ones(size, 1, width),
+    )
+
+
+def gold_heads(dependencies: pl.DataFrame) -> pl.DataFrame:
+    """One gold head per surface word: (example_id, word_index, gold, punct).
+
+    A multiword token ("don't" = do + n't) is one surface word with several syntactic words;
+    it takes the head of the first of them whose head lies outside the word (the root's
+    null head counts as outside). gold is the candidate index (0 = ROOT, j + 1 = word j);
+    punct marks UPOS PUNCT, left out of UAS.
+    """
+    return (
+        dependencies.filter(pl.col("head_word_index").is_null() | (pl.col("head_word_index") != pl.col("word_index")))
+        .sort("example_id", "word_index", "ud_id")
+        .group_by("example_id", "word_index", maintain_order=True)
+        .first()
+        .select(
+            "example_id",
+            "word_index",
+            gold=(pl.col("head_word_index") + 1).fill_null(ROOT).cast(pl.Int64),
+            punct=pl.col("upos") == "PUNCT",
+        )
+    )
+
+
+def word_vectors(input_ids: torch.Tensor, membership: torch.Tensor, embeddings: torch.Tensor) -> torch.Tensor:
+    """(B, W, D) mean of each word's pieces' rows of the input embedding matrix (V, D)."""
+    counts = membership.sum(-1, keepdim=True).clamp(min=1)
+    return torch.einsum("bwt,btd->bwd", membership / counts, embeddings[input_ids])
+
+
+def attention_features(
+    attn: torch.Tensor, membership: torch.Tensor, cls: torch.Tensor, sep: torch.Tensor, mode: str
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Word-level pair maps (B, K, W, W) and ROOT features (B, 4K + 1, W) of (B, L, H, T, T) attention.
+
+    [CLS] and [SEP] (all of them) join the words as two extra slots of the word-level map, so
+    the ROOT features are each head's attention word -> [CLS], word -> [SEP], [CLS] -> word,
+    [SEP] -> word, then a constant 1 (ROOT's bias).
+    """
+    slots = torch.cat([cls[:, None].float(), membership, sep[:, None].float()], 1)
+    maps = word_level_maps(attn, slots, mode).flatten(1, 2)  # (B, K, W + 2, W + 2)
+    words = slice(1, -1)
+    pair = maps[:, :, words, words].contiguous()
+    root = torch.cat(
+        [
+            maps[:, :, words, 0],
+            maps[:, :, words, -1],
+            maps[:, :, 0, words],
+            maps[:, :, -1, words],
+            torch.ones_like(pair[:, :1, 0]),
+        ],
+        1,
+    )
+    return pair, root
+
+
+def _padded(rows: list[list], fill: float, dtype: torch.dtype) -> torch.Tensor:
+    return torch.nn.utils.rnn.pad_sequence(
+        [torch.tensor(row, dtype=dtype) for row in rows], batch_first=True, padding_value=fill
+    )
+
+
+def probe_batches(
+    model: PreTrainedModel,
+    tokens: pl.DataFrame,
+    words: pl.DataFrame,
+    dependencies: pl.DataFrame,
+    pad_token_id: int,
+    takes_token_types: bool,
+    word_mode: str,
+    batch_tokens: int,
+    progress: Callable[[int, int, float], None] | None = None,
+) -> list[ProbeBatch]:
+    """Forward passes over a gold-parsed corpus, kept as probe inputs batched by length.
+
+    `tokens`, `words`, `dependencies` are one (model, corpus) partition of those tables.
+    Word vectors are the model's own input embeddings (mean over each word's pieces).
+    """
+    per_example = (
+        words.sort("example_id", "word_index")
+        .join(gold_heads(dependencies), on=("example_id", "word_index"), how="left")
+        .group_by("example_id", maintain_order=True)
+        .agg(
+            start=pl.col("piece_start").fill_null(0),
+            end=pl.col("piece_end").fill_null(0),
+            gold=pl.col("gold").fill_null(IGNORE),
+            scored=pl.col("gold").is_not_null() & ~pl.col("punct").fill_null(True),
+            real=pl.col("word_index").is_not_null(),
+        )
+    )
+    by_id = {row["example_id"]: row for row in per_example.iter_rows(named=True)}
+    missing = set(tokens["example_id"].unique()) - set(by_id)
+    if missing:
+        raise ValueError(
+            f"{len(missing)} examples have tokens but no words (e.g. example_id {min(missing)}): re-materialize the corpus asset."
+        )
+    embeddings = model.get_input_embeddings().weight.detach()
+    total = tokens["example_id"].n_unique()
+    started, done, batches = time.perf_counter(), 0, []
+    with torch.no_grad():  # not inference_mode: the probes train on these tensors
+        for batch in length_batches(tokens, pad_token_id, batch_tokens, takes_token_types):
+            rows = [by_id[example_id] for example_id in batch.example_ids.tolist()]
+            membership = word_piece_matrix(
+                _padded([row["start"] for row in rows], 0, torch.int64),
+                _padded([row["end"] for row in rows], 0, torch.int64),
+                batch.masks.valid.shape[1],
+            )
+            attn = torch.stack(model(**batch.inputs, output_attentions=True).attentions, dim=1)
+            pair, root = attention_features(attn, membership, batch.masks.cls, batch.masks.sep, word_mode)
+            batches.append(
+                ProbeBatch(
+                    pair=pair,
+                    root=root,
+                    vectors=word_vectors(batch.inputs["input_ids"], membership, embeddings),
+                    gold=_padded([row["gold"] for row in rows], IGNORE, torch.int64),
+                    scored=_padded([row["scored"] for row in rows], False, torch.bool),
+                    words=_padded([row["real"] for row in rows], False, torch.bool),
+                )
+            )
+            done += len(rows)
+            if progress:
+                progress(done, total, time.perf_counter() - started)
+    return batches
+
+
+def random_init_encoder(model: PreTrainedModel, seed: int) -> PreTrainedModel:
+    """The same architecture with the pre-trained embedding module (word, position, token-type
+    embeddings and their LayerNorm) and every other weight freshly initialised from `seed`."""
+    pretrained = {name: value for name, value in model.state_dict().items() if name.startswith("embeddings.")}
+    if not pretrained:
+        raise ValueError(
+            f"{type(model).__name__} has no `embeddings` module: cannot build the random-init variant that keeps them."
+        )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        fresh = AutoModel.from_config(copy.deepcopy(model.config), attn_implementation="eager")
+    fresh.load_state_dict(pretrained, strict=False)
+    return fresh.eval()
+
+
+def keep_first_examples(frames: dict[str, pl.DataFrame], count: int | None) -> dict[str, pl.DataFrame]:
+    """The rows of the first `count` example ids (all when None) of several frames of one corpus."""
+    if count is None:
+        return frames
+    kept = frames["tokens"]["example_id"].unique().sort().head(count).implode()
+    return {name: frame.filter(pl.col("example_id").is_in(kept)) for name, frame in frames.items()}

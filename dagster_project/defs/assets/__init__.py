@@ -1,0 +1,50 @@
+from dagster_project.defs.assets.charts import chart_assets
+from dagster_project.defs.assets.coreference import coreference_baselines
+from dagster_project.defs.assets.corpora import corpus_assets, corpus_assets_by_name
+from dagster_project.defs.assets.facts import fact_assets, fact_assets_by_corpus
+from dagster_project.defs.assets.finetuning import ablation_assets_by_task, finetuned_assets_by_task, finetuning_assets
+from dagster_project.defs.assets.gradients import grad_importance
+from dagster_project.defs.assets.head_clustering import head_mds
+from dagster_project.defs.assets.hta import hta_assets, hta_assets_by_corpus
+from dagster_project.defs.assets.kovaleva import similarity_assets, similarity_assets_by_task
+from dagster_project.defs.assets.models import encoder_model
+from dagster_project.defs.assets.probes import dependency_probes
+from dagster_project.defs.assets.report import paper_report
+from dagster_project.defs.assets.views import warehouse_views
+from dagster_project.defs.versioning import versioned_assets
+
+all_assets = [
+    encoder_model,
+    warehouse_views,
+    *corpus_assets,
+    *fact_assets,
+    coreference_baselines,
+    grad_importance,
+    dependency_probes,
+    head_mds,
+    *hta_assets,
+    *finetuning_assets,
+    *similarity_assets,
+    *chart_assets,
+    paper_report,
+]
+# Code versions and corpus-file inputs let the refresh schedule find what is stale (versioning.py).
+all_assets = versioned_assets(all_assets)
+
+__all__ = [
+    "all_assets",
+    "chart_assets",
+    "corpus_assets_by_name",
+    "coreference_baselines",
+    "dependency_probes",
+    "encoder_model",
+    "ablation_assets_by_task",
+    "fact_assets_by_corpus",
+    "finetuned_assets_by_task",
+    "grad_importance",
+    "head_mds",
+    "hta_assets_by_corpus",
+    "paper_report",
+    "similarity_assets_by_task",
+    "warehouse_views",
+]

@@ -1,0 +1,127 @@
+"""Corpus assets: one per corpus, partitioned by model, writing `examples` and `tokens`."""
+
+import polars as pl
+from dagster import AssetExecutionContext, AssetsDefinition, Config, MaterializeResult, MetadataValue, asset
+from dagster_duckdb import DuckDBResource
+
+from dagster_project.compute.checks import tokens_match_examples, word_pieces_inside_example
+from dagster_project.compute.models import load_encoder
+from dagster_project.corpora import CORPORA, CorpusError, CorpusSpec, encode_corpus
+from dagster_project.corpora.annotation import spacy_features
+from dagster_project.defs.assets.checks import check_result, fact_check_specs
+from dagster_project.defs.assets.metadata import table_preview
+from dagster_project.defs.assets.models import encoder_model
+from dagster_project.defs.partitions import model_partitions
+from dagster_project.defs.resources import DataDirectory
+from dagster_project.defs.tags import corpus_tags
+from dagster_project.defs.versioning import corpus_files_key
+from dagster_project.storage.warehouse import model_source, partition_rows, replace_partition
+
+CORPUS_CHECKS = {
+    "tokens_match_examples": "Each example's tokens are positions 0..n-1 with n = examples.n_tokens <= max_len.",
+    "word_pieces_inside_example": "Every word's [piece_start, piece_end) lies inside its example's tokens.",
+}
+
+
+class CorpusConfig(Config):
+    """Sampling parameters; left unset, the corpus's METHODS defaults apply."""
+
+    max_len: int | None = None
+    size: int | None = None  # at most this many examples (the corpus's default: all or its METHODS size)
+    seed: int | None = None
+
+
+def build_corpus_asset(spec: CorpusSpec) -> AssetsDefinition:
+    name = f"{spec.name}_examples"
+
+    @asset(
+        name=name,
+        description=f"{spec.description} Writes `examples`, `tokens`, `words` (and annotation) rows for the model's tokenizer.",
+        partitions_def=model_partitions,
+        deps=[encoder_model, *([corpus_files_key(spec.name)] if spec.files else [])],
+        group_name="corpora",
+        tags=corpus_tags(spec.name),
+        pool="warehouse_writer",
+        check_specs=fact_check_specs(name, CORPUS_CHECKS),
+    )
+    def corpus_asset(
+        context: AssetExecutionContext, config: CorpusConfig, warehouse: DuckDBResource, data_dir: DataDirectory
+    ) -> MaterializeResult:
+        max_len, size = config.max_len or spec.max_len, config.size or spec.size
+        seed = spec.seed if config.seed is None else config.seed
+        missing = spec.missing_files(data_dir.root)
+        if missing:
+            raise CorpusError(
+                f"Corpus '{spec.name}' needs {', '.join(map(str, missing))}. Set ATTN_DATA_DIR or the "
+                "`data_dir` resource's path to a folder laid out like ../shared/data."
+            )
+        with warehouse.get_connection() as conn:
+            source = model_source(conn, context.partition_key)
+        tokenizer = load_encoder(source).tokenizer
+        data = spec.read(data_dir.root)
+        for problem in data.problems[:20]:
+            context.log.warning(f"{spec.name}: skipped malformed input: {problem}")
+        if spec.prepare:
+            data = spec.prepare(data, tokenizer, max_len)
+        encoded = encode_corpus(data, tokenizer, max_len, size, seed)
+        context.log.info(
+            f"{spec.name}: kept {encoded.examples.height} of {encoded.n_candidates} candidates "
+            f"({encoded.n_too_long} longer than {max_len} tokens)"
+        )
+        tables = {
+            "examples": encoded.examples.with_columns(max_len=max_len, seed=seed),
+            "tokens": encoded.tokens,
+            "words": encoded.words,
+            **encoded.annotations,
+        }
+        outcomes = [
+            tokens_match_examples(tables["examples"], encoded.tokens),
+            word_pieces_inside_example(encoded.words, tables["examples"]),
+        ]
+        if spec.spacy_features:
+            context.log.info(f"{spec.name}: annotating {encoded.words.height} words with spaCy")
+            tables["word_features"] = spacy_features(encoded.examples, encoded.words)
+        with warehouse.get_connection() as conn:
+            written = replace_partition(conn, tables, context.partition_key, spec.name)
+        examples = tables["examples"]
+        alignment = (
+            tables["word_features"]["spacy_alignment"].value_counts().sort("spacy_alignment")
+            if "word_features" in tables
+            else None
+        )
+        return MaterializeResult(
+            metadata={
+                **{f"{table}_rows": rows for table, rows in written.items()},
+                "candidates": encoded.n_candidates,
+                "dropped_too_long": encoded.n_too_long,
+                "words_without_pieces": encoded.words["piece_start"].null_count(),
+                "skipped_malformed": len(data.problems),
+                **({"spacy_alignment": table_preview(alignment, rows=4)} if alignment is not None else {}),
+                "max_len": max_len,
+                "seed": seed,
+                "size": MetadataValue.int(size) if size else "all",
+                "mean_tokens": MetadataValue.float(float(examples["n_tokens"].mean())),
+                "preview": table_preview(examples.select("example_id", "source_ref", "n_tokens", "text_a", "text_b")),
+            },
+            check_results=[check_result(outcome) for outcome in outcomes],
+        )
+
+    return corpus_asset
+
+
+corpus_assets_by_name = {name: build_corpus_asset(spec) for name, spec in CORPORA.items()}
+corpus_assets = list(corpus_assets_by_name.values())
+
+
+def model_tokens(warehouse: DuckDBResource, model_id: str, corpus: str) -> tuple[str, pl.DataFrame]:
+    """A model's source and the word pieces of one of its corpora, as the forward passes need them."""
+    with warehouse.get_connection() as conn:
+        source = model_source(conn, model_id)
+        tokens = partition_rows(
+            conn, "tokens", model_id, corpus, ("example_id", "position", "token_id", "token_class", "segment")
+        )
+    if tokens.is_empty():
+        raise ValueError(
+            f"No tokens for model '{model_id}' and corpus '{corpus}': materialize {corpus}_examples first."
+        )
+    return source, tokens

@@ -1,0 +1,75 @@
+"""Head clustering (Clark §6, Fig. 6): every head of a model embedded in 2-D by metric MDS of the
+Jensen-Shannon divergences in `head_distances`, written to `head_mds`."""
+
+import polars as pl
+from dagster import AssetExecutionContext, Config, MaterializeResult, asset
+from dagster_duckdb import DuckDBResource
+
+from dagster_project.compute.checks import finite, one_row_per_head
+from dagster_project.compute.head_clustering import distance_matrix, embed_heads
+from dagster_project.defs.assets.checks import check_result, fact_check_specs
+from dagster_project.defs.assets.facts import fact_assets_by_corpus
+from dagster_project.defs.assets.metadata import table_preview
+from dagster_project.defs.partitions import model_partitions
+from dagster_project.defs.tags import analysis_tag
+from dagster_project.storage.warehouse import partition_rows, replace_partition
+
+
+class HeadMdsConfig(Config):
+    corpus: str = "wiki_segments"  # a corpus whose attention facts fill head_distances
+
+
+@asset(
+    description=(
+        "Clark et al. Fig. 6: each head embedded in 2-D by metric MDS (SMACOF from a classical-MDS start) of the "
+        "mean Jensen-Shannon divergence per query token between heads (Clark's summed divergence / token count: "
+        "the same layout up to scale). Writes `head_mds` with the embedding's Stress-1."
+    ),
+    partitions_def=model_partitions,
+    deps=[fact_assets_by_corpus["wiki_segments"]],
+    group_name="clark",
+    tags=analysis_tag("clark"),
+    pool="warehouse_writer",
+    check_specs=fact_check_specs(
+        "head_mds",
+        {
+            "finite_coordinates": "No NaN or inf in x, y and stress.",
+            "one_row_per_head": "One row per (layer, head) of the model.",
+        },
+    ),
+)
+def head_mds(context: AssetExecutionContext, config: HeadMdsConfig, warehouse: DuckDBResource) -> MaterializeResult:
+    model_id, corpus = context.partition_key, config.corpus
+    with warehouse.get_connection() as conn:
+        rows = partition_rows(
+            conn, "head_distances", model_id, corpus, ("layer_a", "head_a", "layer_b", "head_b", "js_sum", "tokens")
+        )
+    if rows.is_empty():
+        raise ValueError(
+            f"No head_distances rows for model '{model_id}' and corpus '{corpus}': materialize "
+            f"{corpus}_attention_facts for this model first, or set the run config `corpus` to a corpus whose "
+            "attention facts compute head distances (wiki_segments)."
+        )
+    with warehouse.get_connection() as conn:
+        n_layers, n_heads = partition_rows(conn, "models", model_id, columns=("n_layers", "n_heads")).row(0)
+    distances = distance_matrix(rows)
+    embedding = embed_heads(distances.js_mean)
+    context.log.info(f"{corpus}: {distances.heads.height} heads embedded, Stress-1 {embedding.stress:.3f}")
+    frame = distances.heads.with_columns(
+        x=pl.Series(embedding.xy[:, 0]), y=pl.Series(embedding.xy[:, 1]), stress=pl.lit(embedding.stress)
+    )
+    with warehouse.get_connection() as conn:
+        written = replace_partition(conn, {"head_mds": frame}, model_id, corpus)
+    return MaterializeResult(
+        metadata={
+            "head_mds_rows": written["head_mds"],
+            "corpus": corpus,
+            "tokens": int(rows["tokens"].max()),
+            "stress_1": round(embedding.stress, 4),
+            "preview": table_preview(frame),
+        },
+        check_results=[
+            check_result(finite(frame, ["x", "y", "stress"], "finite_coordinates")),
+            check_result(one_row_per_head(frame, n_layers, n_heads)),
+        ],
+    )

@@ -1,0 +1,117 @@
+"""Kovaleva et al. §4.3 (Fig. 5): per GLUE task, the cosine similarity of a base model's
+and its fine-tuned model's attention maps over the task's validation examples.
+
+Partitioned by the base model; the fine-tuned model is another model partition, found in
+`task_scores` (written by the fine-tuning assets) or named in the run config."""
+
+import duckdb
+import polars as pl
+from dagster import AssetExecutionContext, AssetsDefinition, Config, MaterializeResult, MetadataValue, asset
+from dagster_duckdb import DuckDBResource
+
+from dagster_project.compute.attention_facts import DEFAULT_BATCH_TOKENS
+from dagster_project.compute.checks import cosines_in_range, rows_per_example
+from dagster_project.compute.finetune_similarity import extract_finetune_cosines
+from dagster_project.compute.models import load_encoder
+from dagster_project.defs.assets.checks import check_result, fact_check_specs
+from dagster_project.defs.assets.corpora import corpus_assets_by_name, model_tokens
+from dagster_project.defs.assets.finetuning import finetuned_assets_by_task
+from dagster_project.defs.assets.metadata import progress_logger, table_preview
+from dagster_project.defs.partitions import model_partitions
+from dagster_project.defs.tags import analysis_tag
+from dagster_project.storage.warehouse import ensure_schema, model_source, partition_rows, replace_partition
+
+_PROGRESS_EVERY_SECONDS = 30.0
+FINETUNED_SETTING = "pretrained_finetuned"
+
+
+class FinetuneSimilarityConfig(Config):
+    tuned_model_id: str = ""  # partition key of the fine-tuned model; empty: look it up in task_scores
+    max_examples: int = 1000  # the first N validation examples by id
+    batch_tokens: int = DEFAULT_BATCH_TOKENS
+
+
+def tuned_model_for(conn: duckdb.DuckDBPyConnection, base_model_id: str, task: str) -> str | None:
+    """The model partition fine-tuned from pre-trained weights of a base model on a task,
+    as recorded in `task_scores`; None when there is none."""
+    ensure_schema(conn)
+    tuned = partition_rows(conn, "task_scores", base_model_id, f"glue_{task}", ("setting", "tuned_model_id")).filter(
+        (pl.col("setting") == FINETUNED_SETTING) & pl.col("tuned_model_id").is_not_null()
+    )
+    return None if tuned.is_empty() else tuned["tuned_model_id"][0]
+
+
+def build_similarity_asset(task: str, finetuned: AssetsDefinition) -> AssetsDefinition:
+    corpus = f"glue_{task}"
+    name = f"{corpus}_finetune_similarity"
+
+    @asset(
+        name=name,
+        description=f"Kovaleva Fig. 5 on {corpus}: per (example, layer, head) cosine of the base and fine-tuned "
+        "attention maps (cropped n x n), into `finetune_cosines`.",
+        partitions_def=model_partitions,
+        # finetuned_<task> records the checkpoint in task_scores (same base-model partition).
+        deps=[corpus_assets_by_name[corpus], finetuned],
+        group_name="kovaleva",
+        tags=analysis_tag("finetuning"),
+        pool="warehouse_writer",
+        check_specs=fact_check_specs(
+            name,
+            {
+                "cosines_in_range": "Every cosine is finite and within [-1, 1] (+/- 1e-5).",
+                "rows_per_example": "One cosine per (example, layer, head) for every validation example scored.",
+            },
+        ),
+    )
+    def similarity_asset(
+        context: AssetExecutionContext, config: FinetuneSimilarityConfig, warehouse: DuckDBResource
+    ) -> MaterializeResult:
+        model_id = context.partition_key
+        with warehouse.get_connection() as conn:
+            tuned_id = config.tuned_model_id or tuned_model_for(conn, model_id, task)
+            if tuned_id is None:
+                raise ValueError(
+                    f"{name}: no model fine-tuned from '{model_id}' on {task} is recorded in `task_scores`. Materialize "
+                    f"finetuned_{task} for partition '{model_id}' first (it saves the checkpoint under models_cache/finetuned/ "
+                    "and registers it as a model partition), or give a fine-tuned partition key as run config `tuned_model_id`."
+                )
+            tuned_source = model_source(conn, tuned_id)
+        source, tokens = model_tokens(warehouse, model_id, corpus)
+        keep = tokens["example_id"].unique().sort()[: config.max_examples]
+        tokens = tokens.filter(pl.col("example_id").is_in(keep.implode()))
+        base = load_encoder(source)
+        cosines, seconds = extract_finetune_cosines(
+            base,
+            load_encoder(tuned_source),
+            tokens,
+            config.batch_tokens,
+            progress_logger(context, name, _PROGRESS_EVERY_SECONDS),
+        )
+        cosines = cosines.with_columns(tuned_model_id=pl.lit(tuned_id))
+        with warehouse.get_connection() as conn:
+            written = replace_partition(conn, {"finetune_cosines": cosines}, model_id, corpus)
+        per_layer = cosines.group_by("layer").agg(pl.col("cosine").mean()).sort("layer")
+        return MaterializeResult(
+            metadata={
+                "finetune_cosines_rows": written["finetune_cosines"],
+                "tuned_model_id": tuned_id,
+                "examples": keep.len(),
+                "seconds": round(seconds, 2),
+                "mean_cosine_per_layer": MetadataValue.json(
+                    {str(layer): round(value, 4) for layer, value in per_layer.iter_rows()}
+                ),
+                "preview": table_preview(cosines),
+            },
+            check_results=[
+                check_result(cosines_in_range(cosines)),
+                check_result(rows_per_example(cosines, keep.len(), base.spec.n_layers * base.spec.n_heads)),
+            ],
+        )
+
+    return similarity_asset
+
+
+similarity_assets_by_task = {
+    task: build_similarity_asset(task, finetuned) for task, finetuned in finetuned_assets_by_task.items()
+}
+similarity_assets = list(similarity_assets_by_task.values())

@@ -1,0 +1,114 @@
+"""Analyses: the sets of per-model assets a registered model gets, one run each, and the jobs.
+
+The one list of what the registry sensor and the CLI request per (model, analysis). An
+analysis's targets are the assets tagged with it (tags.ANALYSIS): its per-corpus assets of the
+chosen corpora, its charts that draw a chosen corpus, and the analysis assets those charts
+read. Its run also materializes the per-model assets the targets need (model, corpora,
+facts), so it needs no other run. Charts depend on every corpus's facts, so the upstream walk
+starts from the non-chart targets only.
+"""
+
+from collections.abc import Collection
+from dataclasses import dataclass
+from functools import cache
+
+from dagster import AssetKey, AssetsDefinition, AssetSelection, AssetSpec, define_asset_job
+
+from dagster_project.defs.assets import all_assets, warehouse_views
+from dagster_project.defs.assets.charts import analysis_inputs, chart_assets_by_name
+from dagster_project.defs.partitions import model_partitions
+from dagster_project.defs.tags import ANALYSIS, CORPUS
+from dagster_project.presentation.chart_registry import CHARTS
+
+
+@dataclass(frozen=True)
+class Analysis:
+    name: str
+    description: str
+    default: bool  # requested for entries that name no analyses
+
+
+ANALYSES = {
+    analysis.name: analysis
+    for analysis in (
+        Analysis(
+            "attention", "Attention facts per corpus and the charts drawn from them (Clark, Kovaleva, Pascual).", True
+        ),
+        Analysis("hta", "Hidden Token Attribution (Pascual §4) and its charts; slow.", False),
+        Analysis(
+            "clark",
+            "Clark §3.2-6 analyses over the facts (gradient importance, head MDS, dependency probes, "
+            "coreference baselines) for the chosen corpora, with their charts.",
+            True,
+        ),
+        Analysis(
+            "finetuning",
+            "Kovaleva fine-tuning of the chosen GLUE tasks (Table 1), head/layer disabling and base vs "
+            "fine-tuned similarity, with their charts; slow on a CPU.",
+            False,
+        ),
+    )
+}
+DEFAULT_ANALYSES = tuple(name for name, analysis in ANALYSES.items() if analysis.default)
+
+model_analysis_job = define_asset_job(
+    name="model_analysis",
+    selection=AssetSelection.assets(*all_assets).materializable() - AssetSelection.assets(warehouse_views),
+    description="Every per-model asset (model, corpora, attention facts, charts) for one model partition.",
+)
+views_job = define_asset_job(
+    name="warehouse_views_job",
+    selection=AssetSelection.assets(warehouse_views),
+    description="(Re)create the SQL views.",
+)
+
+
+@cache
+def _specs() -> dict[AssetKey, AssetSpec]:
+    return {key: asset.get_asset_spec(key) for asset in all_assets for key in asset.keys}
+
+
+def analysis_targets(analysis: Analysis, corpora: Collection[str]) -> list[AssetsDefinition]:
+    """The assets tagged with `analysis` that its run for `corpora` targets."""
+    charts = [spec for spec in CHARTS if spec.analysis == analysis.name and set(spec.corpora) & set(corpora)]
+    read = {key for spec in charts for asset in analysis_inputs(spec) for key in asset.keys}
+    tagged = AssetSelection.tag(ANALYSIS, analysis.name).resolve(all_assets)
+    chosen = {key for key in tagged if _specs()[key].tags.get(CORPUS) in corpora or key in read}
+    return [
+        *(
+            asset
+            for asset in all_assets
+            if set(asset.keys) & chosen and AssetKey(asset.key.path[-1]) not in _chart_keys()
+        ),
+        *(chart_assets_by_name[spec.name] for spec in charts),
+    ]
+
+
+@cache
+def _chart_keys() -> frozenset[AssetKey]:
+    return frozenset(AssetKey(name) for name in chart_assets_by_name)
+
+
+def analysis_asset_keys(analysis: Analysis, corpora: Collection[str], present: Collection[str]) -> list[AssetKey]:
+    """What the run of `analysis` for an entry with `corpora` materializes: its targets and
+    the per-model assets upstream of the non-chart ones. A target needing a corpus that is
+    not `present` (files missing) is left out, with the charts drawn from it."""
+    selected: set[AssetKey] = set()
+    for target in analysis_targets(analysis, corpora):
+        keys = set(target.keys)
+        if not keys & _chart_keys():
+            upstream = AssetSelection.assets(target).upstream().resolve(all_assets)
+            keys = {key for key in upstream if _specs()[key].partitions_def == model_partitions}
+        needed = {_specs()[key].tags[CORPUS] for key in keys if CORPUS in _specs()[key].tags}
+        if needed <= set(present):
+            selected |= keys
+    charts = selected & _chart_keys()
+    return sorted((selected - charts) | {key for key in charts if _chart_drawable(key, selected)})
+
+
+def _chart_drawable(chart: AssetKey, selected: set[AssetKey]) -> bool:
+    """A chart reading analysis tables is drawn when some of their assets are in the run (its
+    view reads them), any other chart when some of the facts it reads are."""
+    spec = next(spec for spec in CHARTS if spec.name == chart.path[-1])
+    inputs = {key for asset in analysis_inputs(spec) for key in asset.keys}
+    return bool((inputs or {dep.asset_key for dep in _specs()[chart].deps}) & selected)

@@ -1,0 +1,157 @@
+"""The models-registry sensor: registers what models.toml and the drop folders list and
+requests one run per (model, analysis).
+
+Run keys are f"{model_id}:{analysis}" and the cursor keeps the keys already requested, so
+repeated ticks launch nothing twice. A bad entry (malformed, unloadable, not an encoder) is
+reported in the tick's log and skip reason and never blocks the others.
+
+An unknown hub id costs 25-30 s of hub retries without network, and a tick that runs past
+Dagster's sensor timeout (60 s) loses every entry's runs. So a hub id that failed to load is
+retried only after RETRY_UNLOADABLE_HUB_ID_SECONDS (the cursor keeps its reason to report
+meanwhile), local checkpoints are checked first, and once INSPECTION_BUDGET_SECONDS of loading
+are spent the remaining entries wait for the next tick.
+"""
+
+import json
+import time
+from datetime import UTC, datetime
+
+from dagster import (
+    AssetKey,
+    DefaultSensorStatus,
+    RunRequest,
+    SensorEvaluationContext,
+    SensorResult,
+    SkipReason,
+    sensor,
+)
+from dagster_duckdb import DuckDBResource
+
+from dagster_project.compute.model_registry import (
+    RegistryEntry,
+    RegistryError,
+    RegistryProblem,
+    drop_folders,
+    registry_path,
+    scan_registry,
+)
+from dagster_project.compute.models import ModelLoadError, inspect_model, is_local_checkpoint, model_key
+from dagster_project.corpora import CORPORA
+from dagster_project.defs.assets import warehouse_views
+from dagster_project.defs.jobs import ANALYSES, DEFAULT_ANALYSES, analysis_asset_keys, model_analysis_job, views_job
+from dagster_project.defs.partitions import model_partitions
+from dagster_project.defs.resources import DataDirectory
+from dagster_project.storage.warehouse import sql_code_version, upsert_model
+
+MINIMUM_INTERVAL_SECONDS = 60
+RETRY_UNLOADABLE_HUB_ID_SECONDS = 15 * 60
+INSPECTION_BUDGET_SECONDS = 20
+
+
+def run_key(model_id: str, analysis: str) -> str:
+    return f"{model_id}:{analysis}"
+
+
+def _entry_runs(
+    entry: RegistryEntry, model_id: str, present: list[str], launched: set[str]
+) -> tuple[list[RunRequest], list[str]]:
+    """Run requests for the entry's analyses not launched yet, and why any was left out."""
+    chosen = entry.corpora or [name for name, spec in CORPORA.items() if spec.default]
+    corpora = [name for name in chosen if name in present]
+    runs, notes = [], []
+    for name in entry.analyses or DEFAULT_ANALYSES:
+        key = run_key(model_id, name)
+        if key in launched:
+            continue
+        selection = analysis_asset_keys(ANALYSES[name], corpora, present)
+        if not selection or selection == [AssetKey("encoder_model")]:
+            notes.append(
+                f"analysis '{name}' has nothing to run on the corpora with files in the data directory ({', '.join(corpora) or 'none'})"
+            )
+            continue
+        runs.append(
+            RunRequest(
+                run_key=key,
+                job_name=model_analysis_job.name,
+                partition_key=model_id,
+                asset_selection=selection,
+                tags={"model": model_id, "analysis": name},
+            )
+        )
+    return runs, notes
+
+
+@sensor(
+    name="model_registry_sensor",
+    jobs=[model_analysis_job, views_job],
+    minimum_interval_seconds=MINIMUM_INTERVAL_SECONDS,
+    default_status=DefaultSensorStatus.RUNNING,
+    description="Registers the models of models.toml, models_cache/drop/ and models_cache/finetuned/, "
+    "then requests one run per (model, analysis).",
+)
+def model_registry_sensor(
+    context: SensorEvaluationContext, warehouse: DuckDBResource, data_dir: DataDirectory
+) -> SensorResult | SkipReason:
+    state = json.loads(context.cursor) if context.cursor else {}
+    launched = set(state.get("launched", []))
+    try:
+        scan = scan_registry(registry_path(), drop_folders(), ANALYSES, CORPORA)
+    except RegistryError as error:
+        return SkipReason(str(error))
+    problems = list(scan.problems)
+    present = [name for name, spec in CORPORA.items() if not spec.missing_files(data_dir.root)]
+    pending = [
+        entry
+        for entry in scan.entries
+        if entry.enabled
+        and not {run_key(model_key(entry.source), name) for name in entry.analyses or DEFAULT_ANALYSES} <= launched
+    ]
+    pending.sort(key=lambda entry: not is_local_checkpoint(entry.source))  # stable: local first, hub ids after
+    now = time.time()
+    waiting = {source: failure for source, failure in state.get("failed", {}).items() if failure["retry_at"] > now}
+    failed = {}
+    new_partitions, runs = [], []
+    deadline = time.monotonic() + INSPECTION_BUDGET_SECONDS
+    inspected = 0
+    for entry in pending:
+        if entry.source in waiting:
+            failure = waiting[entry.source]
+            failed[entry.source] = failure  # still waiting: carried to the next cursor
+            retry_at = datetime.fromtimestamp(failure["retry_at"], UTC).strftime("%H:%M:%S UTC")
+            problems.append(RegistryProblem(entry.origin, f"{failure['reason']} (tried again after {retry_at})"))
+            continue
+        if inspected and time.monotonic() > deadline:
+            problems.append(
+                RegistryProblem(
+                    entry.origin,
+                    f"not checked yet: this tick spent its {INSPECTION_BUDGET_SECONDS} s of model loading; next tick",
+                )
+            )
+            continue
+        inspected += 1
+        try:
+            spec = inspect_model(entry.source)
+        except ModelLoadError as error:
+            problems.append(RegistryProblem(entry.origin, str(error)))
+            if not is_local_checkpoint(entry.source):
+                failed[entry.source] = {"reason": str(error), "retry_at": now + RETRY_UNLOADABLE_HUB_ID_SECONDS}
+            continue
+        with warehouse.get_connection() as conn:
+            upsert_model(conn, spec)
+        if not context.instance.has_dynamic_partition(model_partitions.name, spec.model_id):
+            new_partitions.append(spec.model_id)
+        entry_runs, notes = _entry_runs(entry, spec.model_id, present, launched)
+        problems.extend(RegistryProblem(entry.origin, note) for note in notes)
+        runs.extend(entry_runs)
+    for problem in problems:
+        context.log.warning(f"models registry: {problem}")
+    if runs and context.instance.get_latest_materialization_event(warehouse_views.key) is None:
+        # The charts read the views: create them first, request the model runs on a later tick.
+        runs = [RunRequest(run_key=f"warehouse_views:{sql_code_version()}", job_name=views_job.name)]
+    requested = launched | {run.run_key for run in runs if run.job_name == model_analysis_job.name}
+    cursor = json.dumps({"launched": sorted(requested), "failed": failed})
+    partition_requests = [model_partitions.build_add_request(new_partitions)] if new_partitions else []
+    if runs:
+        return SensorResult(run_requests=runs, dynamic_partitions_requests=partition_requests, cursor=cursor)
+    reason = "; ".join(map(str, problems)) if problems else "every registered model's analyses are already requested"
+    return SensorResult(skip_reason=SkipReason(reason), dynamic_partitions_requests=partition_requests, cursor=cursor)

@@ -1,0 +1,249 @@
+"""The chart registry: every paper figure the project draws, from which view, for which
+corpora and analysis. The chart assets, the analyses' chart targets and the report are derived
+from it."""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import altair as alt
+import duckdb
+import polars as pl
+
+from dagster_project.compute.finetuning import FINETUNE_TASKS
+from dagster_project.corpora import GLUE_TASKS
+from dagster_project.presentation import charts as draw
+from dagster_project.storage.warehouse import partition_rows
+
+PAPER_AUTHORS = {"clark": "Clark et al.", "kovaleva": "Kovaleva et al.", "pascual": "Pascual et al."}
+ANALYSES = ("attention", "hta", "clark", "finetuning")
+
+
+@dataclass(frozen=True)
+class ChartSpec:
+    name: str
+    paper: str  # a key of PAPER_AUTHORS
+    figure: str  # as the paper numbers it: "Fig. 2", "Table 1"
+    view: str
+    corpora: tuple[str, ...]  # first one with rows for the model is drawn
+    draw: Callable[[pl.DataFrame, str], alt.TopLevelMixin]
+    analysis: str = "attention"  # the analysis (of ANALYSES) whose run draws it
+    caption: str = ""  # appended to the chart title
+    reads: tuple[str, ...] = ()  # analysis tables the view reads besides the attention/HTA facts
+    when_empty: str = ""  # set: a model without rows is expected (why), the chart is skipped instead of failing
+    all_corpora: bool = False  # draw the rows of every one of `corpora` with rows (one panel or bar per corpus)
+
+    @property
+    def label(self) -> str:
+        """The figure with its paper: "Clark et al. Fig. 2"."""
+        return f"{PAPER_AUTHORS[self.paper]} {self.figure}"
+
+    def rows(self, conn: duckdb.DuckDBPyConnection, model_id: str) -> tuple[str, pl.DataFrame] | None:
+        """The view rows drawn for a model: those of the first of `corpora` with rows (of all
+        of them with `all_corpora`), or None."""
+        rows = partition_rows(conn, self.view, model_id)
+        if self.all_corpora:
+            found = [name for name in self.corpora if name in set(rows["corpus"])]
+            return (", ".join(found), rows.filter(pl.col("corpus").is_in(found))) if found else None
+        corpus = next((name for name in self.corpora if name in set(rows["corpus"])), None)
+        return None if corpus is None else (corpus, rows.filter(pl.col("corpus") == corpus))
+
+    def title(self, rows: pl.DataFrame, corpus: str) -> str:
+        return f"{rows['model'][0]} on {corpus}" + (f": {self.caption}" if self.caption else "")
+
+
+CHARTS = (
+    ChartSpec(
+        "clark_fig2_special_tokens",
+        "clark",
+        "Fig. 2",
+        "clark_special_tokens",
+        ("wiki_segments", "demo"),
+        draw.clark_special_tokens_chart,
+    ),
+    ChartSpec(
+        "clark_fig6_head_mds",
+        "clark",
+        "Fig. 6",
+        "clark_head_mds",
+        ("wiki_segments",),
+        draw.clark_head_mds_chart,
+        analysis="clark",
+        reads=("head_mds",),
+        when_empty="materialize wiki_segments_attention_facts (head distances) and head_mds first",
+    ),
+    ChartSpec(
+        "clark_fig4_entropy",
+        "clark",
+        "Fig. 4",
+        "clark_entropy",
+        ("wiki_segments", "demo"),
+        draw.clark_entropy_chart,
+    ),
+    ChartSpec(
+        "clark_table1_dependency_heads",
+        "clark",
+        "Table 1",
+        "clark_dependency_heads",
+        ("ud_ewt_test", "ud_ewt_dev"),
+        draw.clark_dependency_chart,
+        when_empty="materialize ud_ewt_test_examples and ud_ewt_test_attention_facts (relation hits) first",
+    ),
+    ChartSpec(
+        "clark_fig3_grad_importance",
+        "clark",
+        "Fig. 3",
+        "clark_grad_importance",
+        ("wiki_segments", "demo"),
+        draw.clark_grad_importance_chart,
+        analysis="clark",
+        reads=("grad_importance",),
+        when_empty="a model without a masked-LM or classification head has no gradient rows (see grad_importance's `reason`)",
+    ),
+    ChartSpec(
+        "pascual_fig2_attention_histograms",
+        "pascual",
+        "Fig. 2",
+        "pascual_attention_histograms",
+        ("xnli_en", "demo"),
+        draw.pascual_histograms_chart,
+    ),
+    ChartSpec(
+        "pascual_fig4_center_of_mass",
+        "pascual",
+        "Fig. 4/5",
+        "pascual_center_of_mass",
+        ("xnli_en", "demo"),
+        draw.pascual_center_of_mass_chart,
+    ),
+    ChartSpec(
+        "pascual_fig1_local_correlation",
+        "pascual",
+        "Fig. 1",
+        "pascual_hta_local_correlation",
+        ("xnli_en", "demo"),
+        draw.pascual_correlation_chart,
+        analysis="hta",
+        caption="attention vs previous-layer contribution",
+    ),
+    ChartSpec(
+        "pascual_fig3_contribution_histograms",
+        "pascual",
+        "Fig. 3",
+        "pascual_contribution_histograms",
+        ("xnli_en", "demo"),
+        draw.pascual_histograms_chart,
+        analysis="hta",
+    ),
+    ChartSpec(
+        "pascual_fig6_global_correlation",
+        "pascual",
+        "Fig. 6",
+        "pascual_hta_global_correlation",
+        ("xnli_en", "demo"),
+        draw.pascual_correlation_chart,
+        analysis="hta",
+        caption="attention vs input contribution",
+    ),
+    ChartSpec(
+        "kovaleva_fig8_head_ablation",
+        "kovaleva",
+        "Fig. 8",
+        "kovaleva_head_ablation",
+        tuple(f"glue_{task}" for task in FINETUNE_TASKS),
+        draw.kovaleva_head_ablation_chart,
+        analysis="finetuning",
+        reads=("ablation_scores",),
+        when_empty="materialize finetuned_<task> and <task>_ablation for a GLUE task first",
+    ),
+    ChartSpec(
+        "kovaleva_fig9_layer_ablation",
+        "kovaleva",
+        "Fig. 9",
+        "kovaleva_layer_ablation",
+        tuple(f"glue_{task}" for task in FINETUNE_TASKS),
+        draw.kovaleva_layer_ablation_chart,
+        analysis="finetuning",
+        reads=("ablation_scores",),
+        when_empty="materialize finetuned_<task> and <task>_ablation for a GLUE task first",
+    ),
+    ChartSpec(
+        "clark_table2_coreference",
+        "clark",
+        "Table 2",
+        "clark_coreference_heads",
+        ("ontogum",),
+        draw.clark_coreference_chart,
+        analysis="clark",
+        reads=("coref_baseline_predictions",),
+        when_empty="materialize ontogum_examples, ontogum_attention_facts (relation hits) and coreference_baselines first",
+    ),
+    ChartSpec(
+        "clark_table3_probes",
+        "clark",
+        "Table 3",
+        "clark_probe_uas",
+        ("ud_ewt_test",),
+        draw.clark_probe_chart,
+        analysis="clark",
+        reads=("probe_scores",),
+        when_empty="the probes run only once ud_ewt_dev and ud_ewt_test are materialized (asset dependency_probes)",
+    ),
+)
+
+_GLUE = tuple(f"glue_{task}" for task in GLUE_TASKS)
+CHARTS += (
+    ChartSpec(
+        "kovaleva_fig2_pattern_shares",
+        "kovaleva",
+        "Fig. 2",
+        "kovaleva_pattern_shares",
+        (*_GLUE, "demo"),
+        draw.kovaleva_pattern_shares_chart,
+        all_corpora=True,
+    ),
+    ChartSpec(
+        "kovaleva_fig2_pattern_examples",
+        "kovaleva",
+        "Fig. 2 (maps)",
+        "kovaleva_pattern_example_maps",
+        (*_GLUE, "demo"),
+        draw.kovaleva_pattern_examples_chart,
+    ),
+    ChartSpec(
+        "kovaleva_fig3_framenet_heads",
+        "kovaleva",
+        "Fig. 3",
+        "kovaleva_framenet_heads",
+        ("framenet",),
+        draw.kovaleva_framenet_chart,
+        when_empty="materialize framenet_examples and framenet_attention_facts first",
+    ),
+    ChartSpec(
+        "kovaleva_fig5_finetune_similarity",
+        "kovaleva",
+        "Fig. 5",
+        "kovaleva_finetune_similarity",
+        _GLUE,
+        draw.kovaleva_finetune_similarity_chart,
+        all_corpora=True,
+        analysis="finetuning",
+        reads=("finetune_cosines",),
+        when_empty="materialize finetuned_<task>, then glue_<task>_finetune_similarity for the base model",
+    ),
+    ChartSpec(
+        "kovaleva_fig6_feature_attention",
+        "kovaleva",
+        "Fig. 6",
+        "kovaleva_feature_attention",
+        (*_GLUE, "demo"),
+        draw.kovaleva_feature_attention_chart,
+    ),
+    ChartSpec(
+        "kovaleva_fig7_cls_attention",
+        "kovaleva",
+        "Fig. 7",
+        "kovaleva_cls_attention",
+        (*_GLUE, "demo"),
+        draw.kovaleva_cls_attention_chart,
+    ),
+)

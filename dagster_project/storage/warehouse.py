@@ -1,0 +1,165 @@
+"""DuckDB storage: schema and views from `sql/`, partition-replacing writes through Arrow.
+
+DuckDB allows one writer per file, so callers compute first and then hold a
+connection only for a short write transaction.
+"""
+
+import hashlib
+import re
+from datetime import UTC, datetime
+from graphlib import TopologicalSorter
+from pathlib import Path
+
+import duckdb
+import polars as pl
+
+from dagster_project.compute.models import ModelSpec
+from dagster_project.settings import SQL_DIR
+
+VIEW_LAYERS = ("staging", "analysis", "results")
+PARTITIONED_TABLES = frozenset(
+    {
+        "examples",
+        "tokens",
+        "words",
+        "dependencies",
+        "word_features",
+        "coref_mentions",
+        "coref_clusters",
+        "frame_links",
+        "head_summaries",
+        "position_histograms",
+        "hta_correlations",
+        "contribution_histograms",
+        "hta_example_maps",
+        "relation_hits",
+        "head_distances",
+        "head_mds",
+        "coref_baseline_predictions",
+        "probe_scores",
+        "grad_importance",
+        "received_attention",
+        "feature_pair_attention",
+        "frame_link_attention",
+        "pattern_example_maps",
+        "finetune_cosines",
+        "task_scores",
+        "ablation_scores",
+    }
+)
+
+
+def schema_files() -> list[Path]:
+    return sorted((SQL_DIR / "schema").glob("*.sql"))
+
+
+def view_files() -> list[Path]:
+    """View files in an order where every view comes after the views it reads.
+
+    A view depends on another when the other's name (its file stem) appears in its SQL,
+    the way dbt's ref() orders models, without a templating step.
+    """
+    files = {path.stem: path for layer in VIEW_LAYERS for path in sorted((SQL_DIR / layer).glob("*.sql"))}
+    graph = {
+        name: {other for other in files if other != name and re.search(rf"\b{other}\b", path.read_text())}
+        for name, path in files.items()
+    }
+    return [files[name] for name in TopologicalSorter(graph).static_order()]
+
+
+def sql_code_version() -> str:
+    """Hash of every SQL file, so a change to any view or table marks the views stale."""
+    digest = hashlib.sha256()
+    for path in schema_files() + view_files():
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def ensure_schema(conn: duckdb.DuckDBPyConnection) -> None:
+    for path in schema_files():
+        conn.execute(path.read_text())
+
+
+def apply_views(conn: duckdb.DuckDBPyConnection) -> list[str]:
+    """(Re)create every view; idempotent. Returns the view names in creation order."""
+    ensure_schema(conn)
+    created = []
+    for path in view_files():
+        conn.execute(path.read_text())
+        created.append(path.stem)
+    return created
+
+
+def replace_partition(
+    conn: duckdb.DuckDBPyConnection, frames: dict[str, pl.DataFrame], model_id: str, corpus: str
+) -> dict[str, int]:
+    """Replace the (model_id, corpus) rows of several tables in one transaction.
+
+    Either every table gets its new rows or none changes; an empty frame clears the
+    partition's rows of its table. Returns rows written per table.
+    """
+    unknown = set(frames) - PARTITIONED_TABLES
+    if unknown:
+        raise ValueError(f"not a partitioned warehouse table: {sorted(unknown)}")
+    ensure_schema(conn)
+    conn.execute("BEGIN TRANSACTION")
+    try:
+        for table, frame in frames.items():
+            conn.execute(f"DELETE FROM {table} WHERE model_id = ? AND corpus = ?", [model_id, corpus])
+            if frame.is_empty():  # the partition now has no rows in this table
+                continue
+            incoming = frame.with_columns(model_id=pl.lit(model_id), corpus=pl.lit(corpus)).to_arrow()
+            conn.register("incoming_rows", incoming)
+            conn.execute(f"INSERT INTO {table} BY NAME SELECT * FROM incoming_rows")
+            conn.unregister("incoming_rows")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return {table: frame.height for table, frame in frames.items()}
+
+
+def upsert_model(conn: duckdb.DuckDBPyConnection, spec: ModelSpec) -> None:
+    """Record (or refresh) a model's row in the `models` mapping table."""
+    ensure_schema(conn)
+    conn.execute(
+        (SQL_DIR / "dml" / "upsert_model.sql").read_text(),
+        {
+            "model_id": spec.model_id,
+            "source": spec.source,
+            "resolved_path": spec.resolved_path,
+            "revision": spec.revision,
+            "model_type": spec.model_type,
+            "n_layers": spec.n_layers,
+            "n_heads": spec.n_heads,
+            "takes_token_types": spec.takes_token_types,
+            "registered_at": datetime.now(UTC).replace(tzinfo=None),
+        },
+    )
+
+
+def model_source(conn: duckdb.DuckDBPyConnection, model_id: str) -> str:
+    """The hub id or path registered for a partition key."""
+    ensure_schema(conn)
+    row = conn.execute("SELECT source FROM models WHERE model_id = ?", [model_id]).fetchone()
+    if row is None:
+        raise LookupError(
+            f"Model partition '{model_id}' has no row in the models table. Register the model first: "
+            "`attn-warehouse add-model <hub id or path>`."
+        )
+    return row[0]
+
+
+def partition_rows(
+    conn: duckdb.DuckDBPyConnection,
+    relation: str,
+    model_id: str,
+    corpus: str | None = None,
+    columns: tuple[str, ...] = (),
+) -> pl.DataFrame:
+    """Rows of a table or view for one model (and corpus), through DuckDB's relational API."""
+    condition = duckdb.ColumnExpression("model_id") == duckdb.ConstantExpression(model_id)
+    if corpus is not None:
+        condition = condition & (duckdb.ColumnExpression("corpus") == duckdb.ConstantExpression(corpus))
+    rows = conn.table(relation).filter(condition)
+    return (rows.select(*columns) if columns else rows).pl()

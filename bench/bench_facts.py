@@ -2,7 +2,7 @@
 
 All run in this process on the same examples and the same model:
   bare     length-bucketed batched forward pass, no attentions returned
-  extract  dagster_project.compute.attention_facts.extract_attention_facts: forward with attentions, every
+  extract  dagster_project.compute.attention_pass.extract_attention_facts: forward with attentions, every
            statistic, the fact frames ready to write
   write    the Arrow write of both fact tables to an in-memory DuckDB
   naive    one example per forward pass, numpy loops over layers, heads and offsets,
@@ -26,14 +26,10 @@ import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 import torch  # noqa: E402
 
-from dagster_project.corpora import CORPORA, encode_corpus  # noqa: E402
-from dagster_project.compute.attention_facts import (
-    DEFAULT_BATCH_TOKENS,
-    AttentionFacts,
-    extract_attention_facts,
-    length_batches,
-)  # noqa: E402
+from dagster_project.compute.attention_pass import AttentionFacts, extract_attention_facts  # noqa: E402
+from dagster_project.compute.batching import DEFAULT_BATCH_TOKENS, length_batches  # noqa: E402
 from dagster_project.compute.models import DEFAULT_MODEL, load_encoder  # noqa: E402
+from dagster_project.corpora import CORPORA, encode_corpus  # noqa: E402
 from dagster_project.settings import data_dir  # noqa: E402
 from dagster_project.storage.warehouse import ensure_schema, replace_partition  # noqa: E402
 
@@ -52,8 +48,7 @@ def extract(encoder, tokens) -> AttentionFacts:
 
 def write(facts: AttentionFacts) -> None:
     conn = duckdb.connect(":memory:")
-    frames = {"head_summaries": facts.head_summaries, "position_histograms": facts.position_histograms}
-    replace_partition(conn, frames, "m", "c")
+    replace_partition(conn, facts.tables, "m", "c")
 
 
 def naive(encoder, tokens) -> None:

@@ -25,7 +25,7 @@ def run(source: str, corpus_names: list[str], analysis_names: list[str]) -> int:
     from dagster import AssetSelection, DagsterInstance, materialize
 
     from dagster_project.compute.models import ModelLoadError
-    from dagster_project.corpora import CORPORA
+    from dagster_project.corpora import CORPORA, present_corpora
     from dagster_project.defs.assets import all_assets, warehouse_views
     from dagster_project.defs.assets.report import paper_report
     from dagster_project.defs.jobs import ANALYSES, analysis_asset_keys
@@ -40,7 +40,7 @@ def run(source: str, corpus_names: list[str], analysis_names: list[str]) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     data_dir = resources["data_dir"].root
-    present = [name for name, corpus in CORPORA.items() if not corpus.missing_files(data_dir)]
+    present = present_corpora(data_dir)
     for name in corpus_names:
         if name not in present:
             print(f"skipping corpus {name}: {CORPORA[name].missing_files(data_dir)[0]} not found (set ATTN_DATA_DIR)")
@@ -115,10 +115,9 @@ def ui(port: int) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     from dagster_project.compute.models import DEFAULT_MODEL
-    from dagster_project.corpora import CORPORA
+    from dagster_project.corpora import CORPORA, DEFAULT_CORPORA
     from dagster_project.defs.jobs import ANALYSES, DEFAULT_ANALYSES
 
-    defaults = [name for name, spec in CORPORA.items() if spec.default]
     parser = argparse.ArgumentParser(prog="attn-warehouse", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     run_parser = commands.add_parser("run", help="register a model and materialize every asset for it")
@@ -129,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
         "--corpus",
         action="append",
         choices=[*CORPORA, "all"],
-        help=f"corpus to process, repeatable; 'all' for every one (default: {', '.join(defaults)})",
+        help=f"corpus to process, repeatable; 'all' for every one (default: {', '.join(DEFAULT_CORPORA)})",
     )
     add_parser = commands.add_parser("add-model", help="register a model as a new partition")
     add_parser.add_argument("model", help="hub id or local path")
@@ -152,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     _use_project_instance()
     if args.command == "run":
-        chosen = args.corpus or defaults
+        chosen = args.corpus or list(DEFAULT_CORPORA)
         analyses = list(dict.fromkeys([*(args.analysis or DEFAULT_ANALYSES), *(["hta"] if args.hta else [])]))
         return run(args.model, list(CORPORA) if "all" in chosen else chosen, analyses)
     if args.command == "add-model":

@@ -7,8 +7,18 @@ import pytest
 import torch
 
 from dagster_project.corpora import encode_corpus, read_demo_pairs
-from dagster_project.compute.attention_facts import extract_attention_facts, length_batches
+from dagster_project.compute.attention_pass import AttentionFacts, extract_attention_facts, pass_inputs
+from dagster_project.compute.batching import length_batches
+from dagster_project.compute.fact_kinds import FACT_KINDS
 from tests.conftest import TINY_HEADS, TINY_LAYERS
+
+
+def extract(
+    encoder, tokens: pl.DataFrame, kinds: tuple[str, ...] = ("position_histograms",), words=None, batch_tokens=4096, **options
+) -> AttentionFacts:
+    """One pass writing the named kinds (and the head summaries every pass writes)."""
+    inputs = pass_inputs(encoder, tokens, words, **options)
+    return extract_attention_facts(encoder, tokens, [FACT_KINDS[kind] for kind in kinds], inputs, batch_tokens)
 
 
 def test_length_batches_respect_budget_and_pad(demo_tokens):
@@ -25,24 +35,24 @@ def test_length_batches_respect_budget_and_pad(demo_tokens):
 
 
 def test_padded_batches_match_single_examples(encoder, demo_tokens):
-    one_by_one = extract_attention_facts(encoder, demo_tokens, batch_tokens=1)
-    padded = extract_attention_facts(encoder, demo_tokens, batch_tokens=4096)
+    one_by_one = extract(encoder, demo_tokens, batch_tokens=1)
+    padded = extract(encoder, demo_tokens, batch_tokens=4096)
     keys = ["example_id", "layer", "head"]
-    a, b = one_by_one.head_summaries.sort(keys), padded.head_summaries.sort(keys)
+    a, b = one_by_one.tables["head_summaries"].sort(keys), padded.tables["head_summaries"].sort(keys)
     assert a.height == b.height == 12 * TINY_LAYERS * TINY_HEADS
     for column in ["to_cls", "to_sep", "to_punct", "to_prev", "entropy", "cls_entropy", "sep_to_sep"]:
         assert (a[column] - b[column]).abs().max() < 1e-5, column
     hist_keys = ["example_id", "scope", "layer", "head", "offset"]
-    ha, hb = one_by_one.position_histograms.sort(hist_keys), padded.position_histograms.sort(hist_keys)
+    ha, hb = one_by_one.tables["position_histograms"].sort(hist_keys), padded.tables["position_histograms"].sort(hist_keys)
     assert ha.select(hist_keys + ["pair_count"]).equals(hb.select(hist_keys + ["pair_count"]))
     assert (ha["weight_sum"] - hb["weight_sum"]).abs().max() < 1e-5
 
 
 def test_histograms_account_for_every_pair(encoder, demo_tokens):
-    facts = extract_attention_facts(encoder, demo_tokens)
+    facts = extract(encoder, demo_tokens)
     n = demo_tokens.group_by("example_id").agg(n=pl.len(), content=(~pl.col("token_class").is_in(["cls", "sep"])).sum())
     per_head = (
-        facts.position_histograms.group_by("example_id", "scope", "layer", "head")
+        facts.tables["position_histograms"].group_by("example_id", "scope", "layer", "head")
         .agg(pairs=pl.col("pair_count").sum(), mass=pl.col("weight_sum").sum(), offsets=pl.len())
         .join(n, on="example_id")
     )
@@ -53,7 +63,7 @@ def test_histograms_account_for_every_pair(encoder, demo_tokens):
     content = per_head.filter(pl.col("scope") == "content")
     assert (content["pairs"] == content["content"] ** 2).all()
     assert (content["mass"] < content["content"]).all()
-    summaries = facts.head_summaries.join(n, on="example_id")
+    summaries = facts.tables["head_summaries"].join(n, on="example_id")
     assert (summaries["n_tokens"] == summaries["n"]).all()
     assert summaries["row_sum_error"].max() < 1e-5
     assert ((summaries["entropy"] >= 0) & (summaries["entropy"] <= summaries["n"].log() + 1e-5)).all()
@@ -65,18 +75,18 @@ def demo_words(encoder) -> pl.DataFrame:
 
 
 def test_relation_hits_do_not_depend_on_batching(encoder, demo_tokens, demo_words):
-    one_by_one = extract_attention_facts(encoder, demo_tokens, batch_tokens=1, words=demo_words, word_mode="max")
-    padded = extract_attention_facts(encoder, demo_tokens, batch_tokens=4096, words=demo_words, word_mode="max")
+    one_by_one = extract(encoder, demo_tokens, ("relation_hits",), demo_words, batch_tokens=1, word_mode="max")
+    padded = extract(encoder, demo_tokens, ("relation_hits",), demo_words, word_mode="max")
     keys = ["example_id", "word_index", "layer", "head"]
-    assert one_by_one.relation_hits.sort(keys).equals(padded.relation_hits.sort(keys))
+    assert one_by_one.tables["relation_hits"].sort(keys).equals(padded.tables["relation_hits"].sort(keys))
     real = demo_words.filter(pl.col("piece_start").is_not_null())
-    assert padded.relation_hits.height == real.height * TINY_LAYERS * TINY_HEADS
-    assert set(padded.relation_hits["word_mode"]) == {"max"}
+    assert padded.tables["relation_hits"].height == real.height * TINY_LAYERS * TINY_HEADS
+    assert set(padded.tables["relation_hits"]["word_mode"]) == {"max"}
 
 
 def test_relation_hits_are_the_word_level_argmax(encoder, demo_tokens, demo_words):
     """Recompute one example's hits from its piece map with the word rules written out."""
-    facts = extract_attention_facts(encoder, demo_tokens, words=demo_words)
+    facts = extract(encoder, demo_tokens, ("relation_hits",), demo_words)
     example = int(demo_tokens["example_id"].min())
     ids = demo_tokens.filter(pl.col("example_id") == example).sort("position")["token_id"].to_list()
     segments = demo_tokens.filter(pl.col("example_id") == example).sort("position")["segment"].to_list()
@@ -94,15 +104,15 @@ def test_relation_hits_are_the_word_level_argmax(encoder, demo_tokens, demo_word
     word_map = torch.stack([to_words[start:end].mean(0) for start, end in spans])
     word_map.fill_diagonal_(-1.0)
     expected = dict(zip(words["word_index"], [words["word_index"][i] for i in word_map.argmax(-1).tolist()]))
-    hits = facts.relation_hits.filter(
+    hits = facts.tables["relation_hits"].filter(
         (pl.col("example_id") == example) & (pl.col("layer") == layer) & (pl.col("head") == head)
     )
     assert dict(zip(hits["word_index"], hits["target_word"])) == expected
 
 
 def test_head_distances_sum_over_batches(encoder, demo_tokens):
-    whole = extract_attention_facts(encoder, demo_tokens, batch_tokens=4096, head_distances=True).head_distances
-    split = extract_attention_facts(encoder, demo_tokens, batch_tokens=64, head_distances=True).head_distances
+    whole = extract(encoder, demo_tokens, ("head_distances",)).tables["head_distances"]
+    split = extract(encoder, demo_tokens, ("head_distances",), batch_tokens=64).tables["head_distances"]
     n_heads = TINY_LAYERS * TINY_HEADS
     assert whole.height == n_heads * (n_heads - 1) // 2  # unordered pairs
     assert whole["tokens"][0] == demo_tokens.height
@@ -146,13 +156,13 @@ def flagged_words(demo_words) -> pl.DataFrame:
 def test_pattern_column_and_received_attention(encoder, demo_tokens):
     from dagster_project.compute.metrics import PATTERNS
 
-    one_by_one = extract_attention_facts(encoder, demo_tokens, batch_tokens=1, received=True)
-    padded = extract_attention_facts(encoder, demo_tokens, batch_tokens=4096, received=True)
-    assert set(padded.head_summaries["pattern"]) <= set(PATTERNS)
+    one_by_one = extract(encoder, demo_tokens, ("received_attention",), batch_tokens=1)
+    padded = extract(encoder, demo_tokens, ("received_attention",))
+    assert set(padded.tables["head_summaries"]["pattern"]) <= set(PATTERNS)
     keys = ["example_id", "layer", "head"]
-    assert one_by_one.head_summaries.sort(keys)["pattern"].equals(padded.head_summaries.sort(keys)["pattern"])
+    assert one_by_one.tables["head_summaries"].sort(keys)["pattern"].equals(padded.tables["head_summaries"].sort(keys)["pattern"])
     received_keys = ["example_id", "position", "layer", "head"]
-    a, b = one_by_one.received_attention.sort(received_keys), padded.received_attention.sort(received_keys)
+    a, b = one_by_one.tables["received_attention"].sort(received_keys), padded.tables["received_attention"].sort(received_keys)
     assert a.height == b.height == demo_tokens.height * TINY_LAYERS * TINY_HEADS
     assert (a["received"] - b["received"]).abs().max() < 1e-6 and (a["from_cls"] - b["from_cls"]).abs().max() < 1e-6
     example = int(demo_tokens["example_id"].max())
@@ -163,10 +173,10 @@ def test_pattern_column_and_received_attention(encoder, demo_tokens):
 
 
 def test_feature_pairs_are_word_level_means_over_pairs(encoder, demo_tokens, flagged_words):
-    facts = extract_attention_facts(
-        encoder, demo_tokens, batch_tokens=256, words=flagged_words, relation_hits=False, received=True
+    facts = extract(
+        encoder, demo_tokens, ("received_attention", "feature_pair_attention"), flagged_words, batch_tokens=256
     )
-    assert facts.relation_hits.is_empty()
+    assert "relation_hits" not in facts.tables
     example = int(demo_tokens["example_id"].min())
     maps = _example_maps(encoder, demo_tokens, example)
     words = flagged_words.filter((pl.col("example_id") == example) & pl.col("piece_start").is_not_null()).sort(
@@ -187,7 +197,7 @@ def test_feature_pairs_are_word_level_means_over_pairs(encoder, demo_tokens, fla
         ]
         return sum(values) / len(values), len(values)
 
-    rows = facts.feature_pair_attention.filter(pl.col("example_id") == example)
+    rows = facts.tables["feature_pair_attention"].filter(pl.col("example_id") == example)
     for pair, (source, target) in {
         "verb_subject": ("is_verb", "is_subject"),
         "noun_pronoun": ("is_noun", "is_pronoun"),
@@ -203,21 +213,21 @@ def test_frame_link_max_over_both_directions(encoder, demo_tokens, demo_words):
     links = pl.DataFrame(
         {"example_id": [example], "target_start": [0], "target_end": [1], "element_start": [2], "element_end": [4]}
     )
-    facts = extract_attention_facts(encoder, demo_tokens, words=demo_words, frame_links=links)
-    assert facts.frame_link_attention.height == TINY_LAYERS * TINY_HEADS
+    facts = extract(encoder, demo_tokens, ("frame_link_attention",), demo_words, frame_links=links)
+    assert facts.tables["frame_link_attention"].height == TINY_LAYERS * TINY_HEADS
     words = demo_words.filter(pl.col("example_id") == example).sort("word_index")
     lu = range(words["piece_start"][0], words["piece_end"][0])
     fe = range(words["piece_start"][2], words["piece_end"][3])
     maps = _example_maps(encoder, demo_tokens, example)
-    for row in facts.frame_link_attention.iter_rows(named=True):
+    for row in facts.tables["frame_link_attention"].iter_rows(named=True):
         piece_map = maps[row["layer"] - 1, row["head"] - 1]
         best = max(max(piece_map[q, k].item(), piece_map[k, q].item()) for q in lu for k in fe)
         assert row["max_attention"] == pytest.approx(best, abs=1e-7)
 
 
 def test_pattern_example_maps_are_cropped_maps_of_their_class(encoder, demo_tokens):
-    facts = extract_attention_facts(encoder, demo_tokens, pattern_examples=2)
-    maps = facts.pattern_example_maps
+    facts = extract(encoder, demo_tokens, ("pattern_example_maps",), pattern_examples=2)
+    maps = facts.tables["pattern_example_maps"]
     per_class = maps.group_by("pattern").agg(
         examples=pl.col("example_id").n_unique(), heads=pl.struct("example_id", "layer", "head").n_unique()
     )
@@ -230,7 +240,7 @@ def test_pattern_example_maps_are_cropped_maps_of_their_class(encoder, demo_toke
     sizes = maps.group_by("pattern", "example_id").len().join(lengths, on="example_id")
     assert (sizes["len"] == sizes["len_right"] ** 2).all()
     chosen = maps.row(0, named=True)
-    summary = facts.head_summaries.filter(
+    summary = facts.tables["head_summaries"].filter(
         (pl.col("example_id") == chosen["example_id"])
         & (pl.col("layer") == chosen["layer"])
         & (pl.col("head") == chosen["head"])

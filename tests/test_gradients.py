@@ -15,7 +15,7 @@ from transformers.models.bert import modeling_bert
 from dagster_project.defs.assets import all_assets, corpus_assets_by_name, encoder_model, warehouse_views
 from dagster_project.defs.assets.charts import chart_assets_by_name
 from dagster_project.defs.assets.gradients import grad_importance
-from dagster_project.compute.attention_facts import length_batches
+from dagster_project.compute.batching import length_batches
 from dagster_project.compute.gradients import (
     CLASSIFICATION,
     IGNORE_LABEL,

@@ -12,7 +12,7 @@ import numpy as np
 import polars as pl
 import torch
 
-from dagster_project.compute.attention_facts import DEFAULT_BATCH_TOKENS, frame, head_columns, length_batches
+from dagster_project.compute.batching import DEFAULT_BATCH_TOKENS, frame, head_columns, length_batches
 from dagster_project.compute.metrics import map_cosine
 from dagster_project.compute.models import LoadedEncoder
 

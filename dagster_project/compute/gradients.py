@@ -24,7 +24,7 @@ from transformers import (
     PreTrainedModel,
 )
 
-from dagster_project.compute.attention_facts import Batch, frame, length_batches
+from dagster_project.compute.batching import Batch, frame, length_batches
 from dagster_project.compute.metrics import TokenMasks
 from dagster_project.compute.models import inspect_model
 from dagster_project.settings import models_cache_dir

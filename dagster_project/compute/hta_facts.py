@@ -9,7 +9,7 @@ import numpy as np
 import polars as pl
 import torch
 
-from dagster_project.compute.attention_facts import (
+from dagster_project.compute.batching import (
     SCOPES,
     frame,
     head_columns,

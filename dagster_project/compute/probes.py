@@ -22,7 +22,7 @@ import polars as pl
 import torch
 from transformers import AutoModel, PreTrainedModel
 
-from dagster_project.compute.attention_facts import length_batches
+from dagster_project.compute.batching import length_batches
 from dagster_project.compute.metrics import word_level_maps, word_piece_matrix
 
 ROOT = 0  # candidate index of ROOT; word j is candidate j + 1

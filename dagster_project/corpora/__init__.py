@@ -37,6 +37,8 @@ FRAMENET_FILES = (
     "framenet17/fn1.7.test.syntaxnet.conll",
     "framenet17/frame_coreFE_list.json",
 )
+# Kovaleva §4.4-4.5 and Fig. 2 facts of the GLUE validation corpora (and the demo).
+KOVALEVA_FACTS = ("received_attention", "feature_pair_attention", "pattern_example_maps")
 UD_FILES = {"ewt": "ud_english_ewt/en_ewt-ud-{split}.conllu", "gum": "ud_english_gum/en_gum-ud-{split}.conllu"}
 
 
@@ -51,7 +53,7 @@ def _annotated(
         description=description,
         files=files,
         read=read,
-        **{"max_len": 128, "size": None, "histograms": False, "relation_hits": True, "default": False, **options},
+        **{"max_len": 128, "size": None, "fact_kinds": ("relation_hits",), "default": False, **options},
     )
 
 
@@ -62,6 +64,7 @@ def _ud(treebank: str, split: str) -> CorpusSpec:
         f"UD English {treebank.upper()} {split}: gold UPOS/XPOS, heads and relations (Clark §4-5).",
         (file,),
         lambda data_dir: read_ud([data_dir / file]),
+        annotations=("dependencies",),
     )
 
 
@@ -75,11 +78,8 @@ def _glue(task: str, split: str) -> CorpusSpec:
         max_len=128,
         size=1000 if validation else None,
         spacy_features=validation,
-        attention=validation,
-        histograms=False,
         default=False,
-        received_attention=validation,
-        pattern_examples=3 if validation else 0,
+        fact_kinds=KOVALEVA_FACTS if validation else None,
     )
 
 
@@ -107,8 +107,7 @@ _SPECS = [
         size=1000,
         spacy_features=True,
         hta=True,
-        received_attention=True,
-        pattern_examples=3,
+        fact_kinds=("position_histograms", *KOVALEVA_FACTS),
     ),
     CorpusSpec(
         name="wiki_segments",
@@ -118,7 +117,7 @@ _SPECS = [
         max_len=128,
         size=1000,
         spacy_features=True,
-        head_distances=True,
+        fact_kinds=("position_histograms", "head_distances"),
     ),
     *(_xnli(language) for language in ("en", "de", "ar")),
     *(_ud(treebank, split) for treebank in UD_FILES for split in ("dev", "test")),
@@ -128,6 +127,7 @@ _SPECS = [
         ("gum_coref/ontogum_conllu/GUM_bio_byron.conllu",),
         # The staged OntoGUM has a few unbalanced brackets: skipped and reported, not fatal.
         lambda data_dir: read_ontogum(ontogum_files(data_dir), strict=False),
+        annotations=("coref_mentions", "coref_clusters"),
         prepare=window_documents,
     ),
     _annotated(
@@ -135,6 +135,7 @@ _SPECS = [
         "CoNLL-2012 coreference (OntoNotes), for users who have it: conll2012/dev.english.v4_gold_conll.",
         (CONLL2012_FILE,),
         lambda data_dir: read_conll2012(data_dir / CONLL2012_FILE),
+        annotations=("coref_mentions", "coref_clusters"),
         prepare=window_documents,
     ),
     *(
@@ -143,6 +144,7 @@ _SPECS = [
             f"GAP {split}: gendered pronoun, two name candidates, gold coreference flags.",
             (gap_files(split),),
             lambda data_dir, split=split: read_gap(data_dir / gap_files(split)),
+            annotations=("coref_mentions",),
             max_len=512,
         )
         for split in ("development", "validation", "test")
@@ -152,15 +154,25 @@ _SPECS = [
         "Kovaleva §4.2: FrameNet 1.7 full-text dev+test sentences of <= 12 words with LU -> core FE links.",
         FRAMENET_FILES,
         lambda data_dir: read_framenet([data_dir / name for name in FRAMENET_FILES[:2]], data_dir / FRAMENET_FILES[2]),
-        frame_link_attention=True,
+        annotations=("frame_links",),
+        fact_kinds=("relation_hits", "frame_link_attention"),
     ),
     *(_glue(task, "validation") for task in GLUE_TASKS),
     *(_glue(task, "train") for task in GLUE_TASKS if task != "qnli"),  # QNLI train is not staged
 ]
 CORPORA: dict[str, CorpusSpec] = {spec.name: spec for spec in _SPECS}
+DEFAULT_CORPORA = tuple(name for name, spec in CORPORA.items() if spec.default)  # `attn-warehouse run` without --corpus
+
+
+def present_corpora(data_dir: Path) -> list[str]:
+    """The corpora whose files are all in `data_dir` (the built-in demo always is)."""
+    return [name for name, spec in CORPORA.items() if not spec.missing_files(data_dir)]
+
 
 __all__ = [
     "CORPORA",
+    "DEFAULT_CORPORA",
+    "present_corpora",
     "GLUE_TASKS",
     "CorpusData",
     "CorpusError",

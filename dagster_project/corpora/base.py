@@ -44,17 +44,25 @@ class CorpusSpec:
     size: int | None  # None: every example that fits
     seed: int = 13
     spacy_features: bool = False  # annotate words with spaCy (corpora without gold syntax)
-    attention: bool = True  # analysed for attention (training splits are not)
-    histograms: bool = True  # write per-example relative-position histograms (Clark §3, Pascual)
     default: bool = True  # part of `attn-warehouse run` without --corpus
     hta: bool = False  # Hidden Token Attribution facts (Pascual et al.)
-    relation_hits: bool = False  # word-level most-attended words, joined to gold relations (Clark §4)
-    head_distances: bool = False  # Jensen-Shannon distances between heads (Clark §6)
-    received_attention: bool = False  # received attention per token + token-to-token feature pairs (Kovaleva §4.4-4.5)
-    pattern_examples: int = 0  # cropped maps kept per Kovaleva pattern class (Fig. 2)
-    frame_link_attention: bool = False  # largest attention of each frame link (Kovaleva §4.2)
+    # Fact kinds of the attention pass (compute.fact_kinds.FACT_KINDS) beyond the head summaries
+    # every analysed corpus gets; None: not analysed for attention (training splits).
+    fact_kinds: tuple[str, ...] | None = ("position_histograms",)
+    annotations: tuple[str, ...] = ()  # gold tables the reader writes (dependencies, coref_mentions, ...)
     # Tokenizer-dependent preparation before encoding (cutting documents into windows).
     prepare: Callable[[CorpusData, PreTrainedTokenizerBase, int], CorpusData] | None = None
+
+    @property
+    def attention(self) -> bool:
+        """Analysed for attention (has a facts asset)."""
+        return self.fact_kinds is not None
+
+    @property
+    def provides(self) -> frozenset[str]:
+        """What the corpus's rows give a fact kind besides tokens: its words, their spaCy
+        features when it is annotated, and its gold tables."""
+        return frozenset({"words", *(["word_features"] if self.spacy_features else []), *self.annotations})
 
     def missing_files(self, data_dir: Path) -> list[Path]:
         missing = []

@@ -36,7 +36,7 @@ from dagster_project.compute.model_registry import (
     scan_registry,
 )
 from dagster_project.compute.models import ModelLoadError, inspect_model, is_local_checkpoint, model_key
-from dagster_project.corpora import CORPORA
+from dagster_project.corpora import CORPORA, DEFAULT_CORPORA, present_corpora
 from dagster_project.defs.assets import warehouse_views
 from dagster_project.defs.jobs import ANALYSES, DEFAULT_ANALYSES, analysis_asset_keys, model_analysis_job, views_job
 from dagster_project.defs.partitions import model_partitions
@@ -56,7 +56,7 @@ def _entry_runs(
     entry: RegistryEntry, model_id: str, present: list[str], launched: set[str]
 ) -> tuple[list[RunRequest], list[str]]:
     """Run requests for the entry's analyses not launched yet, and why any was left out."""
-    chosen = entry.corpora or [name for name, spec in CORPORA.items() if spec.default]
+    chosen = entry.corpora or DEFAULT_CORPORA
     corpora = [name for name in chosen if name in present]
     runs, notes = [], []
     for name in entry.analyses or DEFAULT_ANALYSES:
@@ -99,7 +99,7 @@ def model_registry_sensor(
     except RegistryError as error:
         return SkipReason(str(error))
     problems = list(scan.problems)
-    present = [name for name, spec in CORPORA.items() if not spec.missing_files(data_dir.root)]
+    present = present_corpora(data_dir.root)
     pending = [
         entry
         for entry in scan.entries

@@ -6,12 +6,11 @@ from dagster_duckdb import DuckDBResource
 
 from dagster_project.compute.checks import antecedents_precede_mentions
 from dagster_project.compute.coreference_baselines import predict_antecedents
-from dagster_project.defs.assets.checks import check_result, fact_check_specs
 from dagster_project.defs.assets.corpora import corpus_assets_by_name
-from dagster_project.defs.assets.metadata import table_preview
+from dagster_project.defs.assets.writing import check_specs, write_partition
 from dagster_project.defs.partitions import model_partitions
 from dagster_project.defs.tags import analysis_tag
-from dagster_project.storage.warehouse import partition_rows, replace_partition
+from dagster_project.storage.warehouse import partition_rows
 
 
 class CoreferenceBaselinesConfig(Config):
@@ -28,7 +27,7 @@ class CoreferenceBaselinesConfig(Config):
     group_name="clark",
     tags=analysis_tag("clark"),
     pool="warehouse_writer",
-    check_specs=fact_check_specs(
+    check_specs=check_specs(
         "coreference_baselines",
         {
             "antecedents_precede_mentions": "Each predicted antecedent is an earlier mention (ending before the mention starts) of the same example."
@@ -49,14 +48,12 @@ def coreference_baselines(
         )
     predictions = predict_antecedents(mentions, words)
     context.log.info(f"{corpus}: {predictions.height} predictions for {mentions.height} mentions")
-    with warehouse.get_connection() as conn:
-        written = replace_partition(conn, {"coref_baseline_predictions": predictions}, model_id, corpus)
-    return MaterializeResult(
-        metadata={
-            "coref_baseline_predictions_rows": written["coref_baseline_predictions"],
-            "mentions": mentions.height,
-            "corpus": corpus,
-            "preview": table_preview(predictions),
-        },
-        check_results=[check_result(antecedents_precede_mentions(predictions, mentions))],
+    return write_partition(
+        context,
+        warehouse,
+        {"coref_baseline_predictions": predictions},
+        corpus,
+        [antecedents_precede_mentions(predictions, mentions)],
+        {"mentions": mentions.height, "corpus": corpus},
+        predictions,
     )

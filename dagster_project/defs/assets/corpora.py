@@ -8,14 +8,13 @@ from dagster_project.compute.checks import tokens_match_examples, word_pieces_in
 from dagster_project.compute.models import load_encoder
 from dagster_project.corpora import CORPORA, CorpusError, CorpusSpec, encode_corpus
 from dagster_project.corpora.annotation import spacy_features
-from dagster_project.defs.assets.checks import check_result, fact_check_specs
-from dagster_project.defs.assets.metadata import table_preview
 from dagster_project.defs.assets.models import encoder_model
+from dagster_project.defs.assets.writing import check_specs, table_preview, write_partition
 from dagster_project.defs.partitions import model_partitions
 from dagster_project.defs.resources import DataDirectory
 from dagster_project.defs.tags import corpus_tags
 from dagster_project.defs.versioning import corpus_files_key
-from dagster_project.storage.warehouse import model_source, partition_rows, replace_partition
+from dagster_project.storage.warehouse import model_source, partition_rows
 
 CORPUS_CHECKS = {
     "tokens_match_examples": "Each example's tokens are positions 0..n-1 with n = examples.n_tokens <= max_len.",
@@ -42,7 +41,7 @@ def build_corpus_asset(spec: CorpusSpec) -> AssetsDefinition:
         group_name="corpora",
         tags=corpus_tags(spec.name),
         pool="warehouse_writer",
-        check_specs=fact_check_specs(name, CORPUS_CHECKS),
+        check_specs=check_specs(name, CORPUS_CHECKS),
     )
     def corpus_asset(
         context: AssetExecutionContext, config: CorpusConfig, warehouse: DuckDBResource, data_dir: DataDirectory
@@ -81,17 +80,19 @@ def build_corpus_asset(spec: CorpusSpec) -> AssetsDefinition:
         if spec.spacy_features:
             context.log.info(f"{spec.name}: annotating {encoded.words.height} words with spaCy")
             tables["word_features"] = spacy_features(encoded.examples, encoded.words)
-        with warehouse.get_connection() as conn:
-            written = replace_partition(conn, tables, context.partition_key, spec.name)
         examples = tables["examples"]
         alignment = (
             tables["word_features"]["spacy_alignment"].value_counts().sort("spacy_alignment")
             if "word_features" in tables
             else None
         )
-        return MaterializeResult(
-            metadata={
-                **{f"{table}_rows": rows for table, rows in written.items()},
+        return write_partition(
+            context,
+            warehouse,
+            tables,
+            spec.name,
+            outcomes,
+            {
                 "candidates": encoded.n_candidates,
                 "dropped_too_long": encoded.n_too_long,
                 "words_without_pieces": encoded.words["piece_start"].null_count(),
@@ -101,9 +102,8 @@ def build_corpus_asset(spec: CorpusSpec) -> AssetsDefinition:
                 "seed": seed,
                 "size": MetadataValue.int(size) if size else "all",
                 "mean_tokens": MetadataValue.float(float(examples["n_tokens"].mean())),
-                "preview": table_preview(examples.select("example_id", "source_ref", "n_tokens", "text_a", "text_b")),
             },
-            check_results=[check_result(outcome) for outcome in outcomes],
+            examples.select("example_id", "source_ref", "n_tokens", "text_a", "text_b"),
         )
 
     return corpus_asset

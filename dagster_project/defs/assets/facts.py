@@ -1,37 +1,24 @@
-"""Attention fact assets: one forward pass per (model, corpus) writes `head_summaries` and
-`position_histograms` for that partition in one transaction."""
+"""Attention fact assets, one per corpus analysed for attention: a single forward pass per
+(model, corpus) writes the table of every fact kind the corpus gets (compute.fact_kinds) for
+that partition in one transaction, and evaluates the kinds' checks on what it computed."""
 
 from dataclasses import asdict
 
 from dagster import AssetExecutionContext, AssetsDefinition, Config, MaterializeResult, MetadataValue, asset
 from dagster_duckdb import DuckDBResource
 
-from dagster_project.compute.attention_facts import (
-    DEFAULT_BATCH_TOKENS,
-    FRAME_LINK_COLUMNS,
-    WORD_FEATURES,
-    extract_attention_facts,
-)
-from dagster_project.compute.checks import (
-    finite,
-    frame_link_bounds,
-    histogram_masses,
-    received_sums_to_one,
-    relation_hit_targets,
-    rows_per_example,
-    rows_sum_to_one,
-)
+from dagster_project.compute.attention_facts import FRAME_LINK_COLUMNS
+from dagster_project.compute.attention_pass import extract_attention_facts, pass_inputs
+from dagster_project.compute.batching import DEFAULT_BATCH_TOKENS, WORD_FEATURES
+from dagster_project.compute.fact_kinds import FRAME_LINKS, SPACY_FEATURES, WORDS, corpus_fact_kinds, kind_checks
 from dagster_project.compute.metrics import WORD_MODES, PatternThresholds
 from dagster_project.compute.models import load_encoder
 from dagster_project.corpora import CORPORA, CorpusSpec
-from dagster_project.defs.assets.checks import check_result, fact_check_specs
 from dagster_project.defs.assets.corpora import corpus_assets_by_name, model_tokens
-from dagster_project.defs.assets.metadata import progress_logger, table_preview
+from dagster_project.defs.assets.writing import check_specs, progress_logger, write_partition
 from dagster_project.defs.partitions import model_partitions
 from dagster_project.defs.tags import corpus_tags
-from dagster_project.storage.warehouse import partition_rows, replace_partition
-
-_PROGRESS_EVERY_SECONDS = 10.0
+from dagster_project.storage.warehouse import partition_rows
 
 
 class FactsConfig(Config):
@@ -43,39 +30,23 @@ class FactsConfig(Config):
     pattern_block: float = PatternThresholds.block  # mean content-row mass within its own segment
 
 
-FACT_CHECKS = {
-    "rows_sum_to_one": "Every attention row sums to 1 (max error <= 1e-4).",
-    "histogram_pairs_and_mass": "Per example and head: histogram pair counts sum to n^2 and weights to n.",
-    "finite_values": "No NaN or inf in the head summaries and histogram weights.",
-    "rows_per_example": "One head-summary row per (example, layer, head).",
-    "relation_hit_targets": "Relation-hit targets are other words of the same example; one hit per word, layer and head.",
-    "finite_head_distances": "Every head-pair Jensen-Shannon sum is finite.",
-    "received_sums_to_one": "Per example and head, received attention (column sums / n) and the [CLS] row each sum to 1 over tokens.",
-    "frame_link_bounds": "Every frame link has one finite max attention in [0, 1] per (layer, head).",
-}
-
-
 def build_fact_asset(spec: CorpusSpec, corpus_asset: AssetsDefinition) -> AssetsDefinition:
     corpus = spec.name
     name = f"{corpus}_attention_facts"
-    skipped = {
-        "histogram_pairs_and_mass": not spec.histograms,
-        "relation_hit_targets": not spec.relation_hits,
-        "finite_head_distances": not spec.head_distances,
-        "received_sums_to_one": not spec.received_attention,
-        "frame_link_bounds": not spec.frame_link_attention,
-    }
-    checks = {name: text for name, text in FACT_CHECKS.items() if not skipped.get(name)}
+    kinds = corpus_fact_kinds(spec)
+    checks = kind_checks(kinds)
+    needs = frozenset().union(*(kind.needs for kind in kinds))
+    tables = ", ".join(f"`{kind.table}`" for kind in kinds)
 
     @asset(
         name=name,
-        description=f"Per-example, per-head attention facts of the '{corpus}' corpus (METHODS §3).",
+        description=f"Per-example, per-head attention facts of the '{corpus}' corpus (METHODS §3): {tables}.",
         partitions_def=model_partitions,
         deps=[corpus_asset],
         group_name="facts",
         tags=corpus_tags(corpus, "attention"),
         pool="warehouse_writer",
-        check_specs=fact_check_specs(name, checks),
+        check_specs=check_specs(name, {check.name: check.description for check in checks}),
     )
     def fact_asset(context: AssetExecutionContext, config: FactsConfig, warehouse: DuckDBResource) -> MaterializeResult:
         model_id = context.partition_key
@@ -83,93 +54,48 @@ def build_fact_asset(spec: CorpusSpec, corpus_asset: AssetsDefinition) -> Assets
             raise ValueError(f"{name}: run config word_mode must be one of {WORD_MODES}, got '{config.word_mode}'")
         source, tokens = model_tokens(warehouse, model_id, corpus)
         words = frame_links = None
-        word_columns = ("example_id", "word_index", "piece_start", "piece_end")
         with warehouse.get_connection() as conn:
-            if spec.relation_hits or spec.frame_link_attention or (spec.received_attention and spec.spacy_features):
-                words = partition_rows(conn, "words", model_id, corpus, word_columns)
-            if spec.received_attention and spec.spacy_features:
+            if WORDS in needs:
+                words = partition_rows(
+                    conn, "words", model_id, corpus, ("example_id", "word_index", "piece_start", "piece_end")
+                )
+            if SPACY_FEATURES in needs:
                 features = partition_rows(
                     conn, "word_features", model_id, corpus, ("example_id", "word_index", *WORD_FEATURES)
                 )
                 words = words.join(features, on=["example_id", "word_index"], how="left")
-            if spec.frame_link_attention:
+            if FRAME_LINKS in needs:
                 frame_links = partition_rows(
                     conn, "frame_links", model_id, corpus, ("example_id", *FRAME_LINK_COLUMNS)
                 ).unique(maintain_order=True)
         thresholds = PatternThresholds(config.pattern_vertical, config.pattern_diagonal, config.pattern_block)
-        report = progress_logger(context, corpus, _PROGRESS_EVERY_SECONDS)
         encoder = load_encoder(source)
-        facts = extract_attention_facts(
-            encoder,
-            tokens,
-            config.batch_tokens,
-            report,
-            spec.histograms,
-            words,
-            config.word_mode,
-            spec.head_distances,
-            relation_hits=spec.relation_hits,
-            received=spec.received_attention,
-            frame_links=frame_links,
-            pattern_examples=spec.pattern_examples,
-            thresholds=thresholds,
+        inputs = pass_inputs(
+            encoder, tokens, words, frame_links=frame_links, word_mode=config.word_mode, thresholds=thresholds
         )
-        summaries = facts.head_summaries
-        outcomes = [
-            rows_sum_to_one(summaries),
-            finite(summaries, ["to_cls", "to_sep", "to_self", "entropy", "row_sum_error"]),
-            rows_per_example(summaries, tokens["example_id"].n_unique(), encoder.spec.n_layers * encoder.spec.n_heads),
-        ]
-        if spec.histograms:
-            lengths = summaries.select("example_id", "n_tokens").unique()
-            outcomes.append(
-                histogram_masses(
-                    facts.position_histograms,
-                    lengths,
-                    "histogram_pairs_and_mass",
-                    FACT_CHECKS["histogram_pairs_and_mass"],
-                )
-            )
-        tables = {"head_summaries": facts.head_summaries}
-        if spec.histograms:
-            tables["position_histograms"] = facts.position_histograms
-        if spec.relation_hits:
-            outcomes.append(
-                relation_hit_targets(facts.relation_hits, words, encoder.spec.n_layers * encoder.spec.n_heads)
-            )
-            tables["relation_hits"] = facts.relation_hits
-        if spec.head_distances:
-            outcomes.append(finite(facts.head_distances, ["js_sum"], "finite_head_distances"))
-            tables["head_distances"] = facts.head_distances
-        if spec.received_attention:
-            outcomes.append(received_sums_to_one(facts.received_attention))
-            tables["received_attention"] = facts.received_attention
-            tables["feature_pair_attention"] = facts.feature_pair_attention
-        if spec.frame_link_attention:
-            outcomes.append(frame_link_bounds(facts.frame_link_attention))
-            tables["frame_link_attention"] = facts.frame_link_attention
-        if spec.pattern_examples:
-            tables["pattern_example_maps"] = facts.pattern_example_maps
-        with warehouse.get_connection() as conn:
-            written = replace_partition(conn, tables, model_id, corpus)
-        return MaterializeResult(
-            metadata={
-                **{f"{table}_rows": rows for table, rows in written.items()},
+        facts = extract_attention_facts(
+            encoder, tokens, kinds, inputs, config.batch_tokens, progress_logger(context, corpus)
+        )
+        summaries = facts.tables["head_summaries"]
+        shares = summaries["pattern"].value_counts(normalize=True, name="share")
+        return write_partition(
+            context,
+            warehouse,
+            facts.tables,
+            corpus,
+            [check.evaluate(facts.tables, inputs) for check in checks],
+            {
                 "examples": facts.n_examples,
-                **({"word_mode": config.word_mode} if spec.relation_hits else {}),
+                **({"word_mode": config.word_mode} if "relation_hits" in facts.tables else {}),
                 "pattern_thresholds": MetadataValue.json(asdict(thresholds)),
                 "pattern_shares": MetadataValue.json(
-                    {
-                        row["pattern"]: round(row["share"], 4)
-                        for row in summaries["pattern"].value_counts(normalize=True, name="share").iter_rows(named=True)
-                    }
+                    {row["pattern"]: round(row["share"], 4) for row in shares.iter_rows(named=True)}
                 ),
                 "seconds": round(facts.seconds, 2),
                 "examples_per_second": round(facts.n_examples / facts.seconds, 1),
-                "max_row_sum_error": MetadataValue.float(float(facts.head_summaries["row_sum_error"].max())),
-                "preview": table_preview(facts.head_summaries),
+                "max_row_sum_error": MetadataValue.float(float(summaries["row_sum_error"].max())),
             },
-            check_results=[check_result(outcome) for outcome in outcomes],
+            summaries,
         )
 
     return fact_asset

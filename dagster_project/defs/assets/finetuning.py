@@ -36,16 +36,20 @@ from dagster_project.compute.finetuning import (
     task_data,
 )
 from dagster_project.compute.models import inspect_model
-from dagster_project.defs.assets.checks import check_result, fact_check_specs
 from dagster_project.defs.assets.corpora import corpus_assets_by_name, model_tokens
-from dagster_project.defs.assets.metadata import progress_logger, table_preview
+from dagster_project.defs.assets.writing import (
+    check_result,
+    check_specs,
+    progress_logger,
+    table_preview,
+    write_partition,
+)
 from dagster_project.defs.partitions import model_partitions
 from dagster_project.defs.registration import register_model
 from dagster_project.defs.tags import analysis_tag
 from dagster_project.settings import models_cache_dir
 from dagster_project.storage.warehouse import model_source, partition_rows, replace_partition
 
-_PROGRESS_EVERY_SECONDS = 10.0
 SCORES_CHECK = {
     "scores_in_range": "Scores are finite and in [-1, 1]; undefined only for correlations of a constant prediction."
 }
@@ -95,7 +99,7 @@ def build_finetuned_asset(task: str) -> AssetsDefinition:
         group_name="kovaleva",
         tags=analysis_tag("finetuning"),
         pool="warehouse_writer",
-        check_specs=fact_check_specs(f"finetuned_{task}", SCORES_CHECK),
+        check_specs=check_specs(f"finetuned_{task}", SCORES_CHECK),
     )
     def finetuned_asset(
         context: AssetExecutionContext, config: FineTuningConfig, warehouse: DuckDBResource
@@ -202,7 +206,7 @@ def build_ablation_asset(task: str, finetuned: AssetsDefinition) -> AssetsDefini
         group_name="kovaleva",
         tags=analysis_tag("finetuning"),
         pool="warehouse_writer",
-        check_specs=fact_check_specs(
+        check_specs=check_specs(
             f"{task}_ablation",
             {
                 **SCORES_CHECK,
@@ -238,7 +242,7 @@ def build_ablation_asset(task: str, finetuned: AssetsDefinition) -> AssetsDefini
         settings = ablation_settings(spec.n_layers, spec.n_heads)
         batches = length_sorted_batches(validation, config.eval_batch_size)
         inputs = (pad_inputs(validation, batch, pad_id, spec.takes_token_types) for batch in batches)
-        report = progress_logger(context, f"{task} ablation", _PROGRESS_EVERY_SECONDS)
+        report = progress_logger(context, f"{task} ablation")
         start = time.perf_counter()
         logits = settings_logits(
             model,
@@ -267,17 +271,19 @@ def build_ablation_asset(task: str, finetuned: AssetsDefinition) -> AssetsDefini
             ],
             schema_overrides={"layer": pl.Int16, "head": pl.Int16},
         ).with_columns(task=pl.lit(task), tuned_model_id=pl.lit(tuned_model_id), n_examples=pl.lit(len(validation)))
-        with warehouse.get_connection() as conn:
-            written = replace_partition(conn, {"ablation_scores": frame}, model_id, corpus)
         context.log.info(f"{task} ablation: {len(kinds)} settings x {len(validation)} examples in {seconds:.0f} s")
         best = (
             frame.filter(pl.col("kind") != "baseline")
             .with_columns(delta=pl.col("score") - pl.col("baseline_score"))
             .sort("delta", descending=True)
         )
-        return MaterializeResult(
-            metadata={
-                "ablation_scores_rows": written["ablation_scores"],
+        return write_partition(
+            context,
+            warehouse,
+            {"ablation_scores": frame},
+            corpus,
+            [scores_in_range(frame), ablation_settings_complete(frame, spec.n_layers, spec.n_heads)],
+            {
                 "settings": len(kinds),
                 "examples": len(validation),
                 "seconds": round(seconds, 1),
@@ -285,10 +291,6 @@ def build_ablation_asset(task: str, finetuned: AssetsDefinition) -> AssetsDefini
                 "baseline": MetadataValue.json(scores[0]),
                 "largest_gains": table_preview(best.select("kind", "layer", "head", "metric", "score", "delta")),
             },
-            check_results=[
-                check_result(scores_in_range(frame)),
-                check_result(ablation_settings_complete(frame, spec.n_layers, spec.n_heads)),
-            ],
         )
 
     return ablation_asset

@@ -18,14 +18,16 @@ from dagster_project.compute.gradients import (
     extract_grad_importance,
     load_loss_model,
 )
-from dagster_project.defs.assets.checks import check_result, fact_check_specs
 from dagster_project.defs.assets.corpora import corpus_assets_by_name, model_tokens
-from dagster_project.defs.assets.metadata import progress_logger, table_preview
+from dagster_project.defs.assets.writing import (
+    check_specs,
+    progress_logger,
+    table_preview,
+    write_partition,
+)
 from dagster_project.defs.partitions import model_partitions
 from dagster_project.defs.tags import analysis_tag
-from dagster_project.storage.warehouse import partition_rows, replace_partition
-
-_PROGRESS_EVERY_SECONDS = 30.0
+from dagster_project.storage.warehouse import partition_rows
 
 
 class GradImportanceConfig(Config):
@@ -44,7 +46,7 @@ class GradImportanceConfig(Config):
     group_name="clark",
     tags=analysis_tag("clark"),
     pool="warehouse_writer",
-    check_specs=fact_check_specs(
+    check_specs=check_specs(
         "grad_importance",
         {
             "grad_sums_valid": "Gradient sums are finite and non-negative, each over a positive weight count (no rows: no loss head)."
@@ -76,9 +78,7 @@ def grad_importance(
         context.log.warning(f"grad_importance: no rows for {model_id} on {corpus}. {reason}")
         rows, loss_name, metadata = empty_rows(), "none", {"reason": reason}
     else:
-        report = progress_logger(
-            context, f"{corpus} gradient importance ({loss_model.loss_name})", _PROGRESS_EVERY_SECONDS
-        )
+        report = progress_logger(context, f"{corpus} gradient importance ({loss_model.loss_name})")
         facts = extract_grad_importance(loss_model, tokens, config.seed, labels, config.batch_tokens, report)
         rows, loss_name = facts.rows, loss_model.loss_name
         metadata = {
@@ -96,11 +96,13 @@ def grad_importance(
         mask_probability=pl.lit(MASK_PROBABILITY if is_mlm else None, dtype=pl.Float32),
         seed=pl.lit(config.seed, dtype=pl.Int32),
     )
-    with warehouse.get_connection() as conn:
-        written = replace_partition(conn, {"grad_importance": rows}, model_id, corpus)
-    return MaterializeResult(
-        metadata={
-            "grad_importance_rows": written["grad_importance"],
+    return write_partition(
+        context,
+        warehouse,
+        {"grad_importance": rows},
+        corpus,
+        [grad_sums_valid(rows)],
+        {
             "corpus": corpus,
             "loss_name": loss_name,
             "masking": MetadataValue.text(
@@ -109,5 +111,4 @@ def grad_importance(
             "seed": config.seed,
             **metadata,
         },
-        check_results=[check_result(grad_sums_valid(rows))],
     )

@@ -7,12 +7,11 @@ from dagster_duckdb import DuckDBResource
 
 from dagster_project.compute.checks import finite, one_row_per_head
 from dagster_project.compute.head_clustering import distance_matrix, embed_heads
-from dagster_project.defs.assets.checks import check_result, fact_check_specs
 from dagster_project.defs.assets.facts import fact_assets_by_corpus
-from dagster_project.defs.assets.metadata import table_preview
+from dagster_project.defs.assets.writing import check_specs, write_partition
 from dagster_project.defs.partitions import model_partitions
 from dagster_project.defs.tags import analysis_tag
-from dagster_project.storage.warehouse import partition_rows, replace_partition
+from dagster_project.storage.warehouse import partition_rows
 
 
 class HeadMdsConfig(Config):
@@ -30,7 +29,7 @@ class HeadMdsConfig(Config):
     group_name="clark",
     tags=analysis_tag("clark"),
     pool="warehouse_writer",
-    check_specs=fact_check_specs(
+    check_specs=check_specs(
         "head_mds",
         {
             "finite_coordinates": "No NaN or inf in x, y and stress.",
@@ -58,18 +57,12 @@ def head_mds(context: AssetExecutionContext, config: HeadMdsConfig, warehouse: D
     frame = distances.heads.with_columns(
         x=pl.Series(embedding.xy[:, 0]), y=pl.Series(embedding.xy[:, 1]), stress=pl.lit(embedding.stress)
     )
-    with warehouse.get_connection() as conn:
-        written = replace_partition(conn, {"head_mds": frame}, model_id, corpus)
-    return MaterializeResult(
-        metadata={
-            "head_mds_rows": written["head_mds"],
-            "corpus": corpus,
-            "tokens": int(rows["tokens"].max()),
-            "stress_1": round(embedding.stress, 4),
-            "preview": table_preview(frame),
-        },
-        check_results=[
-            check_result(finite(frame, ["x", "y", "stress"], "finite_coordinates")),
-            check_result(one_row_per_head(frame, n_layers, n_heads)),
-        ],
+    return write_partition(
+        context,
+        warehouse,
+        {"head_mds": frame},
+        corpus,
+        [finite(frame, ["x", "y", "stress"], "finite_coordinates"), one_row_per_head(frame, n_layers, n_heads)],
+        {"corpus": corpus, "tokens": int(rows["tokens"].max()), "stress_1": round(embedding.stress, 4)},
+        frame,
     )

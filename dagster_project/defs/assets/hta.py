@@ -16,23 +16,25 @@ from dagster import (
 )
 from dagster_duckdb import DuckDBResource
 
-from dagster_project.compute.attention_facts import length_batches
+from dagster_project.compute.batching import length_batches
 from dagster_project.compute.checks import histogram_masses
 from dagster_project.compute.hta import HtaMethod, estimate_error
 from dagster_project.compute.hta_facts import extract_hta_facts
 from dagster_project.compute.models import LoadedEncoder, load_encoder
 from dagster_project.corpora import CORPORA
-from dagster_project.defs.assets.checks import check_result, fact_check_specs
 from dagster_project.defs.assets.corpora import corpus_assets_by_name, model_tokens
-from dagster_project.defs.assets.metadata import progress_logger, table_preview
+from dagster_project.defs.assets.writing import (
+    check_specs,
+    progress_logger,
+    table_preview,
+    write_partition,
+)
 from dagster_project.defs.partitions import model_partitions
 from dagster_project.defs.tags import corpus_tags
-from dagster_project.storage.warehouse import replace_partition
 
 DEFAULT_HTA_METHOD = "estimate(8,bf16)"  # fastest setting with Pearson >= 0.99 vs exact (bench/bench_hta.py)
 CHECK_MIN_PEARSON = 0.99
 CONTRIBUTION_CHECK = "Input contributions of every query row sum to 1; histogram pairs sum to n^2."
-_PROGRESS_EVERY_SECONDS = 30.0
 
 
 class HtaConfig(Config):
@@ -55,7 +57,7 @@ def build_hta_asset(corpus: str) -> AssetsDefinition:
         tags=corpus_tags(corpus, "hta"),
         pool="warehouse_writer",
         check_specs=[
-            *fact_check_specs(name, {"contributions_sum_to_one": CONTRIBUTION_CHECK}),
+            *check_specs(name, {"contributions_sum_to_one": CONTRIBUTION_CHECK}),
             AssetCheckSpec(
                 "estimate_matches_exact",
                 asset=name,
@@ -71,26 +73,23 @@ def build_hta_asset(corpus: str) -> AssetsDefinition:
         if config.max_examples:
             keep = tokens["example_id"].unique().sort()[: config.max_examples]
             tokens = tokens.filter(tokens["example_id"].is_in(keep.implode()))
-        report = progress_logger(context, f"{corpus} HTA ({method})", _PROGRESS_EVERY_SECONDS)
+        report = progress_logger(context, f"{corpus} HTA ({method})")
         encoder = load_encoder(source)
         facts = extract_hta_facts(encoder, tokens, method, config.seed, report)
         check = _estimate_check(encoder, corpus_tokens, method, config.check_examples)
         lengths = tokens.group_by("example_id").agg(n_tokens=pl.len())
         sums = histogram_masses(facts.histograms, lengths, "contributions_sum_to_one", CONTRIBUTION_CHECK)
-        with warehouse.get_connection() as conn:
-            written = replace_partition(
-                conn,
-                {
-                    "hta_correlations": facts.correlations,
-                    "contribution_histograms": facts.histograms,
-                    "hta_example_maps": facts.example_maps,
-                },
-                context.partition_key,
-                corpus,
-            )
-        return MaterializeResult(
-            metadata={
-                **{f"{table}_rows": rows for table, rows in written.items()},
+        return write_partition(
+            context,
+            warehouse,
+            {
+                "hta_correlations": facts.correlations,
+                "contribution_histograms": facts.histograms,
+                "hta_example_maps": facts.example_maps,
+            },
+            corpus,
+            [sums, check],
+            {
                 "hta_method": str(method),
                 "examples": facts.n_examples,
                 "seconds": round(facts.seconds, 1),
@@ -98,9 +97,8 @@ def build_hta_asset(corpus: str) -> AssetsDefinition:
                 "example_per_pattern": table_preview(
                     facts.example_maps.group_by("pattern").agg(example_id=pl.col("example_id").first()).sort("pattern")
                 ),
-                "preview": table_preview(facts.correlations),
             },
-            check_results=[check_result(sums), check],
+            facts.correlations,
         )
 
     return hta_asset

@@ -9,19 +9,21 @@ import polars as pl
 from dagster import AssetExecutionContext, AssetsDefinition, Config, MaterializeResult, MetadataValue, asset
 from dagster_duckdb import DuckDBResource
 
-from dagster_project.compute.attention_facts import DEFAULT_BATCH_TOKENS
+from dagster_project.compute.batching import DEFAULT_BATCH_TOKENS
 from dagster_project.compute.checks import cosines_in_range, rows_per_example
 from dagster_project.compute.finetune_similarity import extract_finetune_cosines
 from dagster_project.compute.models import load_encoder
-from dagster_project.defs.assets.checks import check_result, fact_check_specs
 from dagster_project.defs.assets.corpora import corpus_assets_by_name, model_tokens
 from dagster_project.defs.assets.finetuning import finetuned_assets_by_task
-from dagster_project.defs.assets.metadata import progress_logger, table_preview
+from dagster_project.defs.assets.writing import (
+    check_specs,
+    progress_logger,
+    write_partition,
+)
 from dagster_project.defs.partitions import model_partitions
 from dagster_project.defs.tags import analysis_tag
-from dagster_project.storage.warehouse import ensure_schema, model_source, partition_rows, replace_partition
+from dagster_project.storage.warehouse import ensure_schema, model_source, partition_rows
 
-_PROGRESS_EVERY_SECONDS = 30.0
 FINETUNED_SETTING = "pretrained_finetuned"
 
 
@@ -55,7 +57,7 @@ def build_similarity_asset(task: str, finetuned: AssetsDefinition) -> AssetsDefi
         group_name="kovaleva",
         tags=analysis_tag("finetuning"),
         pool="warehouse_writer",
-        check_specs=fact_check_specs(
+        check_specs=check_specs(
             name,
             {
                 "cosines_in_range": "Every cosine is finite and within [-1, 1] (+/- 1e-5).",
@@ -85,27 +87,28 @@ def build_similarity_asset(task: str, finetuned: AssetsDefinition) -> AssetsDefi
             load_encoder(tuned_source),
             tokens,
             config.batch_tokens,
-            progress_logger(context, name, _PROGRESS_EVERY_SECONDS),
+            progress_logger(context, name),
         )
         cosines = cosines.with_columns(tuned_model_id=pl.lit(tuned_id))
-        with warehouse.get_connection() as conn:
-            written = replace_partition(conn, {"finetune_cosines": cosines}, model_id, corpus)
         per_layer = cosines.group_by("layer").agg(pl.col("cosine").mean()).sort("layer")
-        return MaterializeResult(
-            metadata={
-                "finetune_cosines_rows": written["finetune_cosines"],
+        return write_partition(
+            context,
+            warehouse,
+            {"finetune_cosines": cosines},
+            corpus,
+            [
+                cosines_in_range(cosines),
+                rows_per_example(cosines, keep.len(), base.spec.n_layers * base.spec.n_heads),
+            ],
+            {
                 "tuned_model_id": tuned_id,
                 "examples": keep.len(),
                 "seconds": round(seconds, 2),
                 "mean_cosine_per_layer": MetadataValue.json(
                     {str(layer): round(value, 4) for layer, value in per_layer.iter_rows()}
                 ),
-                "preview": table_preview(cosines),
             },
-            check_results=[
-                check_result(cosines_in_range(cosines)),
-                check_result(rows_per_example(cosines, keep.len(), base.spec.n_layers * base.spec.n_heads)),
-            ],
+            cosines,
         )
 
     return similarity_asset

@@ -24,16 +24,19 @@ from dagster_project.compute.probes import (
     with_offset_features,
 )
 from dagster_project.corpora.annotation import SPACY_PIPELINE, load_spacy
-from dagster_project.defs.assets.checks import check_result, fact_check_specs
 from dagster_project.defs.assets.corpora import corpus_assets_by_name, model_tokens
-from dagster_project.defs.assets.metadata import progress_logger, table_preview
+from dagster_project.defs.assets.writing import (
+    check_specs,
+    progress_logger,
+    table_preview,
+    write_partition,
+)
 from dagster_project.defs.partitions import model_partitions
 from dagster_project.defs.tags import analysis_tag
-from dagster_project.storage.warehouse import partition_rows, replace_partition
+from dagster_project.storage.warehouse import partition_rows
 
 TRAIN_CORPUS, TEST_CORPUS = "ud_ewt_dev", "ud_ewt_test"
 WORD_VECTOR_SOURCES = ("model", "spacy")
-_PROGRESS_EVERY_SECONDS = 10.0
 
 
 class ProbeConfig(Config):
@@ -76,7 +79,7 @@ def _corpus_frames(
     group_name="clark",
     tags=analysis_tag("clark"),
     pool="warehouse_writer",
-    check_specs=fact_check_specs(
+    check_specs=check_specs(
         "dependency_probes",
         {
             "probe_scores_complete": "One score per probe the run config asks for (skipped ones excepted), with UAS in [0, 1]."
@@ -108,7 +111,7 @@ def dependency_probes(
                 encoder.spec.takes_token_types,
                 config.word_mode,
                 config.batch_tokens,
-                progress_logger(context, f"{label} forward {corpus}", _PROGRESS_EVERY_SECONDS),
+                progress_logger(context, f"{label} forward {corpus}"),
             )
             for corpus, frames in ((TRAIN_CORPUS, train_frames), (TEST_CORPUS, test_frames))
         )
@@ -194,11 +197,13 @@ def dependency_probes(
     )
     model_probes = ["attn_words", "distance_words", "random_init_attn_words"] if "model" in config.word_vectors else []
     complete = probe_scores_complete(scores, ["right_branching", "attn", *model_probes])
-    with warehouse.get_connection() as conn:
-        written = replace_partition(conn, {"probe_scores": scores}, model_id, TEST_CORPUS)
-    return MaterializeResult(
-        metadata={
-            "probe_scores_rows": written["probe_scores"],
+    return write_partition(
+        context,
+        warehouse,
+        {"probe_scores": scores},
+        TEST_CORPUS,
+        [complete],
+        {
             **{f"uas_{row['probe']}": MetadataValue.float(round(100 * row["uas"], 2)) for row in rows},
             **skipped,
             "forward_seconds_pretrained": round(forward_seconds, 1),
@@ -210,5 +215,4 @@ def dependency_probes(
                 scores.select("probe", "word_vectors", "uas", "n_words", "train_loss", "seconds"), rows=len(rows)
             ),
         },
-        check_results=[check_result(complete)],
     )

@@ -1,0 +1,67 @@
+"""One forward pass per (model, corpus) -> every fact kind the corpus gets (METHODS §3).
+
+The statistics run on the whole batch x layer x head block at once; each kind's collector
+(compute.fact_kinds) takes the batch's attention maps and its head summaries.
+"""
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import polars as pl
+import torch
+
+from dagster_project.compute.attention_facts import summary_columns
+from dagster_project.compute.batching import DEFAULT_BATCH_TOKENS, length_batches
+from dagster_project.compute.fact_kinds import ALWAYS, FACT_KINDS, FactKind, PassInputs
+from dagster_project.compute.models import LoadedEncoder
+
+
+@dataclass(frozen=True)
+class AttentionFacts:
+    tables: dict[str, pl.DataFrame]  # fact kind table -> rows (empty frame: the pass found none)
+    n_examples: int
+    seconds: float
+
+
+def pass_inputs(
+    encoder: LoadedEncoder, tokens: pl.DataFrame, words: pl.DataFrame | None = None, **options
+) -> PassInputs:
+    """The PassInputs of a pass over `tokens` (options: frame_links, word_mode, thresholds)."""
+    spec = encoder.spec
+    return PassInputs(tokens["example_id"].n_unique(), spec.n_layers, spec.n_heads, words, **options)
+
+
+def extract_attention_facts(
+    encoder: LoadedEncoder,
+    tokens: pl.DataFrame,
+    kinds: Sequence[FactKind] = (FACT_KINDS["head_summaries"], FACT_KINDS["position_histograms"]),
+    inputs: PassInputs | None = None,
+    batch_tokens: int = DEFAULT_BATCH_TOKENS,
+    progress: Callable[[int, int, float], None] | None = None,
+) -> AttentionFacts:
+    """Run the model once over a tokenized corpus and collect every kind's rows.
+
+    `tokens` has the columns of the warehouse `tokens` table for one (model, corpus); `inputs`
+    (default: `pass_inputs` without words) carries what kinds read besides the maps.
+    `progress(done, total, seconds)` is called after each batch.
+    """
+    inputs = inputs or pass_inputs(encoder, tokens)
+    kinds = [*(FACT_KINDS[name] for name in ALWAYS if FACT_KINDS[name] not in kinds), *kinds]
+    collectors = {kind.table: kind.start(inputs) for kind in kinds}
+    started = time.perf_counter()
+    done = 0
+    batches = length_batches(
+        tokens, encoder.tokenizer.pad_token_id or 0, batch_tokens, encoder.spec.takes_token_types, inputs.words
+    )
+    with torch.inference_mode():
+        for batch in batches:
+            attn = torch.stack(encoder.model(**batch.inputs, output_attentions=True).attentions, dim=1)
+            summaries = summary_columns(attn, batch, inputs.thresholds)
+            for collector in collectors.values():
+                collector.add(attn, batch, summaries)
+            done += len(batch.example_ids)
+            if progress:
+                progress(done, inputs.n_examples, time.perf_counter() - started)
+    tables = {table: collector.finish() for table, collector in collectors.items()}
+    return AttentionFacts(tables, done, time.perf_counter() - started)

@@ -1,0 +1,182 @@
+"""Length-bucketed batches of a tokenized corpus, and the flat-column helpers every pass
+uses to turn (batch, layer, head, ...) tensors into warehouse rows.
+
+Examples are batched by length (a token budget per batch) so padding stays small.
+"""
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+import torch
+
+from dagster_project.compute.metrics import TokenMasks, pair_mask, relative_position_histogram
+
+SCOPES = ("all", "content")
+SCOPE = pl.Enum(SCOPES)
+KIND = pl.Enum(["attention", "contribution"])  # contribution: HTA input contribution
+DEFAULT_BATCH_TOKENS = 4096
+# spaCy flags of `word_features` (Kovaleva §4.4), carried per word in a batch.
+WORD_FEATURES = ("is_noun", "is_verb", "is_pronoun", "is_subject", "is_object", "is_negation")
+
+
+@dataclass(frozen=True)
+class Batch:
+    example_ids: torch.Tensor  # (B,)
+    inputs: dict[str, torch.Tensor]  # model inputs, (B, T) each
+    masks: TokenMasks
+    # (B, W, 2) piece span [start, end) of each corpus word, by word_index; start == end
+    # for padded slots and words without pieces. Present when words were given.
+    word_spans: torch.Tensor | None = None
+    # (B, W, len(WORD_FEATURES)) spaCy flags by word_index; present when words carried them.
+    word_features: torch.Tensor | None = None
+
+
+_CLASS_CODES = {"cls": 1, "sep": 2, "punct": 3}
+_PAD_CODE = -1
+
+
+def length_batches(
+    tokens: pl.DataFrame,
+    pad_token_id: int,
+    batch_tokens: int,
+    with_token_types: bool,
+    words: pl.DataFrame | None = None,
+) -> Iterator[Batch]:
+    """Padded batches of similar-length examples from a `tokens` frame (one row per token).
+
+    A batch holds as many examples as fit in `batch_tokens` padded positions. With a
+    `words` frame (the warehouse table's example_id, word_index, piece_start, piece_end),
+    each batch also carries its examples' word spans, and with its WORD_FEATURES columns
+    (joined from `word_features`) their spaCy flags.
+    """
+    per_example = (
+        tokens.sort("example_id", "position")
+        .with_columns(class_code=pl.col("token_class").replace_strict(_CLASS_CODES, default=0, return_dtype=pl.Int8))
+        .group_by("example_id", maintain_order=True)
+        .agg("token_id", "segment", "class_code", n=pl.len())
+        .sort("n", "example_id")
+    )
+    if words is not None:
+        flags = [pl.col(name).fill_null(False) for name in WORD_FEATURES if name in words.columns]
+        spans = words.group_by("example_id").agg(
+            "word_index", pl.col("piece_start").fill_null(0), pl.col("piece_end").fill_null(0), *flags
+        )
+        per_example = per_example.join(spans, on="example_id", how="left", maintain_order="left")
+    lengths = per_example["n"].to_numpy()
+    start = 0
+    while start < per_example.height:
+        # Sorted by length, so the last example of a batch sets its width.
+        stop = start + 1
+        while stop < per_example.height and (stop - start + 1) * lengths[stop] <= batch_tokens:
+            stop += 1
+        yield _pad(per_example[start:stop], pad_token_id, with_token_types)
+        start = stop
+
+
+def _pad(chunk: pl.DataFrame, pad_token_id: int, with_token_types: bool) -> Batch:
+    def padded(column: str, fill: int) -> torch.Tensor:
+        rows = [torch.tensor(values) for values in chunk[column].to_list()]
+        return torch.nn.utils.rnn.pad_sequence(rows, batch_first=True, padding_value=fill)
+
+    codes = padded("class_code", _PAD_CODE)
+    valid = codes != _PAD_CODE
+    segments = padded("segment", 0).to(torch.int64)
+    inputs = {"input_ids": padded("token_id", pad_token_id), "attention_mask": valid.to(torch.int64)}
+    if with_token_types:
+        inputs["token_type_ids"] = segments
+    masks = TokenMasks(
+        valid=valid,
+        cls=codes == _CLASS_CODES["cls"],
+        sep=codes == _CLASS_CODES["sep"],
+        punct=codes == _CLASS_CODES["punct"],
+        segment=segments,
+    )
+    word_spans = (
+        _by_word_index(chunk, ["piece_start", "piece_end"], torch.int64) if "word_index" in chunk.columns else None
+    )
+    word_features = (
+        _by_word_index(chunk, list(WORD_FEATURES), torch.bool) if WORD_FEATURES[0] in chunk.columns else None
+    )
+    return Batch(
+        example_ids=torch.tensor(chunk["example_id"].to_numpy()),
+        inputs=inputs,
+        masks=masks,
+        word_spans=word_spans,
+        word_features=word_features,
+    )
+
+
+def _by_word_index(chunk: pl.DataFrame, columns: list[str], dtype: torch.dtype) -> torch.Tensor:
+    """(B, W, len(columns)) per-word list columns placed at each word's index (examples
+    without words, and padded word slots: zeros)."""
+    indexes = [value or [] for value in chunk["word_index"].to_list()]
+    width = max((max(index) + 1 for index in indexes if index), default=0)
+    placed = torch.zeros(len(indexes), width, len(columns), dtype=dtype)
+    for row, (index, *values) in enumerate(zip(indexes, *(chunk[column].to_list() for column in columns))):
+        if index:
+            placed[row, index] = torch.tensor(values, dtype=dtype).T
+    return placed
+
+
+def _grid(batch_size: int, n_layers: int, n_heads: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Broadcastable (B, L, H) index tensors: example row, 1-based layer, 1-based head."""
+    rows = torch.arange(batch_size)[:, None, None]
+    layers = torch.arange(1, n_layers + 1, dtype=torch.int16)[None, :, None]
+    heads = torch.arange(1, n_heads + 1, dtype=torch.int16)[None, None, :]
+    return rows, layers, heads
+
+
+def head_columns(values: dict[str, torch.Tensor], example_ids: torch.Tensor) -> dict[str, np.ndarray]:
+    """Flat (example, layer, head) rows from (B, L, H) tensors of per-head values."""
+    shape = next(iter(values.values())).shape
+    rows, layers, heads = _grid(*shape)
+    return flat(
+        {
+            "example_id": example_ids[rows].expand(shape),
+            "layer": layers.expand(shape),
+            "head": heads.expand(shape),
+            **values,
+        }
+    )
+
+
+def histogram_columns(
+    maps: torch.Tensor, masks: TokenMasks, example_ids: torch.Tensor
+) -> dict[str, dict[str, np.ndarray]]:
+    """Per scope, the relative-position (sum, count) rows of (B, L, H, T, T) maps."""
+    width = maps.shape[-1]
+    scoped = {}
+    for scope, tokens in zip(SCOPES, (masks.valid, masks.content)):
+        sums, counts = relative_position_histogram(maps, pair_mask(tokens, tokens))
+        # Offsets no (query, key) pair reaches (beyond the example's length) are not facts.
+        b, layer, head, offset = (counts[:, None, None, :] > 0).expand_as(sums).nonzero(as_tuple=True)
+        scoped[scope] = flat(
+            {
+                "example_id": example_ids[b],
+                "layer": (layer + 1).to(torch.int16),
+                "head": (head + 1).to(torch.int16),
+                "offset": (offset - (width - 1)).to(torch.int16),
+                "weight_sum": sums[b, layer, head, offset],
+                "pair_count": counts[b, offset].to(torch.int32),
+            }
+        )
+    return scoped
+
+
+def flat(columns: dict[str, torch.Tensor]) -> dict[str, np.ndarray]:
+    return {name: value.reshape(-1).numpy() for name, value in columns.items()}
+
+
+def frame(parts: list[dict[str, np.ndarray]]) -> pl.DataFrame:
+    """One frame from the flat column dicts of several batches."""
+    return pl.DataFrame({name: np.concatenate([part[name] for part in parts]) for name in parts[0]})
+
+
+def histogram_frame(parts: dict[str, list[dict[str, np.ndarray]]], kind: str) -> pl.DataFrame:
+    """The histogram rows of several batches, labelled with their kind and scope."""
+    return pl.concat(
+        frame(scope_parts).with_columns(kind=pl.lit(kind, dtype=KIND), scope=pl.lit(scope, dtype=SCOPE))
+        for scope, scope_parts in parts.items()
+    )

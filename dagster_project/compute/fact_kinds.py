@@ -1,0 +1,303 @@
+"""The registry of fact kinds: what the attention pass can write for a corpus.
+
+Each kind names its warehouse table (schema in sql/schema/<table>.sql), what it needs from the
+corpus besides its tokens, how it collects rows batch by batch, and the checks its rows must
+pass. Corpora list the kinds they get (CorpusSpec.fact_kinds); the fact assets, their checks
+and the tables they write are derived from here. Adding a kind: an entry below, its per-batch
+function in `attention_facts`, its schema file and a view.
+"""
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+import polars as pl
+import torch
+
+from dagster_project.compute.attention_facts import (
+    feature_pair_columns,
+    frame_link_columns,
+    pick_pattern_examples,
+    received_attention_columns,
+    relation_hit_columns,
+)
+from dagster_project.compute.batching import SCOPES, Batch, frame, histogram_columns, histogram_frame
+from dagster_project.compute.checks import (
+    CheckOutcome,
+    finite,
+    frame_link_bounds,
+    histogram_masses,
+    received_sums_to_one,
+    relation_hit_targets,
+    rows_per_example,
+    rows_sum_to_one,
+)
+from dagster_project.compute.head_clustering import distance_rows, head_js_divergence
+from dagster_project.compute.metrics import PATTERNS, PatternThresholds
+from dagster_project.corpora import CorpusSpec
+
+# What a corpus can give a kind besides its tokens (CorpusSpec.provides).
+WORDS, SPACY_FEATURES, FRAME_LINKS = "words", "word_features", "frame_links"
+PATTERN_EXAMPLES_PER_CLASS = 3  # Kovaleva Fig. 2: example maps kept per pattern class
+
+
+@dataclass(frozen=True)
+class PassInputs:
+    """What the kinds of one pass read besides the attention maps."""
+
+    n_examples: int
+    n_layers: int
+    n_heads: int
+    words: pl.DataFrame | None = None  # example_id, word_index, piece_start, piece_end (+ WORD_FEATURES)
+    frame_links: pl.DataFrame | None = None  # example_id and attention_facts.FRAME_LINK_COLUMNS
+    word_mode: str = "mean"  # a split word's row from its pieces' rows (metrics.WORD_MODES)
+    thresholds: PatternThresholds = field(default_factory=PatternThresholds)
+    pattern_examples: int = PATTERN_EXAMPLES_PER_CLASS  # example maps kept per pattern class
+
+
+class Collector(Protocol):
+    """Rows of one kind, gathered batch by batch over a pass."""
+
+    def add(self, attn: torch.Tensor, batch: Batch, summaries: dict[str, np.ndarray]) -> None: ...
+
+    def finish(self) -> pl.DataFrame: ...
+
+
+@dataclass
+class BatchRows:
+    """A kind whose rows are a function of each batch alone."""
+
+    rows: Callable[[torch.Tensor, Batch, dict[str, np.ndarray]], list[dict[str, np.ndarray]]]
+    label: Callable[[pl.DataFrame], pl.DataFrame] = lambda rows: rows  # columns added once, at the end
+    parts: list[dict[str, np.ndarray]] = field(default_factory=list)
+
+    def add(self, attn: torch.Tensor, batch: Batch, summaries: dict[str, np.ndarray]) -> None:
+        self.parts.extend(self.rows(attn, batch, summaries))
+
+    def finish(self) -> pl.DataFrame:
+        return self.label(frame(self.parts)) if self.parts else pl.DataFrame()
+
+
+@dataclass
+class PositionHistograms:
+    parts: dict[str, list[dict[str, np.ndarray]]] = field(default_factory=lambda: {scope: [] for scope in SCOPES})
+
+    def add(self, attn: torch.Tensor, batch: Batch, summaries: dict[str, np.ndarray]) -> None:
+        for scope, columns in histogram_columns(attn, batch.masks, batch.example_ids).items():
+            self.parts[scope].append(columns)
+
+    def finish(self) -> pl.DataFrame:
+        return histogram_frame(self.parts, "attention")
+
+
+@dataclass
+class HeadDistances:
+    """Jensen-Shannon divergence of every pair of heads, summed over the corpus's query tokens."""
+
+    n_heads: int
+    js_sums: torch.Tensor
+    tokens: int = 0
+
+    def add(self, attn: torch.Tensor, batch: Batch, summaries: dict[str, np.ndarray]) -> None:
+        self.js_sums += head_js_divergence(attn, batch.masks.valid)
+        self.tokens += int(batch.masks.valid.sum())
+
+    def finish(self) -> pl.DataFrame:
+        return distance_rows(self.js_sums, self.tokens, self.n_heads)
+
+
+@dataclass
+class PatternExamples:
+    per_pattern: int
+    picked: dict[str, list[pl.DataFrame]] = field(default_factory=dict)
+
+    def add(self, attn: torch.Tensor, batch: Batch, summaries: dict[str, np.ndarray]) -> None:
+        patterns = torch.from_numpy(summaries["pattern"]).reshape(attn.shape[:3])
+        pick_pattern_examples(attn, batch, patterns, self.picked, self.per_pattern)
+
+    def finish(self) -> pl.DataFrame:
+        parts = [part for parts in self.picked.values() for part in parts]
+        return pl.concat(parts) if parts else pl.DataFrame()
+
+
+@dataclass(frozen=True)
+class FactCheck:
+    name: str
+    description: str
+    evaluate: Callable[[dict[str, pl.DataFrame], PassInputs], CheckOutcome]
+
+
+@dataclass(frozen=True)
+class FactKind:
+    table: str  # the warehouse table it writes, sql/schema/<table>.sql
+    description: str
+    start: Callable[[PassInputs], Collector]
+    needs: frozenset[str] = frozenset()  # of WORDS, SPACY_FEATURES, FRAME_LINKS
+    checks: tuple[FactCheck, ...] = ()
+
+
+def _lengths(tables: dict[str, pl.DataFrame]) -> pl.DataFrame:
+    return tables["head_summaries"].select("example_id", "n_tokens").unique()
+
+
+def _heads(inputs: PassInputs) -> int:
+    return inputs.n_layers * inputs.n_heads
+
+
+def _with_pattern_names(rows: pl.DataFrame) -> pl.DataFrame:
+    return rows.with_columns(
+        pattern=pl.col("pattern").replace_strict(dict(enumerate(PATTERNS)), return_dtype=pl.String)
+    )
+
+
+FACT_KINDS: dict[str, FactKind] = {
+    kind.table: kind
+    for kind in (
+        FactKind(
+            "head_summaries",
+            "Per (example, layer, head): attention to [CLS]/[SEP]/punctuation/self/neighbours, entropy, "
+            "Kovaleva pattern class (every corpus analysed for attention).",
+            lambda inputs: BatchRows(lambda attn, batch, summaries: [summaries], _with_pattern_names),
+            checks=(
+                FactCheck(
+                    "rows_sum_to_one",
+                    "Every attention row sums to 1 (max error <= 1e-4).",
+                    lambda tables, inputs: rows_sum_to_one(tables["head_summaries"]),
+                ),
+                FactCheck(
+                    "finite_values",
+                    "No NaN or inf in the head summaries.",
+                    lambda tables, inputs: finite(
+                        tables["head_summaries"], ["to_cls", "to_sep", "to_self", "entropy", "row_sum_error"]
+                    ),
+                ),
+                FactCheck(
+                    "rows_per_example",
+                    "One head-summary row per (example, layer, head).",
+                    lambda tables, inputs: rows_per_example(
+                        tables["head_summaries"], inputs.n_examples, _heads(inputs)
+                    ),
+                ),
+            ),
+        ),
+        FactKind(
+            "position_histograms",
+            "Per (example, layer, head, scope): attention mass and pair count per relative offset (Clark §3, "
+            "Pascual).",
+            lambda inputs: PositionHistograms(),
+            checks=(
+                FactCheck(
+                    "histogram_pairs_and_mass",
+                    "Per example and head: histogram pair counts sum to n^2 and weights to n.",
+                    lambda tables, inputs: histogram_masses(
+                        tables["position_histograms"],
+                        _lengths(tables),
+                        "histogram_pairs_and_mass",
+                        "Per example and head: histogram pair counts sum to n^2 and weights to n.",
+                    ),
+                ),
+            ),
+        ),
+        FactKind(
+            "relation_hits",
+            "Per (example, word, layer, head): the most-attended other word of the word-level map, joined to "
+            "gold relations in SQL (Clark §4).",
+            lambda inputs: BatchRows(
+                lambda attn, batch, summaries: [
+                    relation_hit_columns(attn, batch.word_spans, batch.example_ids, inputs.word_mode)
+                ],
+                lambda rows: rows.with_columns(word_mode=pl.lit(inputs.word_mode)),
+            ),
+            needs=frozenset({WORDS}),
+            checks=(
+                FactCheck(
+                    "relation_hit_targets",
+                    "Relation-hit targets are other words of the same example; one hit per word, layer and head.",
+                    lambda tables, inputs: relation_hit_targets(tables["relation_hits"], inputs.words, _heads(inputs)),
+                ),
+            ),
+        ),
+        FactKind(
+            "head_distances",
+            "Per pair of heads: Jensen-Shannon divergence summed over the corpus's query tokens (Clark §6).",
+            lambda inputs: HeadDistances(
+                inputs.n_heads, torch.zeros(_heads(inputs), _heads(inputs), dtype=torch.float64)
+            ),
+            checks=(
+                FactCheck(
+                    "finite_head_distances",
+                    "Every head-pair Jensen-Shannon sum is finite.",
+                    lambda tables, inputs: finite(tables["head_distances"], ["js_sum"], "finite_head_distances"),
+                ),
+            ),
+        ),
+        FactKind(
+            "received_attention",
+            "Per (example, token, layer, head): attention the token receives and the [CLS] row's weight on it "
+            "(Kovaleva §4.4).",
+            lambda inputs: BatchRows(lambda attn, batch, summaries: [received_attention_columns(attn, batch)]),
+            checks=(
+                FactCheck(
+                    "received_sums_to_one",
+                    "Per example and head, received attention (column sums / n) and the [CLS] row each sum to 1 "
+                    "over tokens.",
+                    lambda tables, inputs: received_sums_to_one(tables["received_attention"]),
+                ),
+            ),
+        ),
+        FactKind(
+            "feature_pair_attention",
+            "Per (example, layer, head, pair): mean word-level attention between spaCy feature pairs such as "
+            "verb -> subject (Kovaleva §4.5).",
+            lambda inputs: BatchRows(lambda attn, batch, summaries: feature_pair_columns(attn, batch)),
+            needs=frozenset({WORDS, SPACY_FEATURES}),
+        ),
+        FactKind(
+            "frame_link_attention",
+            "Per (frame link, layer, head): the largest attention between the lexical unit and the frame "
+            "element (Kovaleva §4.2).",
+            lambda inputs: BatchRows(
+                lambda attn, batch, summaries: [
+                    rows for rows in [frame_link_columns(attn, batch, inputs.frame_links)] if rows is not None
+                ]
+            ),
+            needs=frozenset({WORDS, FRAME_LINKS}),
+            checks=(
+                FactCheck(
+                    "frame_link_bounds",
+                    "Every frame link has one finite max attention in [0, 1] per (layer, head).",
+                    lambda tables, inputs: frame_link_bounds(tables["frame_link_attention"]),
+                ),
+            ),
+        ),
+        FactKind(
+            "pattern_example_maps",
+            "Cropped maps of a few examples per Kovaleva pattern class (Fig. 2).",
+            lambda inputs: PatternExamples(inputs.pattern_examples),
+        ),
+    )
+}
+ALWAYS = ("head_summaries",)  # every pass writes them; the pattern examples read their classes
+
+
+def corpus_fact_kinds(corpus: CorpusSpec) -> list[FactKind]:
+    """The kinds a corpus gets, head summaries first; raises ValueError naming the corpus when
+    it lists an unknown kind or one whose needs it does not provide."""
+    names = list(dict.fromkeys([*ALWAYS, *corpus.fact_kinds]))
+    unknown = [name for name in names if name not in FACT_KINDS]
+    if unknown:
+        raise ValueError(f"corpus '{corpus.name}' lists unknown fact kinds {unknown}; known: {sorted(FACT_KINDS)}")
+    kinds = [FACT_KINDS[name] for name in names]
+    for kind in kinds:
+        missing = kind.needs - corpus.provides
+        if missing:
+            raise ValueError(
+                f"corpus '{corpus.name}' lists fact kind '{kind.table}', which needs {sorted(missing)}; the corpus "
+                f"provides {sorted(corpus.provides)}"
+            )
+    return kinds
+
+
+def kind_checks(kinds: Sequence[FactKind]) -> list[FactCheck]:
+    return [check for kind in kinds for check in kind.checks]

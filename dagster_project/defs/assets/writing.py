@@ -1,0 +1,85 @@
+"""What every writing asset shares: progress in the log, check specs and results from the
+pure checks, and the write-and-report step (replace the partition's rows, return row counts,
+a preview and the check results)."""
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import polars as pl
+from dagster import (
+    AssetCheckResult,
+    AssetCheckSeverity,
+    AssetCheckSpec,
+    AssetExecutionContext,
+    MaterializeResult,
+    MetadataValue,
+)
+from dagster_duckdb import DuckDBResource
+
+from dagster_project.compute.checks import CheckOutcome
+from dagster_project.storage.warehouse import replace_partition
+
+PROGRESS_INTERVAL_SECONDS = 10.0
+
+
+def table_preview(frame: pl.DataFrame, rows: int = 5) -> MetadataValue:
+    with pl.Config(
+        tbl_formatting="MARKDOWN",
+        tbl_hide_column_data_types=True,
+        tbl_hide_dataframe_shape=True,
+        tbl_cols=-1,
+        tbl_width_chars=400,
+        fmt_str_lengths=40,
+    ):
+        return MetadataValue.md(str(frame.head(rows)))
+
+
+def progress_logger(context: AssetExecutionContext, label: str) -> Callable[[int, int, float], None]:
+    """A `progress(done, total, seconds)` callback logging at most every PROGRESS_INTERVAL_SECONDS, and at the end."""
+    last = [0.0]
+
+    def report(done: int, total: int, seconds: float) -> None:
+        if seconds - last[0] >= PROGRESS_INTERVAL_SECONDS or done == total:
+            last[0] = seconds
+            context.log.info(f"{label}: {done}/{total} examples in {seconds:.0f} s ({done / seconds:.1f} examples/s)")
+
+    return report
+
+
+def check_specs(asset_name: str, checks: Mapping[str, str]) -> list[AssetCheckSpec]:
+    """Blocking specs for the named checks (name -> description)."""
+    return [
+        AssetCheckSpec(name, asset=asset_name, description=description, blocking=True)
+        for name, description in checks.items()
+    ]
+
+
+def check_result(outcome: CheckOutcome) -> AssetCheckResult:
+    return AssetCheckResult(
+        check_name=outcome.name, passed=outcome.passed, severity=AssetCheckSeverity.ERROR, metadata=outcome.metadata
+    )
+
+
+def write_partition(
+    context: AssetExecutionContext,
+    warehouse: DuckDBResource,
+    tables: dict[str, pl.DataFrame],
+    corpus: str,
+    outcomes: Sequence[CheckOutcome | AssetCheckResult] = (),
+    metadata: Mapping[str, Any] | None = None,
+    preview: pl.DataFrame | None = None,
+) -> MaterializeResult:
+    """Replace the (partition's model, corpus) rows of `tables` in one transaction and report
+    rows written per table, `metadata`, a preview and the check outcomes."""
+    with warehouse.get_connection() as conn:
+        written = replace_partition(conn, tables, context.partition_key, corpus)
+    return MaterializeResult(
+        metadata={
+            **{f"{table}_rows": rows for table, rows in written.items()},
+            **(metadata or {}),
+            **({"preview": table_preview(preview)} if preview is not None else {}),
+        },
+        check_results=[
+            outcome if isinstance(outcome, AssetCheckResult) else check_result(outcome) for outcome in outcomes
+        ],
+    )

@@ -154,7 +154,8 @@ def main() -> None:
     )
     print(f"extract+write / bare forward throughput: {rate['extract+write'] / rate['bare forward']:.2f}x")
     print(
-        f"extract+write / naive throughput:        {rate['extract+write'] / rate['naive baseline']:.0f}x (target >= 20x)"
+        f"extract+write / naive throughput:        {rate['extract+write'] / rate['naive baseline']:.0f}x"
+        " (target >= 20x)"
     )
 
 

@@ -24,11 +24,11 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import polars as pl  # noqa: E402
 import torch  # noqa: E402
 
-from dagster_project.defs.assets.hta import DEFAULT_HTA_METHOD  # noqa: E402
-from dagster_project.corpora import CORPORA, encode_corpus  # noqa: E402
 from dagster_project.compute.hta import HtaMethod, context_function, input_norms, normalize_rows  # noqa: E402
 from dagster_project.compute.hta_facts import extract_hta_facts  # noqa: E402
 from dagster_project.compute.models import DEFAULT_MODEL, load_encoder  # noqa: E402
+from dagster_project.corpora import CORPORA, encode_corpus  # noqa: E402
+from dagster_project.defs.assets.hta import DEFAULT_HTA_METHOD  # noqa: E402
 from dagster_project.settings import data_dir  # noqa: E402
 
 
@@ -81,7 +81,8 @@ def main() -> None:
     layers, heads = model.config.num_hidden_layers, model.config.num_attention_heads
     outputs = layers * n * width  # head-output coordinates: L * n * H * dh
     print(
-        f"model {args.model}: {layers} layers x {heads} heads, D={width}; one {n}-token input; {torch.get_num_threads()} threads",
+        f"model {args.model}: {layers} layers x {heads} heads, D={width}; one {n}-token input; "
+        f"{torch.get_num_threads()} threads",
         flush=True,
     )
 
@@ -94,11 +95,12 @@ def main() -> None:
     default = HtaMethod.parse(DEFAULT_HTA_METHOD)
     for method in [HtaMethod(k, bf16) for k in (1, 2, 4, 8, 16) for bf16 in (False, True)]:
         seconds, estimate = timed(
-            lambda: normalize_rows(input_norms(model, e0, method, torch.Generator().manual_seed(1)))
+            lambda method=method: normalize_rows(input_norms(model, e0, method, torch.Generator().manual_seed(1)))
         )
         marker = "  <- default" if method == default else ""
         print(
-            f"{str(method):>17}: {seconds:6.2f} s  pearson {pearson(estimate, exact):.4f}  mean|err| {float((estimate - exact).abs().mean()):.5f}"
+            f"{str(method):>17}: {seconds:6.2f} s  pearson {pearson(estimate, exact):.4f}  "
+            f"mean|err| {float((estimate - exact).abs().mean()):.5f}"
             f"  {loop / seconds:7.0f}x loop  {exact_seconds / seconds:6.1f}x exact{marker}",
             flush=True,
         )

@@ -46,7 +46,8 @@ def run(source: str, corpus_names: list[str], analysis_names: list[str]) -> int:
             print(f"skipping corpus {name}: {CORPORA[name].missing_files(data_dir)[0]} not found (set ATTN_DATA_DIR)")
     corpora = [name for name in corpus_names if name in present]
     print(
-        f"model {spec.source} -> partition {spec.model_id}; corpora: {', '.join(corpora)}; analyses: {', '.join(analysis_names)}"
+        f"model {spec.source} -> partition {spec.model_id}; corpora: {', '.join(corpora)}; "
+        f"analyses: {', '.join(analysis_names)}"
     )
     materialize([warehouse_views], instance=instance, resources=resources)
     keys = {key for name in analysis_names for key in analysis_asset_keys(ANALYSES[name], corpora, present)}
@@ -78,7 +79,8 @@ def add_model(source: str) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     print(
-        f"registered {spec.source} as partition {spec.model_id}; materialize it from the UI or `attn-warehouse run {source}`"
+        f"registered {spec.source} as partition {spec.model_id}; "
+        f"materialize it from the UI or `attn-warehouse run {source}`"
     )
     return 0
 

@@ -183,8 +183,7 @@ FACT_KINDS: dict[str, FactKind] = {
         ),
         FactKind(
             "position_histograms",
-            "Per (example, layer, head, scope): attention mass and pair count per relative offset (Clark §3, "
-            "Pascual).",
+            "Per (example, layer, head, scope): attention mass and pair count per relative offset (Clark §3, Pascual).",
             lambda inputs: PositionHistograms(),
             checks=(
                 FactCheck(

@@ -25,8 +25,9 @@ def check_comparable(base: LoadedEncoder, tuned: LoadedEncoder) -> None:
     ]
     if shapes[0] != shapes[1]:
         raise ValueError(
-            f"Cannot compare attention of '{base.spec.source}' and '{tuned.spec.source}': (layers, heads, vocabulary, pad id) "
-            f"differ: {shapes[0]} vs {shapes[1]}. Fine-tune from the base model so both share tokenizer and architecture."
+            f"Cannot compare attention of '{base.spec.source}' and '{tuned.spec.source}': "
+            f"(layers, heads, vocabulary, pad id) differ: {shapes[0]} vs {shapes[1]}. "
+            "Fine-tune from the base model so both share tokenizer and architecture."
         )
 
 

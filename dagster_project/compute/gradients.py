@@ -243,8 +243,10 @@ def check_labels(labels: pl.DataFrame, loss_name: str, num_labels: int, corpus: 
         )
         if not bad.is_empty():
             raise ValueError(
-                f"Corpus '{corpus}' has labels the classifier cannot take (it has {num_labels} classes, ids 0..{num_labels - 1}): "
-                f"e.g. example {bad['example_id'][0]} has label {bad['label'][0]}. Pick a corpus of the task the model was fine-tuned on."
+                f"Corpus '{corpus}' has labels the classifier cannot take "
+                f"(it has {num_labels} classes, ids 0..{num_labels - 1}): "
+                f"e.g. example {bad['example_id'][0]} has label {bad['label'][0]}. "
+                "Pick a corpus of the task the model was fine-tuned on."
             )
         return labelled.with_columns(pl.col("label").cast(pl.Int64))
     return labelled

@@ -30,15 +30,16 @@ def head_js_divergence(attn: torch.Tensor, valid: torch.Tensor, chunk_bytes: int
     """Sums over a batch's real query rows of the JS divergence between every two heads' rows.
 
     attn: (B, L, H, T, T) attention maps whose columns over padded keys are 0; valid: (B, T) bool,
-    real tokens, on attn's device. Returns (L*H, L*H) float64 on that device, head index = layer * H + head (0-based), symmetric with a
-    zero diagonal. Per-row entropies are computed in attn's dtype and summed in float64.
+    real tokens, on attn's device. Returns (L*H, L*H) float64 on that device, head index = layer * H + head
+    (0-based), symmetric with a zero diagonal. Per-row entropies are computed in attn's dtype and summed in float64.
     """
     if attn.dim() != 5 or attn.shape[-1] != attn.shape[-2]:
         raise ValueError(f"head_js_divergence: attn must be (B, L, H, T, T), got shape {tuple(attn.shape)}")
     batch, layers, heads, width, _ = attn.shape
     if valid.shape != (batch, width) or valid.dtype != torch.bool:
         raise ValueError(
-            f"head_js_divergence: valid must be a bool (B, T) = ({batch}, {width}) mask, got {valid.dtype} {tuple(valid.shape)}"
+            f"head_js_divergence: valid must be a bool (B, T) = ({batch}, {width}) mask, "
+            f"got {valid.dtype} {tuple(valid.shape)}"
         )
     n_heads = layers * heads
     first, second = torch.triu_indices(n_heads, n_heads, offset=1, device=attn.device)

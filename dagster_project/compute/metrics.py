@@ -164,9 +164,9 @@ def word_level_maps(attn: torch.Tensor, membership: torch.Tensor, mode: str = "m
         most = int(counts.max().item()) if counts.numel() else 0
         order = membership.argsort(dim=-1, descending=True, stable=True)[..., : max(most, 1)]  # (B, W, P)
         taken = torch.arange(order.shape[-1]) < counts  # (B, W, P)
-        b, l, h, _, width = to_words.shape
-        flat = order.reshape(b, 1, 1, -1, 1).expand(b, l, h, -1, width)
-        gathered = to_words.gather(-2, flat).reshape(b, l, h, *order.shape[1:], width)
+        b, layers, h, _, width = to_words.shape
+        flat = order.reshape(b, 1, 1, -1, 1).expand(b, layers, h, -1, width)
+        gathered = to_words.gather(-2, flat).reshape(b, layers, h, *order.shape[1:], width)
         gathered = gathered.masked_fill(~taken[:, None, None, :, :, None], float("-inf"))
         return gathered.amax(-2).clamp(min=0)
     raise ValueError(f"word_mode must be one of {WORD_MODES}, got '{mode}'")

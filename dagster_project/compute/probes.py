@@ -63,7 +63,10 @@ class HeadProbe(torch.nn.Module):
         self.both_directions = both_directions
         self.uses_words = word_dim is not None
         maps = n_pair * (2 if both_directions else 1)
-        zeros = lambda *shape: torch.nn.Parameter(torch.zeros(*shape))
+
+        def zeros(*shape):
+            return torch.nn.Parameter(torch.zeros(*shape))
+
         self.pair_bias, self.root_bias = zeros(maps), zeros(n_root)
         if word_dim is not None:
             self.pair_dependent, self.pair_candidate = zeros(maps, word_dim), zeros(maps, word_dim)
@@ -267,7 +270,8 @@ def probe_batches(
     missing = set(tokens["example_id"].unique()) - set(by_id)
     if missing:
         raise ValueError(
-            f"{len(missing)} examples have tokens but no words (e.g. example_id {min(missing)}): re-materialize the corpus asset."
+            f"{len(missing)} examples have tokens but no words (e.g. example_id {min(missing)}): "
+            "re-materialize the corpus asset."
         )
     embeddings = model.get_input_embeddings().weight.detach()
     total = tokens["example_id"].n_unique()

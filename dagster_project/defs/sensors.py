@@ -66,7 +66,8 @@ def _entry_runs(
         selection = analysis_asset_keys(ANALYSES[name], corpora, present)
         if not selection or selection == [AssetKey("encoder_model")]:
             notes.append(
-                f"analysis '{name}' has nothing to run on the corpora with files in the data directory ({', '.join(corpora) or 'none'})"
+                f"analysis '{name}' has nothing to run on the corpora with files in the data directory "
+                f"({', '.join(corpora) or 'none'})"
             )
             continue
         runs.append(

@@ -97,7 +97,9 @@ CHARTS = (
         draw.clark_grad_importance_chart,
         analysis="clark",
         reads=("grad_importance",),
-        when_empty="a model without a masked-LM or classification head has no gradient rows (see grad_importance's `reason`)",
+        when_empty=(
+            "a model without a masked-LM or classification head has no gradient rows (see grad_importance's `reason`)"
+        ),
     ),
     ChartSpec(
         "pascual_fig2_attention_histograms",
@@ -175,7 +177,9 @@ CHARTS = (
         draw.clark_coreference_chart,
         analysis="clark",
         reads=("coref_baseline_predictions",),
-        when_empty="materialize ontogum_examples, ontogum_attention_facts (relation hits) and coreference_baselines first",
+        when_empty=(
+            "materialize ontogum_examples, ontogum_attention_facts (relation hits) and coreference_baselines first"
+        ),
     ),
     ChartSpec(
         "clark_table3_probes",

@@ -54,7 +54,8 @@ const select = document.getElementById("model-select");
 const chosen = decodeURIComponent(location.hash.slice(1));
 if ([...select.options].some(option => option.value === chosen)) select.value = chosen;
 function showModel() {
-  for (const section of document.querySelectorAll("section.model")) section.hidden = section.dataset.model !== select.value;
+  for (const section of document.querySelectorAll("section.model")) \
+section.hidden = section.dataset.model !== select.value;
 }
 select.addEventListener("change", showModel);
 showModel();
@@ -63,7 +64,8 @@ showModel();
 _STYLE = """
 body { font-family: sans-serif; margin: 1.5em; color: #222; }
 figure { margin: 1em 0; } figcaption { color: #555; font-size: 0.9em; }
-table { border-collapse: collapse; margin: 0.5em 0 1em; } td, th { border: 1px solid #ccc; padding: 2px 8px; text-align: right; }
+table { border-collapse: collapse; margin: 0.5em 0 1em; } \
+td, th { border: 1px solid #ccc; padding: 2px 8px; text-align: right; }
 .missing { background: #fff4e5; border: 1px solid #f0b060; padding: 0.5em 1em; }
 nav a { margin-right: 1em; }
 """
@@ -149,9 +151,10 @@ def _nav(papers: Iterable[str]) -> str:
 
 def _html_table(table: pl.DataFrame) -> str:
     header = "".join(f"<th>{html.escape(name)}</th>" for name in table.columns)
-    cell = lambda value: (
-        "" if value is None else (f"{value:.3f}" if isinstance(value, float) else html.escape(str(value)))
-    )  # noqa: E731
+
+    def cell(value):
+        return "" if value is None else (f"{value:.3f}" if isinstance(value, float) else html.escape(str(value)))
+
     rows = "".join("<tr>" + "".join(f"<td>{cell(value)}</td>" for value in row) + "</tr>" for row in table.iter_rows())
     return f"<table><tr>{header}</tr>{rows}</table>"
 
@@ -174,8 +177,10 @@ def _chart_block(data: ReportData, spec: ChartSpec, model_id: str, source: str) 
     corpus, rows = found
     encoded = base64.b64encode(chart_png(spec, corpus, rows)).decode()
     return (
-        f'<figure data-chart="{html.escape(spec.name)}"><img alt="{html.escape(spec.label)}" src="data:image/png;base64,{encoded}">'
-        f"<figcaption>{html.escape(spec.label)}: view <code>{html.escape(spec.view)}</code>, corpus {html.escape(corpus)}, "
+        f'<figure data-chart="{html.escape(spec.name)}">'
+        f'<img alt="{html.escape(spec.label)}" src="data:image/png;base64,{encoded}">'
+        f"<figcaption>{html.escape(spec.label)}: view <code>{html.escape(spec.view)}</code>, "
+        f"corpus {html.escape(corpus)}, "
         f"{rows.height} rows</figcaption></figure>"
     )
 
@@ -187,7 +192,8 @@ def paper_page(data: ReportData, paper: str, specs: list[ChartSpec], papers: lis
     models = data.models.select("model_id", "source")
     if not specs:
         parts.append(
-            '<p class="missing">No chart of this paper is registered yet (CHARTS in dagster_project/presentation/chart_registry.py).</p>'
+            '<p class="missing">No chart of this paper is registered yet '
+            "(CHARTS in dagster_project/presentation/chart_registry.py).</p>"
         )
         return _page(title, "\n".join(parts))
     if models.is_empty():

@@ -39,7 +39,9 @@ def analysis_inputs(spec: ChartSpec) -> list[AssetsDefinition]:
 def build_chart_asset(spec: ChartSpec) -> AssetsDefinition:
     @asset(
         name=spec.name,
-        description=f"{spec.label}, from the `{spec.view}` view (corpus: first of {', '.join(spec.corpora)} with rows).",
+        description=(
+            f"{spec.label}, from the `{spec.view}` view (corpus: first of {', '.join(spec.corpora)} with rows)."
+        ),
         partitions_def=model_partitions,
         deps=[warehouse_views, *(hta_assets if spec.analysis == "hta" else fact_assets), *analysis_inputs(spec)],
         group_name="charts",

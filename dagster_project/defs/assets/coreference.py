@@ -30,7 +30,10 @@ class CoreferenceBaselinesConfig(Config):
     check_specs=check_specs(
         "coreference_baselines",
         {
-            "antecedents_precede_mentions": "Each predicted antecedent is an earlier mention (ending before the mention starts) of the same example."
+            "antecedents_precede_mentions": (
+                "Each predicted antecedent is an earlier mention (ending before the mention starts) "
+                "of the same example."
+            )
         },
     ),
 )

@@ -35,7 +35,9 @@ def build_corpus_asset(spec: CorpusSpec) -> AssetsDefinition:
 
     @asset(
         name=name,
-        description=f"{spec.description} Writes `examples`, `tokens`, `words` (and annotation) rows for the model's tokenizer.",
+        description=(
+            f"{spec.description} Writes `examples`, `tokens`, `words` (and annotation) rows for the model's tokenizer."
+        ),
         partitions_def=model_partitions,
         deps=[encoder_model, *([corpus_files_key(spec.name)] if spec.files else [])],
         group_name="corpora",

@@ -210,7 +210,9 @@ def build_ablation_asset(task: str, finetuned: AssetsDefinition) -> AssetsDefini
             f"{task}_ablation",
             {
                 **SCORES_CHECK,
-                "ablation_settings_complete": "One ablation row per metric for the baseline, every head and every layer.",
+                "ablation_settings_complete": (
+                    "One ablation row per metric for the baseline, every head and every layer."
+                ),
             },
         ),
     )
@@ -224,7 +226,8 @@ def build_ablation_asset(task: str, finetuned: AssetsDefinition) -> AssetsDefini
             )
             if tuned.is_empty():
                 raise ValueError(
-                    f"No fine-tuned {task} checkpoint for '{model_id}': materialize finetuned_{task} with setting pretrained_finetuned first."
+                    f"No fine-tuned {task} checkpoint for '{model_id}': "
+                    f"materialize finetuned_{task} with setting pretrained_finetuned first."
                 )
             tuned_model_id = tuned["tuned_model_id"][0]
             tuned_source = model_source(conn, tuned_model_id)

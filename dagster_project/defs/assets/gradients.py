@@ -49,7 +49,9 @@ class GradImportanceConfig(Config):
     check_specs=check_specs(
         "grad_importance",
         {
-            "grad_sums_valid": "Gradient sums are finite and non-negative, each over a positive weight count (no rows: no loss head)."
+            "grad_sums_valid": (
+                "Gradient sums are finite and non-negative, each over a positive weight count (no rows: no loss head)."
+            )
         },
     ),
 )

@@ -73,9 +73,10 @@ def build_similarity_asset(task: str, finetuned: AssetsDefinition) -> AssetsDefi
             tuned_id = config.tuned_model_id or tuned_model_for(conn, model_id, task)
             if tuned_id is None:
                 raise ValueError(
-                    f"{name}: no model fine-tuned from '{model_id}' on {task} is recorded in `task_scores`. Materialize "
-                    f"finetuned_{task} for partition '{model_id}' first (it saves the checkpoint under models_cache/finetuned/ "
-                    "and registers it as a model partition), or give a fine-tuned partition key as run config `tuned_model_id`."
+                    f"{name}: no model fine-tuned from '{model_id}' on {task} is recorded in `task_scores`. "
+                    f"Materialize finetuned_{task} for partition '{model_id}' first "
+                    "(it saves the checkpoint under models_cache/finetuned/ and registers it as a model partition), "
+                    "or give a fine-tuned partition key as run config `tuned_model_id`."
                 )
             tuned_source = model_source(conn, tuned_id)
         source, tokens = model_tokens(warehouse, model_id, corpus)

@@ -82,7 +82,9 @@ def _corpus_frames(
     check_specs=check_specs(
         "dependency_probes",
         {
-            "probe_scores_complete": "One score per probe the run config asks for (skipped ones excepted), with UAS in [0, 1]."
+            "probe_scores_complete": (
+                "One score per probe the run config asks for (skipped ones excepted), with UAS in [0, 1]."
+            )
         },
     ),
 )
@@ -150,7 +152,10 @@ def dependency_probes(
         since: float,
     ) -> None:
         model = probe_for(train[0], use_words, both_directions)
-        report = lambda done, total, seconds: context.log.info(f"{probe}: epoch {done}/{total} in {seconds:.0f} s")
+
+        def report(done, total, seconds):
+            return context.log.info(f"{probe}: epoch {done}/{total} in {seconds:.0f} s")
+
         loss = train_probe(model, train, config.epochs, config.learning_rate, config.seed, report)
         score(probe, word_vectors, test, [predict_heads(model, batch) for batch in test], since, loss)
 
@@ -162,7 +167,10 @@ def dependency_probes(
     skipped = {}
     if "model" in config.word_vectors:
         fit("attn_words", "model", train, test, use_words=True, both_directions=True, since=time.perf_counter())
-        offsets = lambda batches: [with_offset_features(batch) for batch in batches]
+
+        def offsets(batches):
+            return [with_offset_features(batch) for batch in batches]
+
         fit(
             "distance_words",
             "model",

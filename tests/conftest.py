@@ -1,4 +1,5 @@
-"""Shared fixtures: a tiny random-weight BERT on disk, temporary warehouses, the data directory."""
+"""Shared fixtures: tiny random-weight models on disk (tests/tiny_models.py), temporary
+warehouses and resources, the data directory."""
 
 import os
 
@@ -12,39 +13,49 @@ from pathlib import Path  # noqa: E402
 import duckdb  # noqa: E402
 import polars as pl  # noqa: E402
 import pytest  # noqa: E402
-from transformers import AutoTokenizer, BertConfig, BertModel  # noqa: E402
+import torch  # noqa: E402
+from dagster_duckdb import DuckDBResource  # noqa: E402
+from transformers import (  # noqa: E402
+    BertForMaskedLM,
+    BertForSequenceClassification,
+    BertModel,
+    PreTrainedTokenizerBase,
+)
 
 from dagster_project import settings  # noqa: E402
+from dagster_project.compute.models import LoadedEncoder, load_encoder  # noqa: E402
 from dagster_project.corpora import encode_corpus, read_demo_pairs  # noqa: E402
-from dagster_project.compute.models import DEFAULT_MODEL, LoadedEncoder, load_encoder, resolve_source  # noqa: E402
+from dagster_project.defs.resources import ChartFolder, DataDirectory  # noqa: E402
 from dagster_project.storage.warehouse import apply_views  # noqa: E402
-
-TINY_LAYERS, TINY_HEADS = 2, 4
-
-
-def tiny_config(vocab_size: int, **extra) -> BertConfig:
-    """The tiny BERT's config: 2 layers x 4 heads, hidden size 32 (extra: e.g. num_labels)."""
-    return BertConfig(
-        vocab_size=vocab_size,
-        hidden_size=32,
-        num_hidden_layers=TINY_LAYERS,
-        num_attention_heads=TINY_HEADS,
-        intermediate_size=64,
-        max_position_embeddings=160,
-        **extra,
-    )
+from tests.tiny_models import bert_tokenizer, save_model, tiny_config  # noqa: E402
 
 
 @pytest.fixture(scope="session")
-def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def tokenizer() -> PreTrainedTokenizerBase:
+    """The bert-base-uncased vocabulary of the default model."""
+    return bert_tokenizer()
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory, tokenizer: PreTrainedTokenizerBase) -> Path:
     """A 2-layer, 4-head BERT with random weights and the bert-base-uncased vocabulary."""
-    folder = tmp_path_factory.mktemp("tiny-bert")
-    tokenizer = AutoTokenizer.from_pretrained(resolve_source(DEFAULT_MODEL)[0])
-    config = tiny_config(tokenizer.vocab_size)
-    model = BertModel(config)
-    model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
+    return save_model(tmp_path_factory.mktemp("tiny-bert"), BertModel(tiny_config(tokenizer.vocab_size)), tokenizer)
+
+
+@pytest.fixture(scope="session")
+def tiny_mlm_dir(tmp_path_factory: pytest.TempPathFactory, tokenizer: PreTrainedTokenizerBase) -> Path:
+    """The tiny BERT with a masked-LM head."""
+    torch.manual_seed(0)
+    model = BertForMaskedLM(tiny_config(tokenizer.vocab_size))
+    return save_model(tmp_path_factory.mktemp("tiny-mlm"), model, tokenizer)
+
+
+@pytest.fixture(scope="session")
+def tiny_classifier_dir(tmp_path_factory: pytest.TempPathFactory, tokenizer: PreTrainedTokenizerBase) -> Path:
+    """The tiny BERT with a 3-class sequence-classification head."""
+    torch.manual_seed(0)
+    model = BertForSequenceClassification(tiny_config(tokenizer.vocab_size, num_labels=3))
+    return save_model(tmp_path_factory.mktemp("tiny-classifier"), model, tokenizer)
 
 
 @pytest.fixture(scope="session")
@@ -66,6 +77,16 @@ def conn() -> duckdb.DuckDBPyConnection:
     apply_views(connection)
     yield connection
     connection.close()
+
+
+@pytest.fixture
+def resources(tmp_path: Path) -> dict:
+    """Dagster resources on a temporary warehouse file, an empty data directory and chart folder."""
+    return {
+        "warehouse": DuckDBResource(database=str(tmp_path / "warehouse.duckdb")),
+        "data_dir": DataDirectory(path=str(tmp_path / "no-data")),
+        "chart_folder": ChartFolder(path=str(tmp_path / "charts")),
+    }
 
 
 @pytest.fixture(scope="session")

@@ -7,7 +7,7 @@ import torch
 
 from dagster_project.compute import models
 from dagster_project.compute.models import DEFAULT_MODEL, ModelLoadError, inspect_model, load_encoder, model_key
-from tests.conftest import TINY_HEADS, TINY_LAYERS
+from tests.tiny_models import TINY_HEADS, TINY_LAYERS
 
 
 def test_hub_ids_become_partition_keys():

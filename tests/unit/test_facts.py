@@ -6,15 +6,20 @@ import polars as pl
 import pytest
 import torch
 
-from dagster_project.corpora import encode_corpus, read_demo_pairs
 from dagster_project.compute.attention_pass import AttentionFacts, extract_attention_facts, pass_inputs
 from dagster_project.compute.batching import length_batches
 from dagster_project.compute.fact_kinds import FACT_KINDS
-from tests.conftest import TINY_HEADS, TINY_LAYERS
+from dagster_project.corpora import encode_corpus, read_demo_pairs
+from tests.tiny_models import TINY_HEADS, TINY_LAYERS
 
 
 def extract(
-    encoder, tokens: pl.DataFrame, kinds: tuple[str, ...] = ("position_histograms",), words=None, batch_tokens=4096, **options
+    encoder,
+    tokens: pl.DataFrame,
+    kinds: tuple[str, ...] = ("position_histograms",),
+    words=None,
+    batch_tokens=4096,
+    **options,
 ) -> AttentionFacts:
     """One pass writing the named kinds (and the head summaries every pass writes)."""
     inputs = pass_inputs(encoder, tokens, words, **options)
@@ -43,7 +48,10 @@ def test_padded_batches_match_single_examples(encoder, demo_tokens):
     for column in ["to_cls", "to_sep", "to_punct", "to_prev", "entropy", "cls_entropy", "sep_to_sep"]:
         assert (a[column] - b[column]).abs().max() < 1e-5, column
     hist_keys = ["example_id", "scope", "layer", "head", "offset"]
-    ha, hb = one_by_one.tables["position_histograms"].sort(hist_keys), padded.tables["position_histograms"].sort(hist_keys)
+    ha, hb = (
+        one_by_one.tables["position_histograms"].sort(hist_keys),
+        padded.tables["position_histograms"].sort(hist_keys),
+    )
     assert ha.select(hist_keys + ["pair_count"]).equals(hb.select(hist_keys + ["pair_count"]))
     assert (ha["weight_sum"] - hb["weight_sum"]).abs().max() < 1e-5
 
@@ -52,7 +60,8 @@ def test_histograms_account_for_every_pair(encoder, demo_tokens):
     facts = extract(encoder, demo_tokens)
     n = demo_tokens.group_by("example_id").agg(n=pl.len(), content=(~pl.col("token_class").is_in(["cls", "sep"])).sum())
     per_head = (
-        facts.tables["position_histograms"].group_by("example_id", "scope", "layer", "head")
+        facts.tables["position_histograms"]
+        .group_by("example_id", "scope", "layer", "head")
         .agg(pairs=pl.col("pair_count").sum(), mass=pl.col("weight_sum").sum(), offsets=pl.len())
         .join(n, on="example_id")
     )
@@ -160,9 +169,16 @@ def test_pattern_column_and_received_attention(encoder, demo_tokens):
     padded = extract(encoder, demo_tokens, ("received_attention",))
     assert set(padded.tables["head_summaries"]["pattern"]) <= set(PATTERNS)
     keys = ["example_id", "layer", "head"]
-    assert one_by_one.tables["head_summaries"].sort(keys)["pattern"].equals(padded.tables["head_summaries"].sort(keys)["pattern"])
+    assert (
+        one_by_one.tables["head_summaries"]
+        .sort(keys)["pattern"]
+        .equals(padded.tables["head_summaries"].sort(keys)["pattern"])
+    )
     received_keys = ["example_id", "position", "layer", "head"]
-    a, b = one_by_one.tables["received_attention"].sort(received_keys), padded.tables["received_attention"].sort(received_keys)
+    a, b = (
+        one_by_one.tables["received_attention"].sort(received_keys),
+        padded.tables["received_attention"].sort(received_keys),
+    )
     assert a.height == b.height == demo_tokens.height * TINY_LAYERS * TINY_HEADS
     assert (a["received"] - b["received"]).abs().max() < 1e-6 and (a["from_cls"] - b["from_cls"]).abs().max() < 1e-6
     example = int(demo_tokens["example_id"].max())

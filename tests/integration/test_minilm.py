@@ -8,6 +8,7 @@ import pytest
 from dagster import AssetSelection, DagsterInstance, materialize
 from dagster_duckdb import DuckDBResource
 
+from dagster_project.compute.models import DEFAULT_MODEL
 from dagster_project.defs.assets import (
     all_assets,
     corpus_assets_by_name,
@@ -18,7 +19,6 @@ from dagster_project.defs.assets import (
 from dagster_project.defs.assets.coreference import coreference_baselines
 from dagster_project.defs.assets.head_clustering import head_mds
 from dagster_project.defs.assets.probes import dependency_probes
-from dagster_project.compute.models import DEFAULT_MODEL
 from dagster_project.defs.registration import register_model
 from dagster_project.defs.resources import ChartFolder, DataDirectory
 from dagster_project.settings import PROJECT_ROOT

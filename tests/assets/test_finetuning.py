@@ -18,10 +18,10 @@ from dagster_project.defs.assets import (
     warehouse_views,
 )
 from dagster_project.defs.assets.charts import chart_assets
-from dagster_project.presentation.chart_registry import CHARTS
 from dagster_project.defs.registration import register_model
 from dagster_project.defs.resources import ChartFolder, DataDirectory
-from tests.conftest import TINY_HEADS, TINY_LAYERS
+from dagster_project.presentation.chart_registry import CHARTS
+from tests.tiny_models import TINY_HEADS, TINY_LAYERS
 
 
 def _toy_rte(folder: Path, split: str, n: int) -> None:

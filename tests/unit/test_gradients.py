@@ -3,18 +3,11 @@ brute-force average, the loss heads, the asset and the view, on tiny random mode
 
 from pathlib import Path
 
-import duckdb
 import polars as pl
 import pytest
 import torch
-from dagster import AssetSelection, DagsterInstance, materialize
-from dagster_duckdb import DuckDBResource
-from transformers import AutoTokenizer, BertForMaskedLM, BertForSequenceClassification
 from transformers.models.bert import modeling_bert
 
-from dagster_project.defs.assets import all_assets, corpus_assets_by_name, encoder_model, warehouse_views
-from dagster_project.defs.assets.charts import chart_assets_by_name
-from dagster_project.defs.assets.gradients import grad_importance
 from dagster_project.compute.batching import length_batches
 from dagster_project.compute.gradients import (
     CLASSIFICATION,
@@ -32,37 +25,9 @@ from dagster_project.compute.gradients import (
     loss_name_for,
     mask_tokens,
 )
-from dagster_project.compute.models import DEFAULT_MODEL, resolve_source
-from dagster_project.defs.registration import register_model
-from dagster_project.defs.resources import ChartFolder, DataDirectory
-from dagster_project.storage.warehouse import replace_partition, upsert_model
-from tests.conftest import TINY_HEADS, TINY_LAYERS, tiny_config
+from tests.tiny_models import TINY_HEADS, TINY_LAYERS
 
 PAIRS = [("The cat sat on the mat.", "It was, in fact, asleep."), ("Dogs bark.", "Birds sing, loudly.")]
-
-
-def _save(folder: Path, model, tokenizer) -> Path:
-    model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
-
-
-@pytest.fixture(scope="session")
-def tokenizer():
-    return AutoTokenizer.from_pretrained(resolve_source(DEFAULT_MODEL)[0])
-
-
-@pytest.fixture(scope="session")
-def tiny_mlm_dir(tmp_path_factory: pytest.TempPathFactory, tokenizer) -> Path:
-    torch.manual_seed(0)
-    return _save(tmp_path_factory.mktemp("tiny-mlm"), BertForMaskedLM(tiny_config(tokenizer.vocab_size)), tokenizer)
-
-
-@pytest.fixture(scope="session")
-def tiny_classifier_dir(tmp_path_factory: pytest.TempPathFactory, tokenizer) -> Path:
-    torch.manual_seed(0)
-    model = BertForSequenceClassification(tiny_config(tokenizer.vocab_size, num_labels=3))
-    return _save(tmp_path_factory.mktemp("tiny-classifier"), model, tokenizer)
 
 
 def _tokens(tokenizer, pairs: list[tuple[str, str]]) -> pl.DataFrame:
@@ -231,87 +196,3 @@ def test_sequence_classification_uses_the_labels(tiny_classifier_dir: Path, toke
 def test_model_without_a_loss_head_has_a_reason(tiny_model_dir: Path):
     loaded = load_loss_model(str(tiny_model_dir))
     assert isinstance(loaded, NoLossHead) and "BertModel" in loaded.reason
-
-
-@pytest.fixture
-def resources(tmp_path: Path) -> dict:
-    return {
-        "warehouse": DuckDBResource(database=str(tmp_path / "warehouse.duckdb")),
-        "data_dir": DataDirectory(path=str(tmp_path / "no-data")),
-        "chart_folder": ChartFolder(path=str(tmp_path / "charts")),
-    }
-
-
-def _materialize(model_dir: Path, resources: dict) -> tuple[dict, duckdb.DuckDBPyConnection, str]:
-    instance = DagsterInstance.ephemeral()
-    spec = register_model(str(model_dir), instance, resources["warehouse"])
-    assert materialize([warehouse_views], instance=instance, resources=resources).success
-    # The asset depends on wiki_segments_examples only, so the demo corpus goes first.
-    corpus = AssetSelection.assets(encoder_model, corpus_assets_by_name["demo"])
-    assert materialize(
-        all_assets, selection=corpus, partition_key=spec.model_id, instance=instance, resources=resources
-    ).success
-    result = materialize(
-        all_assets,
-        selection=AssetSelection.assets(grad_importance, chart_assets_by_name["clark_fig3_grad_importance"]),
-        partition_key=spec.model_id,
-        instance=instance,
-        resources=resources,
-        run_config={"ops": {"grad_importance": {"config": {"corpus": "demo", "max_examples": 3}}}},
-    )
-    assert result.success
-    metadata = {
-        node: result.asset_materializations_for_node(node)[0].metadata
-        for node in ("grad_importance", "clark_fig3_grad_importance")
-    }
-    return metadata, duckdb.connect(resources["warehouse"].database, read_only=True), spec.model_id
-
-
-def test_asset_writes_no_rows_for_a_model_without_loss_head(tiny_model_dir: Path, resources: dict):
-    materialized, conn, _ = _materialize(tiny_model_dir, resources)
-    metadata = materialized["grad_importance"]
-    assert metadata["grad_importance_rows"].value == 0
-    assert "no loss head" in metadata["reason"].value
-    assert conn.execute("SELECT count(*) FROM grad_importance").fetchone() == (0,)
-    assert "no gradient rows" in materialized["clark_fig3_grad_importance"]["skipped"].value
-
-
-def test_asset_view_and_chart_for_a_masked_lm(tiny_mlm_dir: Path, resources: dict):
-    materialized, conn, model_id = _materialize(tiny_mlm_dir, resources)
-    metadata = materialized["grad_importance"]
-    assert Path(materialized["clark_fig3_grad_importance"]["png"].value).stat().st_size > 0
-    assert metadata["grad_importance_rows"].value > 0 and metadata["loss_name"].value == MASKED_LM
-    view = conn.execute(
-        "SELECT layer, target_type, grad_magnitude, loss_name, n_examples FROM clark_grad_importance WHERE model_id = ? ORDER BY ALL",
-        [model_id],
-    ).fetchall()
-    assert len(view) == TINY_LAYERS * 3 and all(row[2] > 0 and row[3] == MASKED_LM and row[4] == 3 for row in view)
-
-
-def test_view_divides_pooled_sums(conn: duckdb.DuckDBPyConnection, tiny_model_dir: Path):
-    from dagster_project.compute.models import inspect_model
-
-    spec = inspect_model(str(tiny_model_dir))
-    upsert_model(conn, spec)
-    rows = pl.DataFrame(
-        {
-            "example_id": [0, 0, 1, 0],
-            "layer": [1, 1, 1, 2],
-            "head": [1, 2, 1, 1],
-            "target_type": ["sep", "sep", "sep", "other"],
-            "grad_sum": [1.0, 2.0, 6.0, 0.5],
-            "weight_count": [10, 10, 20, 5],
-            "loss_name": MASKED_LM,
-            "mask_probability": 0.15,
-            "seed": 0,
-        }
-    )
-    replace_partition(conn, {"grad_importance": rows}, spec.model_id, "demo")
-    view = conn.execute(
-        "SELECT model, layer, target_type, grad_magnitude, n_examples, n_weights FROM clark_grad_importance ORDER BY layer"
-    ).fetchall()
-    # Layer 1 [SEP]: (1 + 2 + 6) / (10 + 10 + 20) = 0.225 over 2 examples; layer 2 other: 0.5 / 5.
-    assert view == [
-        (str(tiny_model_dir), 1, "sep", pytest.approx(0.225), 2, 40),
-        (str(tiny_model_dir), 2, "other", pytest.approx(0.1), 1, 5),
-    ]

@@ -5,8 +5,8 @@ from pathlib import Path
 import duckdb
 import pytest
 from dagster import AssetSelection, DagsterInstance, materialize
-from dagster_duckdb import DuckDBResource
 
+from dagster_project.compute.models import ModelLoadError
 from dagster_project.defs.assets import (
     all_assets,
     chart_assets,
@@ -16,20 +16,9 @@ from dagster_project.defs.assets import (
     hta_assets_by_corpus,
     warehouse_views,
 )
-from dagster_project.presentation.chart_registry import CHARTS
-from dagster_project.compute.models import ModelLoadError
 from dagster_project.defs.registration import register_model
-from dagster_project.defs.resources import ChartFolder, DataDirectory
-from tests.conftest import TINY_HEADS, TINY_LAYERS
-
-
-@pytest.fixture
-def resources(tmp_path: Path) -> dict:
-    return {
-        "warehouse": DuckDBResource(database=str(tmp_path / "warehouse.duckdb")),
-        "data_dir": DataDirectory(path=str(tmp_path / "no-data")),
-        "chart_folder": ChartFolder(path=str(tmp_path / "charts")),
-    }
+from dagster_project.presentation.chart_registry import CHARTS
+from tests.tiny_models import TINY_HEADS, TINY_LAYERS
 
 
 def _run_demo(instance: DagsterInstance, resources: dict, model_id: str) -> None:

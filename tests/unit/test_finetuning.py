@@ -131,9 +131,9 @@ def test_minilm_rte_slice(shared_data_dir: Path):
     pairs, 4 steps; baseline, one head and one layer disabled on 8 validation pairs."""
     from transformers import AutoTokenizer
 
+    from dagster_project.compute.models import DEFAULT_MODEL, resolve_source
     from dagster_project.corpora import read_glue
     from dagster_project.corpora.encoding import encode_corpus
-    from dagster_project.compute.models import DEFAULT_MODEL, resolve_source
 
     path = resolve_source(DEFAULT_MODEL)[0]
     tokenizer = AutoTokenizer.from_pretrained(path)

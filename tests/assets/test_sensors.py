@@ -16,10 +16,10 @@ from dagster import (
 )
 from dagster_duckdb import DuckDBResource
 
-from dagster_project.defs import sensors
-from dagster_project.defs.jobs import model_analysis_job
-from dagster_project.defs.assets import all_assets, warehouse_views
 from dagster_project.compute.models import ModelSpec, inspect_model, model_key
+from dagster_project.defs import sensors
+from dagster_project.defs.assets import all_assets, warehouse_views
+from dagster_project.defs.jobs import model_analysis_job
 from dagster_project.defs.partitions import model_partitions
 from dagster_project.defs.resources import ChartFolder, DataDirectory
 from dagster_project.defs.sensors import model_registry_sensor

@@ -28,6 +28,7 @@ from dagster import AssetSelection, DagsterInstance, materialize
 from dagster_duckdb import DuckDBResource
 
 from dagster_project import settings
+from dagster_project.compute.models import inspect_model
 from dagster_project.defs.assets import (
     all_assets,
     corpus_assets_by_name,
@@ -37,12 +38,11 @@ from dagster_project.defs.assets import (
     warehouse_views,
 )
 from dagster_project.defs.assets.charts import chart_assets_by_name
-from dagster_project.presentation.chart_registry import CHARTS
-from dagster_project.compute.models import inspect_model
 from dagster_project.defs.registration import register_model
 from dagster_project.defs.resources import ChartFolder, DataDirectory
+from dagster_project.presentation.chart_registry import CHARTS
 from dagster_project.storage.warehouse import upsert_model
-from tests.conftest import TINY_HEADS, TINY_LAYERS
+from tests.tiny_models import TINY_HEADS, TINY_LAYERS
 
 CHROMIUM = next(
     (found for name in ("chromium", "chromium-browser", "google-chrome") if (found := shutil.which(name))), None

@@ -6,9 +6,9 @@ import duckdb
 import polars as pl
 import pytest
 
-from dagster_project.presentation.chart_registry import CHARTS
 from dagster_project.cli import main
 from dagster_project.compute.models import ModelSpec
+from dagster_project.presentation.chart_registry import CHARTS
 from dagster_project.presentation.report import HEADLINES, ReportData, charts_by_paper, headline_table
 from dagster_project.storage.warehouse import upsert_model
 

@@ -1,16 +1,12 @@
 """Base vs fine-tuned attention cosine (Kovaleva Fig. 5) on tiny random BERTs."""
 
 import copy
-from pathlib import Path
 
 import polars as pl
-import pytest
 import torch
 
-from dagster_project.defs.assets.kovaleva import tuned_model_for
 from dagster_project.compute.finetune_similarity import extract_finetune_cosines
-from dagster_project.storage.warehouse import replace_partition
-from tests.conftest import TINY_HEADS, TINY_LAYERS
+from tests.tiny_models import TINY_HEADS, TINY_LAYERS
 
 
 def test_identical_models_have_cosine_one(encoder, demo_tokens):
@@ -41,39 +37,3 @@ def test_only_the_changed_layer_moves(encoder, demo_tokens):
     expected = maps.sum((-2, -1)) / (n * maps.square().sum((-2, -1)).sqrt())
     got = cosines.filter((pl.col("example_id") == example) & (pl.col("layer") == 2)).sort("head")["cosine"].to_numpy()
     assert torch.allclose(torch.tensor(got), expected, atol=1e-5)
-
-
-def test_tuned_model_comes_from_task_scores(conn):
-    assert tuned_model_for(conn, "base", "rte") is None
-    scores = pl.DataFrame(
-        {
-            "task": ["rte"] * 3,
-            "setting": ["pretrained", "random_init_finetuned", "pretrained_finetuned"],
-            "metric": ["accuracy"] * 3,
-            "score": [0.5, 0.5, 0.6],
-            "n_examples": [10] * 3,
-            "tuned_model_id": [None, None, "base--rte"],
-            "recipe": ["{}"] * 3,
-            "seconds": [1.0] * 3,
-        }
-    )
-    replace_partition(conn, {"task_scores": scores}, "base", "glue_rte")
-    assert tuned_model_for(conn, "base", "rte") == "base--rte"
-    assert tuned_model_for(conn, "base", "mrpc") is None
-
-
-def test_asset_without_a_finetuned_model_names_the_finetuning_asset(tmp_path: Path):
-    from dagster import DagsterInstance, materialize
-    from dagster_duckdb import DuckDBResource
-
-    from dagster_project.defs.assets.kovaleva import similarity_assets_by_task
-
-    instance = DagsterInstance.ephemeral()
-    instance.add_dynamic_partitions("models", ["base"])
-    with pytest.raises(Exception, match="Materialize finetuned_rte for partition 'base' first"):
-        materialize(
-            [similarity_assets_by_task["rte"]],
-            partition_key="base",
-            instance=instance,
-            resources={"warehouse": DuckDBResource(database=str(tmp_path / "warehouse.duckdb"))},
-        )

@@ -13,7 +13,7 @@ from dagster_project.compute.ablation import (
     use_ablation_attention,
 )
 from dagster_project.compute.finetuning import build_classifier
-from tests.conftest import TINY_HEADS, TINY_LAYERS
+from tests.tiny_models import TINY_HEADS, TINY_LAYERS
 
 
 class _Attention(torch.nn.Module):

@@ -93,10 +93,10 @@ def test_drop_folders_add_checkpoints_and_duplicates_are_reported(tmp_path: Path
 
 
 def test_project_registry_lists_the_default_model() -> None:
-    from dagster_project.defs.jobs import ANALYSES as ALL_ANALYSES
-    from dagster_project.corpora import CORPORA as ALL_CORPORA
     from dagster_project.compute.model_registry import registry_path
     from dagster_project.compute.models import DEFAULT_MODEL
+    from dagster_project.corpora import CORPORA as ALL_CORPORA
+    from dagster_project.defs.jobs import ANALYSES as ALL_ANALYSES
 
     scan = read_registry(registry_path(), ALL_ANALYSES, ALL_CORPORA)
     assert scan.problems == ()

@@ -1,0 +1,56 @@
+"""Head-MDS asset (Clark Fig. 6) on hand-made head distances."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from dagster import DagsterInstance, materialize
+from dagster_duckdb import DuckDBResource
+from scipy.spatial.distance import pdist, squareform
+
+from dagster_project.compute.head_clustering import distance_rows
+from dagster_project.compute.models import ModelSpec
+from dagster_project.defs.assets.head_clustering import head_mds
+from dagster_project.storage.warehouse import apply_views, partition_rows, replace_partition, upsert_model
+
+
+@pytest.fixture
+def warehouse(tmp_path: Path) -> DuckDBResource:
+    """A warehouse file with every table and view, as warehouse_views leaves it."""
+    resource = DuckDBResource(database=str(tmp_path / "warehouse.duckdb"))
+    with resource.get_connection() as conn:
+        apply_views(conn)
+    return resource
+
+
+def _materialize_head_mds(warehouse: DuckDBResource, model_id: str) -> bool:
+    instance = DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("models", [model_id])
+    return materialize(
+        [head_mds], partition_key=model_id, instance=instance, resources={"warehouse": warehouse}
+    ).success
+
+
+def test_head_mds_asset_embeds_the_heads_at_their_distances(warehouse: DuckDBResource) -> None:
+    # 2 layers x 2 heads at the corners of a 3 x 4 rectangle; js_sum = distance * tokens.
+    corners = np.array([[0.0, 0.0], [3.0, 0.0], [0.0, 4.0], [3.0, 4.0]])
+    js_sums = torch.from_numpy(squareform(pdist(corners)) * 10)
+    with warehouse.get_connection() as conn:
+        replace_partition(
+            conn, {"head_distances": distance_rows(js_sums, tokens=10, heads=2)}, "org--m", "wiki_segments"
+        )
+        upsert_model(
+            conn, ModelSpec("org--m", "org/m", "/m", "r", "bert", n_layers=2, n_heads=2, takes_token_types=True)
+        )
+    assert _materialize_head_mds(warehouse, "org--m")
+    with warehouse.get_connection() as conn:
+        rows = partition_rows(conn, "head_mds", "org--m", "wiki_segments").sort("layer", "head")
+    assert rows.select("layer", "head").rows() == [(1, 1), (1, 2), (2, 1), (2, 2)]
+    np.testing.assert_allclose(pdist(rows.select("x", "y").to_numpy()), pdist(corners), atol=1e-6)
+    assert rows["stress"].max() < 1e-6
+
+
+def test_head_mds_asset_without_distances_says_what_to_materialize(warehouse: DuckDBResource) -> None:
+    with pytest.raises(ValueError, match="materialize wiki_segments_attention_facts for this model first"):
+        _materialize_head_mds(warehouse, "org--m")

@@ -72,7 +72,8 @@ def test_demo_pipeline_end_to_end(tiny_model_dir: Path, resources: dict, tmp_pat
     assert conn.execute("SELECT round(sum(share), 6) FROM kovaleva_pattern_shares").fetchone() == (1.0,)
     # One example's full maps per pattern class found: n^2 cells per head, rows summing to 1.
     maps = conn.execute(
-        "SELECT pattern, count(*), any_value(n_tokens), max(abs(row_sum - 1)) FROM (SELECT pattern, example_id, layer, head, query, "
+        "SELECT pattern, count(*), any_value(n_tokens), max(abs(row_sum - 1)) "
+        "FROM (SELECT pattern, example_id, layer, head, query, "
         "sum(input) AS row_sum, count(*) AS cells FROM hta_example_maps GROUP BY ALL) JOIN examples USING (example_id) "
         "GROUP BY pattern"
     ).fetchall()

@@ -13,17 +13,29 @@ WRITER = """
 import sys
 from dagster import AssetSelection, DagsterInstance, materialize
 from dagster_duckdb import DuckDBResource
-from dagster_project.defs.assets import all_assets, corpus_assets_by_name, encoder_model, fact_assets_by_corpus, warehouse_views
+from dagster_project.defs.assets import (
+    all_assets,
+    corpus_assets_by_name,
+    encoder_model,
+    fact_assets_by_corpus,
+    warehouse_views,
+)
 from dagster_project.defs.registration import register_model
 from dagster_project.defs.resources import ChartFolder, DataDirectory
 
 model, database = sys.argv[1], sys.argv[2]
-resources = {"warehouse": DuckDBResource(database=database), "data_dir": DataDirectory(path="/nonexistent"), "chart_folder": ChartFolder(path=database + ".charts")}
+resources = {
+    "warehouse": DuckDBResource(database=database),
+    "data_dir": DataDirectory(path="/nonexistent"),
+    "chart_folder": ChartFolder(path=database + ".charts"),
+}
 instance = DagsterInstance.ephemeral()
 spec = register_model(model, instance, resources["warehouse"])
 assert materialize([warehouse_views], instance=instance, resources=resources).success
 selection = AssetSelection.assets(encoder_model, corpus_assets_by_name["demo"], fact_assets_by_corpus["demo"])
-assert materialize(all_assets, selection=selection, partition_key=spec.model_id, instance=instance, resources=resources).success
+assert materialize(
+    all_assets, selection=selection, partition_key=spec.model_id, instance=instance, resources=resources
+).success
 print(spec.model_id)
 """
 

@@ -55,7 +55,8 @@ def test_asset_view_and_chart_for_a_masked_lm(tiny_mlm_dir: Path, resources: dic
     assert Path(materialized["clark_fig3_grad_importance"]["png"].value).stat().st_size > 0
     assert metadata["grad_importance_rows"].value > 0 and metadata["loss_name"].value == MASKED_LM
     view = conn.execute(
-        "SELECT layer, target_type, grad_magnitude, loss_name, n_examples FROM clark_grad_importance WHERE model_id = ? ORDER BY ALL",
+        "SELECT layer, target_type, grad_magnitude, loss_name, n_examples FROM clark_grad_importance "
+        "WHERE model_id = ? ORDER BY ALL",
         [model_id],
     ).fetchall()
     assert len(view) == TINY_LAYERS * 3 and all(row[2] > 0 and row[3] == MASKED_LM and row[4] == 3 for row in view)

@@ -167,15 +167,18 @@ def test_report_pages_render_charts_selector_and_headlines(demo_home: dict, tmp_
         drawn = {spec.name for spec in CHARTS if spec.rows(conn, model_id) is not None}
         # Headline: the largest mean attention to [SEP] of any head, per layer, from the view.
         to_sep = conn.execute(
-            "SELECT layer, max(to_sep) FROM clark_special_tokens WHERE model_id = ? AND corpus = 'demo' GROUP BY layer ORDER BY layer",
+            "SELECT layer, max(to_sep) FROM clark_special_tokens WHERE model_id = ? AND corpus = 'demo' "
+            "GROUP BY layer ORDER BY layer",
             [model_id],
         ).fetchall()
     # A chart is drawn where its view has rows for the model (at least the charts materialized
     # above; other engineers' charts may read the demo facts too), a note elsewhere.
     assert {spec.name for spec in DEMO_CHARTS} <= drawn
-    block = lambda spec: (
-        f'<figure data-chart="{spec.name}">' if spec.name in drawn else f'<p class="missing" data-chart="{spec.name}">'
-    )  # noqa: E731
+
+    def block(spec):
+        if spec.name in drawn:
+            return f'<figure data-chart="{spec.name}">'
+        return f'<p class="missing" data-chart="{spec.name}">'
 
     index = dump_dom(tmp_path / "profile", (report / "index.html").as_uri())
     assert all(f'href="{paper}.html"' in index for paper in papers)

@@ -126,11 +126,13 @@ def test_gold_words_and_dependencies_align_to_pieces(warehouse):
     assert len(rows) == n_words > 100
     assert sum(word.lower() == spelled for word, spelled in rows) / len(rows) > 0.97  # accents/[UNK] differ
     (orphans,) = warehouse.execute(
-        "SELECT count(*) FROM dependencies d LEFT JOIN words w USING (model_id, corpus, example_id, word_index) WHERE w.word IS NULL"
+        "SELECT count(*) FROM dependencies d LEFT JOIN words w USING (model_id, corpus, example_id, word_index) "
+        "WHERE w.word IS NULL"
     ).fetchone()
     assert orphans == 0
     flags = warehouse.execute(
-        "SELECT count(*) FILTER (is_noun), count(*) FILTER (is_verb), count(*) FILTER (spacy_alignment = 'exact') * 1.0 / count(*) "
+        "SELECT count(*) FILTER (is_noun), count(*) FILTER (is_verb), "
+        "count(*) FILTER (spacy_alignment = 'exact') * 1.0 / count(*) "
         "FROM word_features WHERE corpus = 'glue_rte'"
     ).fetchone()
     assert flags[0] > 0 and flags[1] > 0 and flags[2] > 0.9
@@ -141,13 +143,15 @@ def test_coreference_and_frame_annotations_point_at_words(warehouse):
     (bad_mentions,) = warehouse.execute(
         "SELECT count(*) FROM coref_mentions m JOIN (SELECT model_id, corpus, example_id, count(*) AS n_words, "
         "count(piece_start) AS aligned FROM words GROUP BY ALL) w USING (model_id, corpus, example_id) "
-        "WHERE m.word_end > w.n_words OR m.head_word < m.word_start OR m.head_word >= m.word_end OR w.aligned < w.n_words"
+        "WHERE m.word_end > w.n_words OR m.head_word < m.word_start OR m.head_word >= m.word_end "
+        "OR w.aligned < w.n_words"
     ).fetchone()
     assert bad_mentions == 0
     counts = dict(warehouse.execute("SELECT corpus, count(*) FROM coref_mentions GROUP BY corpus").fetchall())
     assert counts["gap_development"] == 12 and counts["ontogum"] > 5
     (bad_links,) = warehouse.execute(
-        "SELECT count(*) FROM frame_links f JOIN (SELECT model_id, corpus, example_id, count(*) AS n_words FROM words GROUP BY ALL) w "
+        "SELECT count(*) FROM frame_links f "
+        "JOIN (SELECT model_id, corpus, example_id, count(*) AS n_words FROM words GROUP BY ALL) w "
         "USING (model_id, corpus, example_id) WHERE f.element_end > w.n_words OR f.target_end > w.n_words"
     ).fetchone()
     assert bad_links == 0 and warehouse.execute("SELECT count(*) FROM frame_links").fetchone()[0] >= 10
@@ -157,7 +161,8 @@ def test_every_attention_row_sums_to_one(warehouse):
     (error,) = warehouse.execute("SELECT max(row_sum_error) FROM head_summaries").fetchone()
     assert error < 1e-5
     (mass_error,) = warehouse.execute(
-        "SELECT max(abs(mass - n_tokens) / n_tokens) FROM (SELECT sum(weight_sum) AS mass, any_value(n_tokens) AS n_tokens "
+        "SELECT max(abs(mass - n_tokens) / n_tokens) "
+        "FROM (SELECT sum(weight_sum) AS mass, any_value(n_tokens) AS n_tokens "
         "FROM position_histograms JOIN examples USING (model_id, corpus, example_id) "
         "WHERE scope = 'all' GROUP BY corpus, example_id, layer, head)"
     ).fetchone()

@@ -155,9 +155,10 @@ def test_antecedents_precede_mentions():
     mentions = pl.DataFrame(
         {"example_id": [0, 0, 0, 1], "mention_id": [1, 2, 3, 4], "word_start": [0, 2, 3, 0], "word_end": [2, 5, 4, 1]}
     )
-    predictions = lambda antecedents: pl.DataFrame(
-        {"example_id": [0, 0], "mention_id": [2, 3], "antecedent_id": antecedents}
-    )  # noqa: E731
+
+    def predictions(antecedents):
+        return pl.DataFrame({"example_id": [0, 0], "mention_id": [2, 3], "antecedent_id": antecedents})
+
     assert antecedents_precede_mentions(predictions([1, 1]), mentions).passed
     for bad in ([1, 2], [3, 1], [1, 4]):  # overlapping the mention, after it, in another example
         outcome = antecedents_precede_mentions(predictions(bad), mentions)
@@ -185,13 +186,13 @@ def test_scores_in_range_allows_undefined_correlations_only():
 
 def _ablations(n_layers: int, n_heads: int) -> pl.DataFrame:
     settings = [("baseline", None, None)] + [
-        ("head", l, h) for l in range(1, n_layers + 1) for h in range(1, n_heads + 1)
+        ("head", layer, h) for layer in range(1, n_layers + 1) for h in range(1, n_heads + 1)
     ]
-    settings += [("layer", l, None) for l in range(1, n_layers + 1)]
+    settings += [("layer", layer, None) for layer in range(1, n_layers + 1)]
     return pl.DataFrame(
         [
-            {"kind": k, "layer": l, "head": h, "metric": m, "score": 0.5}
-            for k, l, h in settings
+            {"kind": k, "layer": layer, "head": h, "metric": m, "score": 0.5}
+            for k, layer, h in settings
             for m in ("accuracy", "f1")
         ],
         schema_overrides={"layer": pl.Int16, "head": pl.Int16},

@@ -51,7 +51,7 @@ def test_previous_layer_closed_form_matches_autograd(model, hidden):
     closed = previous_layer_norms(attention_weights(model), inputs)
     for layer in range(LAYERS):
         module = model.encoder.layer[layer].attention.self
-        reference = _brute_force(lambda x: module(x[None])[0][0].view(N, HEADS, -1), inputs[layer])
+        reference = _brute_force(lambda x, module=module: module(x[None])[0][0].view(N, HEADS, -1), inputs[layer])
         torch.testing.assert_close(closed[layer], reference, atol=1e-6, rtol=1e-5)
 
 

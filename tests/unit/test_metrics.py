@@ -162,7 +162,8 @@ def test_pattern_classes_follow_the_rules():
     assert block_mass[0, 0, 3].item() == pytest.approx(5 / n)  # five same-segment content keys
     found = pattern_classes(summaries, block_mass, masks, PatternThresholds())[0, 0].tolist()
     assert [PATTERNS[index] for index in found] == ["vertical", "diagonal", "block", "heterogeneous"]
-    # With both thresholds low, the [CLS] head's 1/n diagonal share is not enough, the previous-token head's [CLS] share is.
+    # With both thresholds low, the [CLS] head's 1/n diagonal share is not enough,
+    # the previous-token head's [CLS] share is.
     lenient = pattern_classes(summaries, block_mass, masks, PatternThresholds(vertical=0.05, diagonal=0.15))[
         0, 0
     ].tolist()

@@ -32,7 +32,8 @@ def test_view_divides_pooled_sums(conn: duckdb.DuckDBPyConnection, tiny_model_di
     )
     replace_partition(conn, {"grad_importance": rows}, spec.model_id, "demo")
     view = conn.execute(
-        "SELECT model, layer, target_type, grad_magnitude, n_examples, n_weights FROM clark_grad_importance ORDER BY layer"
+        "SELECT model, layer, target_type, grad_magnitude, n_examples, n_weights "
+        "FROM clark_grad_importance ORDER BY layer"
     ).fetchall()
     # Layer 1 [SEP]: (1 + 2 + 6) / (10 + 10 + 20) = 0.225 over 2 examples; layer 2 other: 0.5 / 5.
     assert view == [

@@ -10,10 +10,10 @@ import pytest
 from dagster import DagsterInstance, materialize
 from dagster_duckdb import DuckDBResource
 
-from dagster_project.presentation import charts
 from dagster_project.defs.assets.coreference import coreference_baselines
+from dagster_project.presentation import charts
 from dagster_project.storage.warehouse import apply_views, partition_rows, replace_partition
-from tests.test_coreference_baselines import EXPECTED, document_frames
+from tests.unit.test_coreference_baselines import EXPECTED, document_frames
 
 MODEL, CORPUS = "tiny", "ontogum"
 # Coreferent mentions: 3 (pronoun), 4 and 8 (nominal), 5 and 7 (proper). Each head's most
@@ -76,14 +76,14 @@ def _accuracies(conn: duckdb.DuckDBPyConnection, view: str, key: str) -> dict[tu
 def test_antecedents_are_earlier_same_cluster_mentions(conn: duckdb.DuckDBPyConnection):
     _fill(conn)
     pairs = conn.execute(
-        "SELECT mention_id, antecedent_id, antecedent_head_word FROM stg_coref_antecedents ORDER BY ALL"
+        "SELECT mention_id, antecedent_id, antecedent_head_word FROM int_coref_antecedents ORDER BY ALL"
     ).fetchall()
     assert pairs == [(3, 1, 4), (4, 1, 4), (4, 3, 9), (5, 2, 6), (7, 0, 0), (8, 1, 4), (8, 3, 9), (8, 4, 13)]
 
 
 def test_head_accuracy_per_mention_type(conn: duckdb.DuckDBPyConnection):
     _fill(conn)
-    accuracy = _accuracies(conn, "coref_head_accuracy", "layer, head")
+    accuracy = _accuracies(conn, "int_coref_head_accuracy", "layer, head")
     assert accuracy[(1, 1, "all")] == (0.6, 5)
     assert accuracy[(1, 1, "pronoun")] == (1.0, 1)
     assert accuracy[(1, 1, "nominal")] == (0.5, 2)
@@ -140,7 +140,7 @@ def test_asset_writes_predictions_the_views_judge(warehouse_file: Path):
         assert materialize([coreference_baselines], partition_key=MODEL, instance=instance, resources=resources).success
     with duckdb.connect(str(warehouse_file), read_only=True) as conn:
         assert conn.execute("SELECT count(*) FROM coref_baseline_predictions").fetchone()[0] == 3 * 8
-        accuracy = _accuracies(conn, "coref_baseline_accuracy", "system")
+        accuracy = _accuracies(conn, "int_coref_baseline_accuracy", "system")
     assert accuracy[("nearest", "all")] == (0.2, 5)
     assert accuracy[("rule-based", "all")] == (1.0, 5)
 

@@ -77,7 +77,7 @@ def test_best_head_and_baseline_per_relation(conn):
 
 def test_both_directions_and_the_relation_mapping(conn):
     _fixture(conn)
-    accuracy = partition_rows(conn, "dependency_head_accuracy", SPEC.model_id)
+    accuracy = partition_rows(conn, "int_dependency_head_accuracy", SPEC.model_id)
     det = accuracy.filter((pl.col("relation") == "det") & (pl.col("head") == 2)).sort("direction")
     # head -> dependent: the noun (word 1) attends to word 0 under head 1-2.
     assert det.select("direction", "accuracy").rows() == [("dependent->head", 1.0), ("head->dependent", 1.0)]

@@ -1,15 +1,25 @@
-"""Warehouse writes and the SQL views, on fixture tables with hand-computed answers."""
+"""Warehouse writes and the SQL views, on fixture tables with hand-computed answers, and the
+layering of the views (staging -> intermediate -> results)."""
+
+import json
+import re
+from graphlib import CycleError
+from pathlib import Path
 
 import duckdb
 import polars as pl
 import pytest
 
 from dagster_project.compute.models import ModelSpec
+from dagster_project.storage import warehouse
 from dagster_project.storage.warehouse import (
+    PARTITIONED_TABLES,
     VIEW_LAYERS,
     apply_views,
     partition_rows,
     replace_partition,
+    schema_columns,
+    strip_sql_comments,
     upsert_model,
     view_files,
 )
@@ -48,12 +58,103 @@ def _histogram(sums: list[float], counts: list[int], head: int = 1, kind: str = 
     )
 
 
+def _relations_read(path: Path) -> set[str]:
+    """The tables and views a view file's query reads, as DuckDB parses it (its CTEs left out)."""
+    query = re.sub(r"(?is)^.*?CREATE\s+OR\s+REPLACE\s+VIEW\s+\w+\s+AS\s", "", path.read_text(), count=1)
+    (serialized,) = duckdb.execute("SELECT json_serialize_sql(?)", [query]).fetchone()
+    tree = json.loads(serialized)
+    assert not tree["error"], (path, tree)
+    tables: set[str] = set()
+    ctes: set[str] = set()
+
+    def walk(node: object) -> None:
+        if isinstance(node, dict):
+            if node.get("type") == "BASE_TABLE":
+                tables.add(node["table_name"])
+            ctes.update(entry["key"] for entry in node.get("cte_map", {}).get("map", []))
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(tree)
+    return tables - ctes
+
+
 def test_views_are_ordered_by_dependency():
     names = [path.stem for path in view_files()]
     assert (
-        names.index("position_profiles") < names.index("head_centers_of_mass") < names.index("pascual_center_of_mass")
+        names.index("int_position_profiles")
+        < names.index("int_head_centers_of_mass")
+        < names.index("pascual_center_of_mass")
     )
     assert {path.parent.name for path in view_files()} == set(VIEW_LAYERS)
+    for path in view_files():  # every view it reads (as DuckDB parses it) is created before it
+        earlier = set(names[: names.index(path.stem)])
+        assert _relations_read(path) - set(schema_columns()) <= earlier, path.stem
+
+
+def _write_views(folder: Path, views: dict[str, str]) -> None:
+    for layer in VIEW_LAYERS:
+        (folder / layer).mkdir(parents=True)
+    for name, sql in views.items():
+        (folder / "results" / f"{name}.sql").write_text(sql)
+
+
+def test_view_order_ignores_names_in_comments_and_strings(tmp_path, monkeypatch):
+    # `a` names `b` only in comments and a string; counted as a reference, that would be a cycle.
+    _write_views(
+        tmp_path,
+        {
+            "a": "-- a is read by b\n/* b reads a,\n   so a must come first */\n"
+            "CREATE OR REPLACE VIEW a AS SELECT 'b' AS label, 1 AS \"x--y\";\n",
+            "b": "CREATE OR REPLACE VIEW b AS SELECT * FROM a; -- not from a_b\n",
+        },
+    )
+    monkeypatch.setattr(warehouse, "SQL_DIR", tmp_path)
+    assert [path.stem for path in view_files()] == ["a", "b"]
+    # the dependency rule itself: a name in the code (not a comment) is a dependency
+    (tmp_path / "results" / "a.sql").write_text("CREATE OR REPLACE VIEW a AS SELECT * FROM b;\n")
+    with pytest.raises(CycleError):
+        view_files()
+
+
+def test_strip_sql_comments_keeps_code_and_quoted_identifiers():
+    sql = "SELECT 'it''s -- no comment' AS \"a--b\", 1 /* x */ - 2 -- end\nFROM t"
+    assert strip_sql_comments(sql) == "SELECT '' AS \"a--b\", 1   - 2  \nFROM t"
+
+
+def test_partitioned_tables_come_from_the_schema_files():
+    tables = schema_columns()
+    assert len(tables) == len(list((Path(warehouse.SQL_DIR) / "schema").glob("*.sql")))
+    assert PARTITIONED_TABLES == set(tables) - {"models"}
+    assert all({"model_id", "corpus"} <= set(tables[table]) for table in PARTITIONED_TABLES)
+    assert "word_index" in tables["tokens"]  # columns added by an ALTER count too
+
+
+def test_every_table_has_a_staging_view_with_all_its_columns(conn):
+    staging = {path.stem: path for path in view_files() if path.parent.name == "staging"}
+    tables = schema_columns()
+    assert set(staging) == {f"stg_{table}" for table in tables}
+    for table, columns in tables.items():
+        assert _relations_read(staging[f"stg_{table}"]) <= {table, "models"}, table
+        staged = [row[0] for row in conn.execute(f"DESCRIBE stg_{table}").fetchall()]
+        assert set(columns) | {"model"} <= set(staged), table
+
+
+def test_only_staging_reads_tables_and_joins_models():
+    tables = set(schema_columns())
+    for path in view_files():
+        read = _relations_read(path)
+        if path.parent.name == "staging":
+            continue
+        # intermediate and results views read staged and intermediate views, never a raw table
+        assert all(name.startswith(("stg_", "int_")) for name in read), (path.stem, read)
+        assert not read & tables, (path.stem, read & tables)
+        assert not re.search(r"\bmodels\b", strip_sql_comments(path.read_text())), path.stem
+        if path.parent.name == "intermediate":
+            assert path.stem.startswith("int_")
 
 
 def test_every_view_selects_on_an_empty_warehouse(conn: duckdb.DuckDBPyConnection):

@@ -16,53 +16,56 @@ import polars as pl
 from dagster_project.compute.models import ModelSpec
 from dagster_project.settings import SQL_DIR
 
-VIEW_LAYERS = ("staging", "analysis", "results")
-PARTITIONED_TABLES = frozenset(
-    {
-        "examples",
-        "tokens",
-        "words",
-        "dependencies",
-        "word_features",
-        "coref_mentions",
-        "coref_clusters",
-        "frame_links",
-        "head_summaries",
-        "position_histograms",
-        "hta_correlations",
-        "contribution_histograms",
-        "hta_example_maps",
-        "relation_hits",
-        "head_distances",
-        "head_mds",
-        "coref_baseline_predictions",
-        "probe_scores",
-        "grad_importance",
-        "received_attention",
-        "feature_pair_attention",
-        "frame_link_attention",
-        "pattern_example_maps",
-        "finetune_cosines",
-        "task_scores",
-        "ablation_scores",
-    }
-)
+VIEW_LAYERS = ("staging", "intermediate", "results")  # in the order they read each other, like dbt's layers
+
+# Comments, string literals and quoted identifiers: the first two are blanked before looking for view names.
+_SQL_COMMENTS_AND_QUOTES = re.compile(r"--[^\n]*|/\*.*?\*/|'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"", re.DOTALL)
+
+
+def strip_sql_comments(sql: str) -> str:
+    """SQL without its `--` and `/* */` comments, and with string literals emptied (`''`), so a
+    name mentioned in a comment or a string is not read as a reference. Quoted identifiers stay."""
+
+    def blank(match: re.Match[str]) -> str:
+        text = match[0]
+        return text if text.startswith('"') else "''" if text.startswith("'") else " "
+
+    return _SQL_COMMENTS_AND_QUOTES.sub(blank, sql)
 
 
 def schema_files() -> list[Path]:
     return sorted((SQL_DIR / "schema").glob("*.sql"))
 
 
+def schema_columns() -> dict[str, tuple[str, ...]]:
+    """Every table of sql/schema with its columns in order, as DuckDB parses the DDL files
+    (CREATE TABLE and the ALTERs that add columns), on a throwaway in-memory database."""
+    with duckdb.connect(":memory:") as conn:
+        ensure_schema(conn)
+        rows = conn.execute(
+            "SELECT table_name, list(column_name ORDER BY column_index) FROM duckdb_columns() "
+            "WHERE NOT internal GROUP BY table_name ORDER BY table_name"
+        ).fetchall()
+    return {table: tuple(columns) for table, columns in rows}
+
+
 def view_files() -> list[Path]:
     """View files in an order where every view comes after the views it reads.
 
-    A view depends on another when the other's name (its file stem) appears in its SQL,
-    the way dbt's ref() orders models, without a templating step.
+    A view depends on another when the other's name (its file stem) appears as a word in its
+    SQL, comments and string literals left out, the way dbt's ref() orders models, without a
+    templating step.
     """
-    files = {path.stem: path for layer in VIEW_LAYERS for path in sorted((SQL_DIR / layer).glob("*.sql"))}
+    files: dict[str, Path] = {}
+    for layer in VIEW_LAYERS:
+        for path in sorted((SQL_DIR / layer).glob("*.sql")):
+            if path.stem in files:
+                raise ValueError(f"view {path.stem} is defined twice: {files[path.stem]} and {path}")
+            files[path.stem] = path
+    code = {name: strip_sql_comments(path.read_text()) for name, path in files.items()}
     graph = {
-        name: {other for other in files if other != name and re.search(rf"\b{other}\b", path.read_text())}
-        for name, path in files.items()
+        name: {other for other in files if other != name and re.search(rf"\b{re.escape(other)}\b", code[name])}
+        for name in files
     }
     return [files[name] for name in TopologicalSorter(graph).static_order()]
 
@@ -78,6 +81,13 @@ def sql_code_version() -> str:
 def ensure_schema(conn: duckdb.DuckDBPyConnection) -> None:
     for path in schema_files():
         conn.execute(path.read_text())
+
+
+# The tables written per (model_id, corpus) partition: every table of sql/schema with both
+# columns (all but `models`), so a new schema file is writable by replace_partition as it is.
+PARTITIONED_TABLES = frozenset(
+    table for table, columns in schema_columns().items() if {"model_id", "corpus"} <= set(columns)
+)
 
 
 def apply_views(conn: duckdb.DuckDBPyConnection) -> list[str]:

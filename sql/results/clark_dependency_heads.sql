@@ -6,20 +6,20 @@
 CREATE OR REPLACE VIEW clark_dependency_heads AS
 WITH best_head AS (
     SELECT *
-    FROM dependency_head_accuracy
+    FROM int_dependency_head_accuracy
     QUALIFY row_number() OVER (
         PARTITION BY model_id, corpus, word_mode, relation ORDER BY accuracy DESC, layer, head, direction
     ) = 1
 ),
 best_baseline AS (
     SELECT *
-    FROM dependency_offset_baselines
+    FROM int_dependency_offset_baselines
     QUALIFY row_number() OVER (
         PARTITION BY model_id, corpus, relation ORDER BY accuracy DESC, abs(baseline_offset), baseline_offset
     ) = 1
 )
 SELECT
-    m.source AS model,
+    h.model,
     h.model_id,
     h.corpus,
     h.word_mode,
@@ -33,6 +33,5 @@ SELECT
     b.n
 FROM best_head AS h
 JOIN best_baseline AS b USING (model_id, corpus, relation)
-JOIN models AS m USING (model_id)
 WHERE b.n >= 100
 ORDER BY h.model_id, h.corpus, h.relation = 'All' DESC, b.n DESC;

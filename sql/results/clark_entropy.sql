@@ -2,4 +2,4 @@
 -- in BERT-base's last layer) and the entropy a uniform head would have on the same inputs.
 CREATE OR REPLACE VIEW clark_entropy AS
 SELECT model, model_id, corpus, layer, head, entropy, cls_entropy, uniform_entropy, n_examples
-FROM head_attention_means;
+FROM int_head_attention_means;

@@ -2,7 +2,7 @@
 -- Euclidean distance between two heads' (x, y) approximates their js in clark_head_distances.
 CREATE OR REPLACE VIEW clark_head_mds AS
 SELECT
-    m.source AS model,
+    h.model,
     h.model_id,
     h.corpus,
     h.layer,
@@ -10,5 +10,4 @@ SELECT
     h.x,
     h.y,
     h.stress
-FROM head_mds AS h
-JOIN models AS m USING (model_id);
+FROM stg_head_mds AS h;

@@ -11,7 +11,7 @@ WITH paper (probe, paper_label, paper_uas) AS (
         ('attn_words', 'Attn + GloVe', 77.0)
 )
 SELECT
-    m.source AS model,
+    p.model,
     p.model_id,
     p.corpus,
     p.probe,
@@ -26,6 +26,5 @@ SELECT
     p.epochs,
     p.seed,
     p.seconds
-FROM probe_scores AS p
-JOIN models AS m USING (model_id)
+FROM stg_probe_scores AS p
 LEFT JOIN paper USING (probe);

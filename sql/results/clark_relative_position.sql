@@ -13,4 +13,4 @@ SELECT
     to_prev > 0.5 AS mostly_previous,
     to_next > 0.5 AS mostly_next,
     n_examples
-FROM head_attention_means;
+FROM int_head_attention_means;

@@ -6,19 +6,27 @@
 -- base model's score of the same head beside its own.
 CREATE OR REPLACE VIEW kovaleva_feature_attention AS
 WITH scores AS (
-    SELECT model_id, corpus, feature, layer, head, avg(received) AS score, count(*) AS n_examples
-    FROM feature_received_attention
+    SELECT model, model_id, corpus, feature, layer, head, avg(received) AS score, count(*) AS n_examples
+    FROM int_feature_received_attention
     GROUP BY ALL
     UNION ALL
-    SELECT model_id, corpus, replace(pair, '_', '->') AS feature, layer, head, avg(attention) AS score, count(*) AS n_examples
-    FROM feature_pair_attention
+    SELECT
+        model,
+        model_id,
+        corpus,
+        replace(pair, '_', '->') AS feature,
+        layer,
+        head,
+        avg(attention) AS score,
+        count(*) AS n_examples
+    FROM stg_feature_pair_attention
     GROUP BY ALL
 ),
 links AS (
-    SELECT DISTINCT model_id AS base_model_id, corpus, tuned_model_id FROM finetune_cosines
+    SELECT DISTINCT model_id AS base_model_id, model AS base_model, corpus, tuned_model_id FROM stg_finetune_cosines
 )
 SELECT
-    m.source AS model,
+    s.model,
     s.model_id,
     s.corpus,
     s.corpus AS task,
@@ -28,11 +36,13 @@ SELECT
     s.score,
     s.n_examples,
     CASE WHEN l.base_model_id IS NULL THEN 'pre-trained' ELSE 'fine-tuned' END AS role,
-    coalesce(bm.source, m.source) AS base_model,
+    coalesce(l.base_model, s.model) AS base_model,
     b.score AS base_score
 FROM scores AS s
-JOIN models AS m USING (model_id)
 LEFT JOIN links AS l ON l.tuned_model_id = s.model_id AND l.corpus = s.corpus
-LEFT JOIN models AS bm ON bm.model_id = l.base_model_id
 LEFT JOIN scores AS b
-    ON b.model_id = l.base_model_id AND b.corpus = s.corpus AND b.feature = s.feature AND b.layer = s.layer AND b.head = s.head;
+    ON b.model_id = l.base_model_id
+    AND b.corpus = s.corpus
+    AND b.feature = s.feature
+    AND b.layer = s.layer
+    AND b.head = s.head;

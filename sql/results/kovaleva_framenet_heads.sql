@@ -4,8 +4,8 @@
 -- Compare BERT-base: two heads at 0.201 and 0.209.
 CREATE OR REPLACE VIEW kovaleva_framenet_heads AS
 WITH per_head AS (
-    SELECT model_id, corpus, layer, head, avg(max_attention) AS mean_max_attention, count(*) AS n_links
-    FROM frame_link_attention
+    SELECT model, model_id, corpus, layer, head, avg(max_attention) AS mean_max_attention, count(*) AS n_links
+    FROM stg_frame_link_attention
     GROUP BY ALL
 ),
 cutoff AS (
@@ -14,7 +14,7 @@ cutoff AS (
     GROUP BY ALL
 )
 SELECT
-    m.source AS model,
+    h.model,
     h.model_id,
     h.corpus,
     h.layer,
@@ -24,5 +24,4 @@ SELECT
     h.mean_max_attention > c.p99 AS above_p99,
     h.n_links
 FROM per_head AS h
-JOIN cutoff AS c USING (model_id, corpus)
-JOIN models AS m USING (model_id);
+JOIN cutoff AS c USING (model_id, corpus);

@@ -4,13 +4,24 @@
 -- ask whether disabling a high-[SEP] or high-entropy head matters.
 CREATE OR REPLACE VIEW kovaleva_head_ablation AS
 SELECT
-    a.* EXCLUDE (kind),
+    a.model,
+    a.model_id,
+    a.corpus,
+    a.task,
+    a.tuned_model_id,
+    a.layer,
+    a.head,
+    a.metric,
+    a.score,
+    a.baseline_score,
+    a.delta_vs_baseline,
+    a.n_examples,
     h.to_cls,
     h.to_sep,
     h.to_punct,
     h.entropy,
     h.uniform_entropy
-FROM stg_ablation_scores AS a
-LEFT JOIN head_attention_means AS h
+FROM int_ablation_scores AS a
+LEFT JOIN int_head_attention_means AS h
     ON h.model_id = a.tuned_model_id AND h.corpus = a.corpus AND h.layer = a.layer AND h.head = a.head
 WHERE a.kind = 'head';

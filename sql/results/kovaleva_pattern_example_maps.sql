@@ -2,7 +2,7 @@
 -- tokens on both axes, so a person can judge the classification rules.
 CREATE OR REPLACE VIEW kovaleva_pattern_example_maps AS
 SELECT
-    m.source AS model,
+    p.model,
     p.model_id,
     p.corpus,
     p.corpus AS task,
@@ -15,7 +15,8 @@ SELECT
     q.token AS query_token,
     k.token AS key_token,
     p.attention
-FROM pattern_example_maps AS p
-JOIN models AS m USING (model_id)
-JOIN tokens AS q ON q.model_id = p.model_id AND q.corpus = p.corpus AND q.example_id = p.example_id AND q.position = p.query
-JOIN tokens AS k ON k.model_id = p.model_id AND k.corpus = p.corpus AND k.example_id = p.example_id AND k.position = p.key;
+FROM stg_pattern_example_maps AS p
+JOIN stg_tokens AS q
+    ON q.model_id = p.model_id AND q.corpus = p.corpus AND q.example_id = p.example_id AND q.position = p.query
+JOIN stg_tokens AS k
+    ON k.model_id = p.model_id AND k.corpus = p.corpus AND k.example_id = p.example_id AND k.position = p.key;

@@ -12,7 +12,9 @@ WITH counts AS (
 grid AS (
     SELECT DISTINCT model, model_id, corpus, p.pattern, p.pattern_order
     FROM counts
-    CROSS JOIN (VALUES ('vertical', 1), ('diagonal', 2), ('vertical+diagonal', 3), ('block', 4), ('heterogeneous', 5)) AS p(pattern, pattern_order)
+    CROSS JOIN (
+        VALUES ('vertical', 1), ('diagonal', 2), ('vertical+diagonal', 3), ('block', 4), ('heterogeneous', 5)
+    ) AS p(pattern, pattern_order)
 )
 SELECT
     g.model,

@@ -14,7 +14,7 @@ WITH paper (task, setting, metric, paper_score) AS (
         ('rte', 'pretrained_finetuned', 'accuracy', 64.6)
 )
 SELECT
-    m.source AS model,
+    s.model,
     s.model_id,
     s.corpus,
     s.task,
@@ -29,6 +29,5 @@ SELECT
     s.seconds,
     s.tuned_model_id,
     s.recipe
-FROM task_scores AS s
-JOIN models AS m USING (model_id)
+FROM stg_task_scores AS s
 LEFT JOIN paper AS p USING (task, setting, metric);

@@ -11,5 +11,5 @@ SELECT
     avg(center_of_mass) AS center_of_mass,
     min(center_of_mass) AS min_head_center_of_mass,
     max(center_of_mass) AS max_head_center_of_mass
-FROM head_centers_of_mass
+FROM int_head_centers_of_mass
 GROUP BY ALL;

@@ -2,5 +2,5 @@
 -- < 0.5 for most heads after four layers, median < 0.25 in the last four.
 CREATE OR REPLACE VIEW pascual_hta_global_correlation AS
 SELECT model, model_id, corpus, hta_method, layer, head, pearson, spearman, n_examples
-FROM hta_correlation_means
+FROM int_hta_correlation_means
 WHERE kind = 'input';

@@ -2,5 +2,5 @@
 -- Pearson > 0.7 for all but two heads, > 0.85 for 90% of heads.
 CREATE OR REPLACE VIEW pascual_hta_local_correlation AS
 SELECT model, model_id, corpus, layer, head, pearson, spearman, n_examples
-FROM hta_correlation_means
+FROM int_hta_correlation_means
 WHERE kind = 'previous_layer';

@@ -1,5 +1,7 @@
--- Relative-position (sum, count) histograms of the HTA input contribution, in the shape
--- of position_histograms (kind = contribution) so the views treat both alike.
+-- Pascual: relative-position (sum, count) histograms of the HTA input contribution, written by
+-- the HTA asset. Columns mean what they mean in position_histograms.sql, except kind, always
+-- contribution here, and hta_method, the method of the run (as in hta_correlations). A separate
+-- table with the same columns, not rows of position_histograms: see int_position_histograms.sql.
 CREATE TABLE IF NOT EXISTS contribution_histograms (
     model_id VARCHAR NOT NULL,
     corpus VARCHAR NOT NULL,

@@ -1,7 +1,9 @@
 -- Gold coreference mentions. Word spans are [word_start, word_end) in corpus words of the
 -- example (a window of whole sentences of a document, at most max_len pieces).
 -- head_word: the word whose dependency head lies outside the mention (last word when the
--- format has no tree). GAP rows add role (pronoun / A / B) and the gold flag.
+-- format has no tree). GAP rows add role (pronoun / A / B) and the gold flag; there the pronoun
+-- is cluster P, joined by the candidates that corefer with it (others are clusters A / B), and
+-- mention_type is pronoun for the pronoun and proper for the candidates.
 CREATE TABLE IF NOT EXISTS coref_mentions (
     model_id VARCHAR NOT NULL,
     corpus VARCHAR NOT NULL,

@@ -1,7 +1,8 @@
 -- Gradient importance of attention (Clark §3.2, Fig. 3): per (example, layer, head, target
 -- type) the sum of |d loss / d attention weight| over the weights from the example's query
 -- rows to its keys of that type, and how many weights that is (the view divides the sums).
--- target_type: sep | punct ('.' or ',') | other (every other token, [CLS] included).
+-- target_type: sep | punct ('.' or ',') | other (every other token, [CLS] included; under
+-- masked_lm a piece replaced by [MASK] or a random id counts as other).
 -- loss_name: masked_lm (BERT masking of mask_probability of the content tokens, 80% [MASK],
 -- 10% random, 10% kept, drawn with seed) | sequence_classification | sequence_regression
 -- (the corpus's labels). Each example's loss is its own mean over its predicted tokens.

@@ -1,5 +1,6 @@
 -- Clark §6: Jensen-Shannon divergence between the attention distributions of every pair of
--- heads, summed over every query token of the corpus (natural log). Heads are 1-based.
+-- heads, summed over every query token of the corpus (natural log). One row per unordered pair,
+-- head a before head b in (layer, head) order. Heads are 1-based.
 CREATE TABLE IF NOT EXISTS head_distances (
     model_id VARCHAR NOT NULL,
     corpus VARCHAR NOT NULL,

@@ -19,5 +19,6 @@ CREATE TABLE IF NOT EXISTS head_summaries (
     row_sum_error FLOAT                -- max |sum of a row - 1|, a sanity figure
 );
 -- Kovaleva §4.1 pattern class of the map (vertical | diagonal | vertical+diagonal | block |
--- heterogeneous) by the rules of metrics.pattern_classes; thresholds in the asset metadata.
+-- heterogeneous) by the rules of compute/metrics.py pattern_classes; the thresholds are the fact
+-- asset's `pattern_thresholds` metadata.
 ALTER TABLE head_summaries ADD COLUMN IF NOT EXISTS pattern VARCHAR;

@@ -1,7 +1,8 @@
 -- Pascual §6-7: per (example, layer, head), the mean over query rows of the Pearson and
 -- Spearman correlation between the attention row and the contribution row.
 -- kind: previous_layer (contribution of the layer's input tokens) or input (of the
--- embedding output); hta_method: exact or estimate(k) (input contribution only).
+-- embedding output); hta_method: exact, estimate(k) or estimate(k,bf16), the run's method for
+-- the input contribution (the previous-layer contribution is always exact), on every row.
 CREATE TABLE IF NOT EXISTS hta_correlations (
     model_id VARCHAR NOT NULL,
     corpus VARCHAR NOT NULL,

@@ -1,6 +1,7 @@
 -- Pascual Fig. 7 / appendix C: the full attention, previous-layer and input contribution
 -- maps of one example per Kovaleva pattern class (the example with the most heads of that
--- class by the rules of metrics.pattern_classes). query/key are 0-based token positions.
+-- class by the rules of compute/metrics.py pattern_classes). query/key are 0-based token
+-- positions; previous_layer and input are the contributions, normalized per query row.
 CREATE TABLE IF NOT EXISTS hta_example_maps (
     model_id VARCHAR NOT NULL,
     corpus VARCHAR NOT NULL,

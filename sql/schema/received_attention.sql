@@ -9,5 +9,5 @@ CREATE TABLE IF NOT EXISTS received_attention (
     layer SMALLINT NOT NULL,
     head SMALLINT NOT NULL,
     received FLOAT NOT NULL,
-    from_cls FLOAT                     -- null/NaN when the model has no [CLS]
+    from_cls FLOAT                     -- NaN when the example has no [CLS]
 );

@@ -8,7 +8,8 @@ CREATE TABLE IF NOT EXISTS tokens (
     token VARCHAR NOT NULL,
     token_class VARCHAR NOT NULL,      -- cls | sep | punct ('.' or ',') | special | other
     is_special BOOLEAN NOT NULL,
-    segment TINYINT NOT NULL
+    segment TINYINT NOT NULL           -- token type id; for models without token types, 1 after the first separator
 );
--- The corpus word this piece belongs to (null for special tokens).
+-- The corpus word holding this piece's last character (null for special tokens and for pieces
+-- inside no word, such as a bare SentencePiece space).
 ALTER TABLE tokens ADD COLUMN IF NOT EXISTS word_index INTEGER;

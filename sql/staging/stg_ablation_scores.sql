@@ -1,18 +1,10 @@
--- Ablation scores (in %) with the model's readable name and the change against no head disabled.
+-- Staging for `ablation_scores` (columns in sql/schema/ablation_scores.sql): every row and column,
+-- with the model's readable name and shape from `models`. The staging rules: stg_models.sql.
 CREATE OR REPLACE VIEW stg_ablation_scores AS
 SELECT
     m.source AS model,
-    a.model_id,
-    a.corpus,
-    a.task,
-    a.tuned_model_id,
-    a.kind,
-    a.layer,
-    a.head,
-    a.metric,
-    100 * a.score AS score,
-    100 * a.baseline_score AS baseline_score,
-    100 * (a.score - a.baseline_score) AS delta_vs_baseline,
-    a.n_examples
-FROM ablation_scores AS a
+    t.*,
+    m.n_layers,
+    m.n_heads
+FROM ablation_scores AS t
 JOIN models AS m USING (model_id);

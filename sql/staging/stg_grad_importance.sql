@@ -1,7 +1,10 @@
--- Gradient-importance facts with the model's readable name.
+-- Staging for `grad_importance` (columns in sql/schema/grad_importance.sql): every row and column,
+-- with the model's readable name and shape from `models`. The staging rules: stg_models.sql.
 CREATE OR REPLACE VIEW stg_grad_importance AS
 SELECT
     m.source AS model,
-    g.*
-FROM grad_importance AS g
+    t.*,
+    m.n_layers,
+    m.n_heads
+FROM grad_importance AS t
 JOIN models AS m USING (model_id);

@@ -1,7 +1,10 @@
--- Head summaries with the model's readable name.
+-- Staging for `head_summaries` (columns in sql/schema/head_summaries.sql): every row and column,
+-- with the model's readable name and shape from `models`. The staging rules: stg_models.sql.
 CREATE OR REPLACE VIEW stg_head_summaries AS
 SELECT
     m.source AS model,
-    h.*
-FROM head_summaries AS h
+    t.*,
+    m.n_layers,
+    m.n_heads
+FROM head_summaries AS t
 JOIN models AS m USING (model_id);

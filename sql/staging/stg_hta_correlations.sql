@@ -1,7 +1,11 @@
--- HTA correlations with the model's readable name.
+-- Staging for `hta_correlations` (columns in sql/schema/hta_correlations.sql): every row and
+-- column, with the model's readable name and shape from `models`. The staging rules:
+-- stg_models.sql.
 CREATE OR REPLACE VIEW stg_hta_correlations AS
 SELECT
     m.source AS model,
-    c.*
-FROM hta_correlations AS c
+    t.*,
+    m.n_layers,
+    m.n_heads
+FROM hta_correlations AS t
 JOIN models AS m USING (model_id);

@@ -1,10 +1,11 @@
--- Relative-position histograms of attention and of the HTA input contribution, with the
--- model's readable name.
+-- Staging for `position_histograms` (columns in sql/schema/position_histograms.sql): every row and
+-- column, with the model's readable name and shape from `models`. The staging rules:
+-- stg_models.sql.
 CREATE OR REPLACE VIEW stg_position_histograms AS
-SELECT m.source AS model, p.*
-FROM (
-    SELECT * EXCLUDE (hta_method) FROM contribution_histograms
-    UNION ALL BY NAME
-    SELECT * FROM position_histograms
-) AS p
+SELECT
+    m.source AS model,
+    t.*,
+    m.n_layers,
+    m.n_heads
+FROM position_histograms AS t
 JOIN models AS m USING (model_id);

@@ -1,20 +1,21 @@
 -- Clark §4.3 baselines: accuracy of each system's picked antecedent (coref_baseline_predictions)
 -- over the coreferent mentions, per mention type and 'all'. Right when the pick is one of
 -- the mention's gold antecedents.
-CREATE OR REPLACE VIEW coref_baseline_accuracy AS
+CREATE OR REPLACE VIEW int_coref_baseline_accuracy AS
 WITH coreferent AS (
-    SELECT DISTINCT model_id, corpus, example_id, mention_id, mention_type FROM stg_coref_antecedents
+    SELECT DISTINCT model, model_id, corpus, example_id, mention_id, mention_type FROM int_coref_antecedents
 ),
 judged AS (
     SELECT
+        c.model,
         c.model_id,
         c.corpus,
         p.system,
         c.mention_type,
         a.antecedent_id IS NOT NULL AS correct
     FROM coreferent AS c
-    JOIN coref_baseline_predictions AS p USING (model_id, corpus, example_id, mention_id)
-    LEFT JOIN stg_coref_antecedents AS a
+    JOIN stg_coref_baseline_predictions AS p USING (model_id, corpus, example_id, mention_id)
+    LEFT JOIN int_coref_antecedents AS a
         ON a.model_id = c.model_id
         AND a.corpus = c.corpus
         AND a.example_id = c.example_id
@@ -22,6 +23,7 @@ judged AS (
         AND a.antecedent_id = p.antecedent_id
 )
 SELECT
+    model,
     model_id,
     corpus,
     system,
@@ -29,4 +31,4 @@ SELECT
     avg(correct::INTEGER) AS accuracy,
     count(*) AS n
 FROM judged
-GROUP BY GROUPING SETS ((model_id, corpus, system, mention_type), (model_id, corpus, system));
+GROUP BY GROUPING SETS ((model, model_id, corpus, system, mention_type), (model, model_id, corpus, system));

@@ -1,8 +1,9 @@
 -- Gold dependency edges (dependent -> head, as surface words) with the relation names of
 -- Clark et al. Table 1 (METHODS §2): UD names where the paper has no other. The root and
 -- edges inside one surface word (the two halves of "don't") are not edges between words.
-CREATE OR REPLACE VIEW stg_dependency_edges AS
+CREATE OR REPLACE VIEW int_dependency_edges AS
 SELECT
+    model,
     model_id,
     corpus,
     example_id,
@@ -20,5 +21,5 @@ SELECT
         ELSE relation
     END AS relation,
     upos
-FROM dependencies
+FROM stg_dependencies
 WHERE head_word_index IS NOT NULL AND head_word_index <> word_index;

@@ -1,8 +1,10 @@
 -- Kovaleva §4.4: per (example, feature, layer, head) the largest received attention
 -- (column sum / n) and the largest [CLS]-row weight over the example's tokens of that
 -- feature type. Examples without the feature have no row (left out of its average).
-CREATE OR REPLACE VIEW feature_received_attention AS
+-- n_layers (the model's layer count) picks the final layer for Fig. 7.
+CREATE OR REPLACE VIEW int_feature_received_attention AS
 SELECT
+    r.model,
     r.model_id,
     r.corpus,
     r.example_id,
@@ -10,7 +12,8 @@ SELECT
     r.layer,
     r.head,
     max(r.received) AS received,
-    max(r.from_cls) AS from_cls
-FROM received_attention AS r
-JOIN stg_token_features AS f USING (model_id, corpus, example_id, position)
+    max(r.from_cls) AS from_cls,
+    r.n_layers
+FROM stg_received_attention AS r
+JOIN int_token_features AS f USING (model_id, corpus, example_id, position)
 GROUP BY ALL;

@@ -1,6 +1,6 @@
 -- Center of mass of each head's normalized histogram: sum(offset * h) / sum(h).
 -- Negative: the head gathers from earlier tokens; positive: from later ones.
-CREATE OR REPLACE VIEW head_centers_of_mass AS
+CREATE OR REPLACE VIEW int_head_centers_of_mass AS
 SELECT
     model,
     model_id,
@@ -10,5 +10,5 @@ SELECT
     layer,
     head,
     sum("offset" * value) / sum(value) AS center_of_mass
-FROM position_profiles
+FROM int_position_profiles
 GROUP BY ALL;

@@ -1,9 +1,10 @@
 -- Clark §4.3: every coreferent mention with each of its gold antecedents. An antecedent is
 -- a mention of the same cluster in the same example (window) that ends before the mention
--- starts (the candidate rule of dagster_project/coreference_baselines.py); a mention with
--- at least one is coreferent.
-CREATE OR REPLACE VIEW stg_coref_antecedents AS
+-- starts (the candidate rule of dagster_project/compute/coreference_baselines.py); a mention
+-- with at least one is coreferent.
+CREATE OR REPLACE VIEW int_coref_antecedents AS
 SELECT
+    m.model,
     m.model_id,
     m.corpus,
     m.example_id,
@@ -12,8 +13,8 @@ SELECT
     m.head_word,
     a.mention_id AS antecedent_id,
     a.head_word AS antecedent_head_word
-FROM coref_mentions AS m
-JOIN coref_mentions AS a
+FROM stg_coref_mentions AS m
+JOIN stg_coref_mentions AS a
     ON a.model_id = m.model_id
     AND a.corpus = m.corpus
     AND a.example_id = m.example_id

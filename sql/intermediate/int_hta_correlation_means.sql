@@ -1,5 +1,5 @@
 -- Mean over examples of each head's attention-contribution correlations.
-CREATE OR REPLACE VIEW hta_correlation_means AS
+CREATE OR REPLACE VIEW int_hta_correlation_means AS
 SELECT
     model,
     model_id,

@@ -1,6 +1,6 @@
 -- Corpus-level mean of every head summary. Row masses are weighted by the number of
 -- query rows they average, so each value is a mean over all query tokens of the corpus.
-CREATE OR REPLACE VIEW head_attention_means AS
+CREATE OR REPLACE VIEW int_head_attention_means AS
 SELECT
     model,
     model_id,

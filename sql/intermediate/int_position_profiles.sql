@@ -1,6 +1,6 @@
 -- Pascual's normalized relative-position histogram per head: the weight at an offset
 -- summed over the corpus, divided by how many (query, key) pairs sit at that offset.
-CREATE OR REPLACE VIEW position_profiles AS
+CREATE OR REPLACE VIEW int_position_profiles AS
 SELECT
     model,
     model_id,
@@ -12,5 +12,5 @@ SELECT
     "offset",
     sum(weight_sum) / sum(pair_count) AS value,
     sum(pair_count)::BIGINT AS n_pairs
-FROM stg_position_histograms
+FROM int_position_histograms
 GROUP BY ALL;

@@ -1,7 +1,7 @@
 -- Kovaleva §4.4 feature types of every word piece: [CLS] / [SEP] from tokens.token_class,
 -- noun, verb, pronoun, subject, object, negation from the spaCy flags of the piece's word.
 -- One row per (token, feature it has).
-CREATE OR REPLACE VIEW stg_token_features AS
+CREATE OR REPLACE VIEW int_token_features AS
 SELECT model_id, corpus, example_id, position, feature
 FROM (
     UNPIVOT (
@@ -18,8 +18,8 @@ FROM (
             coalesce(w.is_subject, false) AS subject,
             coalesce(w.is_object, false) AS object,
             coalesce(w.is_negation, false) AS negation
-        FROM tokens AS t
-        LEFT JOIN word_features AS w USING (model_id, corpus, example_id, word_index)
+        FROM stg_tokens AS t
+        LEFT JOIN stg_word_features AS w USING (model_id, corpus, example_id, word_index)
     )
     ON "[CLS]", "[SEP]", noun, verb, pronoun, subject, object, negation
     INTO NAME feature VALUE has_feature

@@ -1,6 +1,6 @@
 -- Normalized histograms, also scaled to each head's maximum as Pascual et al. plot them.
-CREATE OR REPLACE VIEW position_profiles_scaled AS
+CREATE OR REPLACE VIEW int_position_profiles_scaled AS
 SELECT
     *,
     value / max(value) OVER (PARTITION BY model_id, corpus, kind, scope, layer, head) AS value_max_normalized
-FROM position_profiles;
+FROM int_position_profiles;

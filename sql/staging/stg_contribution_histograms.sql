@@ -1,0 +1,11 @@
+-- Staging for `contribution_histograms` (columns in sql/schema/contribution_histograms.sql): every
+-- row and column, with the model's readable name and shape from `models`. The staging rules:
+-- stg_models.sql.
+CREATE OR REPLACE VIEW stg_contribution_histograms AS
+SELECT
+    m.source AS model,
+    t.*,
+    m.n_layers,
+    m.n_heads
+FROM contribution_histograms AS t
+JOIN models AS m USING (model_id);

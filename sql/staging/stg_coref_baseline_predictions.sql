@@ -1,0 +1,11 @@
+-- Staging for `coref_baseline_predictions` (columns in sql/schema/coref_baseline_predictions.sql):
+-- every row and column, with the model's readable name and shape from `models`. The staging rules:
+-- stg_models.sql.
+CREATE OR REPLACE VIEW stg_coref_baseline_predictions AS
+SELECT
+    m.source AS model,
+    t.*,
+    m.n_layers,
+    m.n_heads
+FROM coref_baseline_predictions AS t
+JOIN models AS m USING (model_id);

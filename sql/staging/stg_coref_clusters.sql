@@ -1,0 +1,10 @@
+-- Staging for `coref_clusters` (columns in sql/schema/coref_clusters.sql): every row and column,
+-- with the model's readable name and shape from `models`. The staging rules: stg_models.sql.
+CREATE OR REPLACE VIEW stg_coref_clusters AS
+SELECT
+    m.source AS model,
+    t.*,
+    m.n_layers,
+    m.n_heads
+FROM coref_clusters AS t
+JOIN models AS m USING (model_id);

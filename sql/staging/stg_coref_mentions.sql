@@ -1,0 +1,10 @@
+-- Staging for `coref_mentions` (columns in sql/schema/coref_mentions.sql): every row and column,
+-- with the model's readable name and shape from `models`. The staging rules: stg_models.sql.
+CREATE OR REPLACE VIEW stg_coref_mentions AS
+SELECT
+    m.source AS model,
+    t.*,
+    m.n_layers,
+    m.n_heads
+FROM coref_mentions AS t
+JOIN models AS m USING (model_id);

@@ -1,0 +1,10 @@
+-- Staging for `dependencies` (columns in sql/schema/dependencies.sql): every row and column, with
+-- the model's readable name and shape from `models`. The staging rules: stg_models.sql.
+CREATE OR REPLACE VIEW stg_dependencies AS
+SELECT
+    m.source AS model,
+    t.*,
+    m.n_layers,
+    m.n_heads
+FROM dependencies AS t
+JOIN models AS m USING (model_id);

@@ -1,0 +1,10 @@
+-- Staging for `examples` (columns in sql/schema/examples.sql): every row and column, with the
+-- model's readable name and shape from `models`. The staging rules: stg_models.sql.
+CREATE OR REPLACE VIEW stg_examples AS
+SELECT
+    m.source AS model,
+    t.*,
+    m.n_layers,
+    m.n_heads
+FROM examples AS t
+JOIN models AS m USING (model_id);

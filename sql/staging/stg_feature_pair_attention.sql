@@ -1,0 +1,11 @@
+-- Staging for `feature_pair_attention` (columns in sql/schema/feature_pair_attention.sql): every
+-- row and column, with the model's readable name and shape from `models`. The staging rules:
+-- stg_models.sql.
+CREATE OR REPLACE VIEW stg_feature_pair_attention AS
+SELECT
+    m.source AS model,
+    t.*,
+    m.n_layers,
+    m.n_heads
+FROM feature_pair_attention AS t
+JOIN models AS m USING (model_id);

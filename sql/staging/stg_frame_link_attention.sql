@@ -1,0 +1,11 @@
+-- Staging for `frame_link_attention` (columns in sql/schema/frame_link_attention.sql): every row
+-- and column, with the model's readable name and shape from `models`. The staging rules:
+-- stg_models.sql.
+CREATE OR REPLACE VIEW stg_frame_link_attention AS
+SELECT
+    m.source AS model,
+    t.*,
+    m.n_layers,
+    m.n_heads
+FROM frame_link_attention AS t
+JOIN models AS m USING (model_id);

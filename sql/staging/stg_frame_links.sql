@@ -1,0 +1,10 @@
+-- Staging for `frame_links` (columns in sql/schema/frame_links.sql): every row and column, with the
+-- model's readable name and shape from `models`. The staging rules: stg_models.sql.
+CREATE OR REPLACE VIEW stg_frame_links AS
+SELECT
+    m.source AS model,
+    t.*,
+    m.n_layers,
+    m.n_heads
+FROM frame_links AS t
+JOIN models AS m USING (model_id);

@@ -1,0 +1,10 @@
+-- Staging for `head_distances` (columns in sql/schema/head_distances.sql): every row and column,
+-- with the model's readable name and shape from `models`. The staging rules: stg_models.sql.
+CREATE OR REPLACE VIEW stg_head_distances AS
+SELECT
+    m.source AS model,
+    t.*,
+    m.n_layers,
+    m.n_heads
+FROM head_distances AS t
+JOIN models AS m USING (model_id);

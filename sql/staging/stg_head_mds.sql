@@ -1,0 +1,10 @@
+-- Staging for `head_mds` (columns in sql/schema/head_mds.sql): every row and column, with the
+-- model's readable name and shape from `models`. The staging rules: stg_models.sql.
+CREATE OR REPLACE VIEW stg_head_mds AS
+SELECT
+    m.source AS model,
+    t.*,
+    m.n_layers,
+    m.n_heads
+FROM head_mds AS t
+JOIN models AS m USING (model_id);

@@ -1,0 +1,11 @@
+-- Staging for `pattern_example_maps` (columns in sql/schema/pattern_example_maps.sql): every row
+-- and column, with the model's readable name and shape from `models`. The staging rules:
+-- stg_models.sql.
+CREATE OR REPLACE VIEW stg_pattern_example_maps AS
+SELECT
+    m.source AS model,
+    t.*,
+    m.n_layers,
+    m.n_heads
+FROM pattern_example_maps AS t
+JOIN models AS m USING (model_id);

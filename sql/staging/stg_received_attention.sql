@@ -1,0 +1,11 @@
+-- Staging for `received_attention` (columns in sql/schema/received_attention.sql): every row and
+-- column, with the model's readable name and shape from `models`. The staging rules:
+-- stg_models.sql.
+CREATE OR REPLACE VIEW stg_received_attention AS
+SELECT
+    m.source AS model,
+    t.*,
+    m.n_layers,
+    m.n_heads
+FROM received_attention AS t
+JOIN models AS m USING (model_id);

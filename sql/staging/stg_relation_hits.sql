@@ -1,0 +1,10 @@
+-- Staging for `relation_hits` (columns in sql/schema/relation_hits.sql): every row and column, with
+-- the model's readable name and shape from `models`. The staging rules: stg_models.sql.
+CREATE OR REPLACE VIEW stg_relation_hits AS
+SELECT
+    m.source AS model,
+    t.*,
+    m.n_layers,
+    m.n_heads
+FROM relation_hits AS t
+JOIN models AS m USING (model_id);

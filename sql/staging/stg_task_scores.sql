@@ -1,0 +1,10 @@
+-- Staging for `task_scores` (columns in sql/schema/task_scores.sql): every row and column, with the
+-- model's readable name and shape from `models`. The staging rules: stg_models.sql.
+CREATE OR REPLACE VIEW stg_task_scores AS
+SELECT
+    m.source AS model,
+    t.*,
+    m.n_layers,
+    m.n_heads
+FROM task_scores AS t
+JOIN models AS m USING (model_id);

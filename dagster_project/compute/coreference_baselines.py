@@ -13,7 +13,7 @@ A candidate antecedent of a mention is a mention of the same example that ends b
 mention starts (so a mention never links to one that contains or overlaps it); "nearest"
 is the candidate that starts last, then the one that ends last (the last in mentions
 ordered by start and end). The views in
-`sql/staging/stg_coref_antecedents.sql` use the same rule for the gold antecedents.
+`sql/intermediate/int_coref_antecedents.sql` use the same rule for the gold antecedents.
 """
 
 import polars as pl

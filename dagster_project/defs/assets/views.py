@@ -10,7 +10,7 @@ from dagster_project.storage.warehouse import apply_views, sql_code_version
 @asset(group_name="views", code_version=sql_code_version(), pool="warehouse_writer")
 def warehouse_views(context: AssetExecutionContext, warehouse: DuckDBResource) -> MaterializeResult:
     """Creates the fact tables if missing and runs every `CREATE OR REPLACE VIEW` file of
-    sql/staging, sql/analysis and sql/results in dependency order."""
+    sql/staging, sql/intermediate and sql/results in dependency order."""
     with warehouse.get_connection() as conn:
         views = apply_views(conn)
     context.log.info(f"Created {len(views)} views from {SQL_DIR}")

@@ -47,3 +47,18 @@ def test_finetuning_is_its_own_analysis() -> None:
     keys = names(analysis_asset_keys(ANALYSES["finetuning"], ["glue_rte"], ["glue_rte", "glue_rte_train"]))
     assert {"finetuned_rte", "rte_ablation", "kovaleva_fig8_head_ablation"} <= keys
     assert not {"grad_importance", "head_mds", "dependency_probes"} & keys
+
+
+def test_every_chart_belongs_to_an_analysis_and_its_tables_have_writers() -> None:
+    from dagster_project.defs.assets.charts import TABLE_WRITERS
+    from dagster_project.presentation.chart_registry import CHARTS, PAPER_AUTHORS
+
+    assert {spec.analysis for spec in CHARTS} <= set(ANALYSES)
+    assert {spec.paper for spec in CHARTS} <= set(PAPER_AUTHORS)
+    assert {table for spec in CHARTS for table in spec.reads} <= set(TABLE_WRITERS)
+
+
+def test_the_pattern_example_maps_chart_is_drawn_by_the_attention_analysis() -> None:
+    # Its name ends in "_examples", which the key-suffix rule used to take for a corpus asset.
+    keys = names(analysis_asset_keys(ANALYSES["attention"], ["demo"], ["demo"]))
+    assert "kovaleva_fig2_pattern_examples" in keys

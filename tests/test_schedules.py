@@ -1,18 +1,43 @@
-import hashlib
+import importlib
+import json
+import sys
+import textwrap
 from pathlib import Path
 
 import pytest
-from dagster import AssetKey, DagsterInstance, asset, build_schedule_context, instance_for_test, materialize
-from dagster._core.definitions.assets.graph.asset_graph import AssetGraph
+from dagster import (
+    AssetKey,
+    AssetsDefinition,
+    AssetSpec,
+    DagsterInstance,
+    RunRequest,
+    ScheduleDefinition,
+    SkipReason,
+    asset,
+    build_schedule_context,
+    instance_for_test,
+    materialize,
+)
 from dagster_duckdb import DuckDBResource
 
-from dagster_project.defs.assets import all_assets
 from dagster_project.compute.models import model_key
+from dagster_project.defs import versioning
+from dagster_project.defs.assets import all_assets
+from dagster_project.defs.carry_code_versions import carry_over, differences
 from dagster_project.defs.partitions import model_partitions
 from dagster_project.defs.registration import register_model
 from dagster_project.defs.resources import ChartFolder, DataDirectory
 from dagster_project.defs.schedules import build_refresh_schedule, record_corpus_files, refresh_plan
-from dagster_project.defs.versioning import corpus_files_assets, corpus_files_key, versioned_assets
+from dagster_project.defs.versioning import (
+    CarriedCodeVersion,
+    computed_code_version,
+    computing_modules,
+    corpus_files_assets,
+    corpus_files_key,
+    load_carried_code_versions,
+    modules_version,
+    versioned_assets,
+)
 from dagster_project.storage.warehouse import sql_code_version
 
 
@@ -33,6 +58,10 @@ def with_code_version(assets: list, name: str, code_version: str) -> list:
     ]
 
 
+def specs_by_key(assets: list[AssetsDefinition]) -> dict[AssetKey, AssetSpec]:
+    return {key: item.get_asset_spec(key) for item in assets for key in item.keys if item.is_executable}
+
+
 def test_a_new_code_version_makes_only_that_asset_stale(
     instance: DagsterInstance, tmp_path: Path, tiny_model_dir: Path
 ) -> None:
@@ -47,19 +76,17 @@ def test_a_new_code_version_makes_only_that_asset_stale(
     materialize(assets, selection=["warehouse_views"], instance=instance, resources=resources)
     chosen = ["encoder_model", "demo_examples", "demo_attention_facts", "clark_fig2_special_tokens"]
     materialize(assets, selection=chosen, partition_key=tiny, instance=instance, resources=resources)
-    assert refresh_plan(instance, AssetGraph.from_assets(assets)).selections == {}
+    assert refresh_plan(instance, assets).selections == {}
 
     edited = with_code_version(assets, "demo_attention_facts", "edited")
-    plan = refresh_plan(instance, AssetGraph.from_assets(edited))
+    plan = refresh_plan(instance, edited)
     assert plan.stale == {tiny: [AssetKey("demo_attention_facts")]}
     # The chart drawn from those facts is re-run with them; the model and corpus are not.
     assert plan.selections == {tiny: [AssetKey("clark_fig2_special_tokens"), AssetKey("demo_attention_facts")]}
 
     # A stale view file goes first, alone: the per-model runs wait for the next tick.
     views_edited = with_code_version(edited, "warehouse_views", "new-sql")
-    assert refresh_plan(instance, AssetGraph.from_assets(views_edited)).selections == {
-        None: [AssetKey("warehouse_views")]
-    }
+    assert refresh_plan(instance, views_edited).selections == {None: [AssetKey("warehouse_views")]}
 
 
 @asset(
@@ -82,13 +109,20 @@ def demo_examples() -> None:
     pass
 
 
+def tick(refresh: ScheduleDefinition, instance: DagsterInstance, resources: dict) -> list[RunRequest] | SkipReason:
+    """One evaluation of the schedule. The context is closed here: the instance it opens sets
+    Dagster's current definitions-state storage, which a later garbage collection would reset
+    to a disposed instance's in some other test."""
+    with build_schedule_context(instance=instance, resources=resources) as context:
+        return refresh(context)
+
+
 def test_changed_corpus_files_make_their_corpus_stale(instance: DagsterInstance, tmp_path: Path) -> None:
     wiki = tmp_path / "data" / "wikipedia" / "wikitext2_raw_wiki.test.raw"
     wiki.parent.mkdir(parents=True)
     wiki.write_text(" = Section = \n first paragraph \n")
     resources = {"data_dir": DataDirectory(path=str(tmp_path / "data"))}
     assets = [*corpus_files_assets, wiki_examples, wiki_facts, demo_examples]
-    graph = AssetGraph.from_assets(assets)
     refresh = build_refresh_schedule(assets)
     instance.add_dynamic_partitions(model_partitions.name, ["a"])
     # Materialized before the files were ever reported: the first report is the baseline.
@@ -101,59 +135,254 @@ def test_changed_corpus_files_make_their_corpus_stale(instance: DagsterInstance,
     )
     assert corpus_files_key("wiki_segments") in record_corpus_files(instance, resources["data_dir"])
     assert record_corpus_files(instance, resources["data_dir"]) == []
-    assert refresh_plan(instance, graph).selections == {}
-    assert refresh(build_schedule_context(instance=instance, resources=resources)).skip_message == "nothing is stale"
+    assert refresh_plan(instance, assets).selections == {}
+    assert tick(refresh, instance, resources).skip_message == "nothing is stale"
 
     wiki.write_text(" = Section = \n first paragraph, edited \n")
-    requests = refresh(build_schedule_context(instance=instance, resources=resources))
+    requests = tick(refresh, instance, resources)
     assert [(request.partition_key, request.asset_selection) for request in requests] == [
         ("a", [AssetKey("wiki_segments_attention_facts"), AssetKey("wiki_segments_examples")])
     ]
-    assert refresh_plan(instance, graph).stale == {"a": [AssetKey("wiki_segments_examples")]}
+    assert refresh_plan(instance, assets).stale == {"a": [AssetKey("wiki_segments_examples")]}
 
     materialize(
         assets, selection=requests[0].asset_selection, partition_key="a", instance=instance, resources=resources
     )
-    assert refresh_plan(instance, graph).selections == {}
+    assert refresh_plan(instance, assets).selections == {}
+
+
+def tiny_pair(upstream_version: str, downstream_version: str) -> list[AssetsDefinition]:
+    """Two tiny assets, `upstream` feeding `downstream`, with the given code versions."""
+
+    @asset(key="upstream", code_version=upstream_version)
+    def upstream() -> None:
+        pass
+
+    @asset(key="downstream", deps=[upstream], code_version=downstream_version)
+    def downstream() -> None:
+        pass
+
+    return [upstream, downstream]
+
+
+def test_code_versions_carried_over_from_an_older_scheme_are_current_until_the_code_changes(
+    instance: DagsterInstance, tmp_path: Path
+) -> None:
+    # Materialized under the old scheme: file-byte hashes "old-u", "old-d".
+    materialize(tiny_pair("old-u", "old-d"), instance=instance)
+    now = tiny_pair("new-u", "new-d")  # the same code, hashed by the new scheme
+    both = [AssetKey("downstream"), AssetKey("upstream")]
+    assert refresh_plan(instance, now, carried={}).stale == {None: both}
+
+    table = tmp_path / "carried_code_versions.json"
+    table.write_text(
+        json.dumps(
+            {
+                "assets": {
+                    "upstream": {"before": "old-u", "after": "new-u"},
+                    "downstream": {"before": "old-d", "after": "new-d"},
+                }
+            }
+        )
+    )
+    carried = load_carried_code_versions(table)
+    assert carried[AssetKey("upstream")] == CarriedCodeVersion(before="old-u", after="new-u")
+    assert refresh_plan(instance, now, carried=carried).selections == {}
+    assert load_carried_code_versions(tmp_path / "missing.json") == {}
+
+    # A later edit makes the asset stale again: "after" no longer matches. Only that asset is
+    # stale; its downstream follows in the same run.
+    edited = tiny_pair("edited-u", "new-d")
+    plan = refresh_plan(instance, edited, carried=carried)
+    assert (plan.stale, plan.selections) == ({None: [AssetKey("upstream")]}, {None: both})
+    # Another "before" than the one recorded is no carry-over.
+    other = {**carried, AssetKey("downstream"): CarriedCodeVersion(before="other", after="new-d")}
+    assert refresh_plan(instance, now, carried=other).stale == {None: [AssetKey("downstream")]}
+
+    # Once re-materialized under the new scheme, the carry-over plays no part.
+    materialize(edited, instance=instance)
+    assert refresh_plan(instance, edited, carried={}).selections == {}
+
+
+def write_modules(folder: Path, sources: dict[str, str]) -> None:
+    for stale in folder.glob("*.py"):
+        stale.unlink()
+    for name, source in sources.items():
+        (folder / f"{name}.py").write_text(textwrap.dedent(source))
+    importlib.invalidate_caches()
+
+
+COUNTS = """
+def counts(words):
+    return Counter(word for word in words if word in WORD_MODES)
+"""
+MODULE_A = (
+    textwrap.dedent(
+        '''
+        """Counts."""
+        import math
+        from collections import Counter
+
+        from dagster_project.compute.metrics import WORD_MODES
+
+        SCALE = 2
+
+
+        def scaled_root(x):
+            """The scaled square root."""
+            return math.sqrt(x) * SCALE  # scaled
+        '''
+    )
+    + COUNTS
+)
+MODULE_B = """
+def shifted(x):
+    return x + 1
+"""
+
+
+def test_code_versions_hash_statements_not_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(tmp_path))
+    write_modules(tmp_path, {"probe_a": MODULE_A, "probe_b": MODULE_B})
+    version = modules_version(["probe_a", "probe_b"])
+    assert modules_version(["probe_b", "probe_a", "probe_b"]) == version
+
+    # Comments, docstrings, formatting and import lines (where code lives) do not count.
+    cosmetic = (
+        MODULE_A.replace('"""Counts."""', '"""Counts words."""')
+        .replace("# scaled", "# scaled by SCALE")
+        .replace('"""The scaled square root."""', "")
+        .replace("compute.metrics import", "compute.word_modes import")
+        .replace("import math\n", "import math  # noqa\n")
+        .replace("if word in WORD_MODES", "if (word in WORD_MODES)")
+    )
+    assert cosmetic.count("compute.word_modes") == cosmetic.count("if (word") == 1
+    write_modules(tmp_path, {"probe_a": cosmetic, "probe_b": MODULE_B})
+    assert modules_version(["probe_a", "probe_b"]) == version
+
+    # Any statement that computes does.
+    write_modules(tmp_path, {"probe_a": MODULE_A.replace("SCALE = 2", "SCALE = 3"), "probe_b": MODULE_B})
+    assert modules_version(["probe_a", "probe_b"]) != version
+    write_modules(tmp_path, {"probe_a": MODULE_A.replace("x) * SCALE", "x) / SCALE"), "probe_b": MODULE_B})
+    assert modules_version(["probe_a", "probe_b"]) != version
+
+    # Moving a function to the other module, then renaming that module, changes nothing.
+    moved_a = MODULE_A.replace(COUNTS, "\nfrom probe_b import counts\n")
+    moved_b = "from collections import Counter\n" + MODULE_B + "\n" + COUNTS
+    assert moved_a != MODULE_A
+    write_modules(tmp_path, {"probe_a": moved_a, "probe_b": moved_b})
+    assert modules_version(["probe_a", "probe_b"]) == version
+    write_modules(tmp_path, {"probe_a": moved_a, "probe_c": moved_b})
+    assert modules_version(["probe_a", "probe_c"]) == version
+
+
+def test_decorator_metadata_is_not_code(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where an asset is shown and how it is selected (group, tags, description) is not what it
+    computes; its config is."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+    source = "@asset(group_name={group!r}, tags={tags!r}, config_schema={{'n': int}})\ndef a():\n    return 1\n"
+
+    def version(**fields: object) -> str:
+        write_modules(tmp_path, {"probe_decorated": source.format(**{"group": "g", "tags": {}, **fields})})
+        return modules_version(["probe_decorated"])
+
+    assert version(group="clark", tags={"analysis": "attention"}) == version()
+    write_modules(tmp_path, {"probe_decorated": source.format(group="g", tags={}).replace("int", "float")})
+    assert modules_version(["probe_decorated"]) != version()
+
+
+PROBE_ASSETS = """
+    from dagster import asset
+
+    from {package}.{helpers} import scaled
+    from {package}.registry import TABLES
+    from {package}.plumbing import WAREHOUSE
+
+
+    @asset
+    def probe_asset():
+        \"\"\"Writes scaled rows.\"\"\"
+        return [scaled(row) for row in TABLES] + [WAREHOUSE]
+"""
+PROBE_HELPERS = """
+    FACTOR = {factor}
+
+
+    def scaled(x):
+        return x * FACTOR
+"""
+
+
+def test_asset_code_versions_survive_moving_the_code_they_use(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The walk from an asset's module reaches the modules of the functions it imports and of
+    imported registries (TABLES), not plumbing; moving a helper between modules keeps the version."""
+    package = f"probe_{tmp_path.name.replace('-', '_')}"
+    folder = tmp_path / package
+    folder.mkdir()
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    monkeypatch.setattr(versioning, "PROJECT", package)
+    monkeypatch.setattr(versioning, "ASSET_MODULES", f"{package}.assets")
+    monkeypatch.setattr(versioning, "PLUMBING", frozenset({f"{package}.plumbing"}))
+
+    def version(helpers: str, factor: int = 2) -> tuple[set[str], str]:
+        write_modules(
+            folder,
+            {
+                "__init__": "",
+                "assets": PROBE_ASSETS.format(package=package, helpers=helpers),
+                helpers: PROBE_HELPERS.format(factor=factor),
+                "registry": f"from {package}.{helpers} import scaled\n\nTABLES = [scaled(1), 2]\n",
+                "plumbing": "WAREHOUSE = 'warehouse.duckdb'\n",
+            },
+        )
+        for name in [name for name in sys.modules if name.startswith(package)]:
+            del sys.modules[name]
+        probe_asset = importlib.import_module(f"{package}.assets").probe_asset
+        modules = {name.removeprefix(f"{package}.") for name in computing_modules(probe_asset)}
+        return modules, computed_code_version(probe_asset)
+
+    modules, first = version("helpers")
+    assert modules == {"assets", "helpers", "registry"}  # plumbing stays out
+    moved_modules, moved = version("compute_helpers")
+    assert moved_modules == {"assets", "compute_helpers", "registry"}
+    assert moved == first
+    assert version("helpers", factor=3)[1] != first
 
 
 def test_code_versions_hash_the_modules_each_asset_computes_with() -> None:
-    from dagster_project import facts, metrics
-    from dagster_project.defs.versioning import computing_modules, modules_version
-
-    expected = hashlib.sha256(Path(facts.__file__).read_bytes() + Path(metrics.__file__).read_bytes()).hexdigest()[:16]
-    assert (
-        modules_version(
-            [
-                "dagster_project.compute.metrics",
-                "dagster_project.compute.attention_facts",
-                "dagster_project.compute.metrics",
-            ]
-        )
-        == expected
-    )
-
     by_name = {asset.key.path[-1]: asset for asset in all_assets if asset.is_executable and len(asset.keys) == 1}
     fact_modules = computing_modules(by_name["demo_attention_facts"])
     assert {
         "dagster_project.defs.assets.facts",
         "dagster_project.compute.attention_facts",
         "dagster_project.compute.metrics",
-        "dagster_project.compute.checks",
     } <= fact_modules
     assert not fact_modules & {
         "dagster_project.storage.warehouse",
         "dagster_project.compute.models",
         "dagster_project.presentation.charts",
+        "dagster_project.defs.tags",
+        "dagster_project.defs.partitions",
     }
+    # Plumbing to the others, but what encoder_model computes with.
     assert computing_modules(by_name["encoder_model"]) == {
         "dagster_project.defs.assets.models",
         "dagster_project.compute.models",
     }
     assert "dagster_project.compute.hta" in computing_modules(by_name["demo_hta_facts"])
+    # Corpus assets reach every reader through the registry they import.
+    corpus_modules = computing_modules(by_name["xnli_en_examples"])
+    assert {
+        "dagster_project.corpora",
+        "dagster_project.corpora.text_pairs",
+        "dagster_project.corpora.conllu_corpora",
+        "dagster_project.corpora.framenet",
+    } <= corpus_modules
+    assert "dagster_project.corpora.base" not in corpus_modules
 
-    graph = AssetGraph.from_assets(all_assets)
-    version = {key.to_user_string(): graph.get(key).code_version for key in graph.materializable_asset_keys}
+    specs = specs_by_key(all_assets)
+    version = {key.to_user_string(): spec.code_version for key, spec in specs.items()}
     assert (
         version["xnli_en_attention_facts"] == version["demo_attention_facts"] == modules_version(sorted(fact_modules))
     )
@@ -169,9 +398,41 @@ def test_code_versions_hash_the_modules_each_asset_computes_with() -> None:
         == 4
     )
     assert version["warehouse_views"] == sql_code_version()  # an asset's own code version is kept
-    assert corpus_files_key("xnli_en") in graph.get(AssetKey("xnli_en_examples")).parent_keys
-    assert graph.get(AssetKey("demo_examples")).parent_keys == {AssetKey("encoder_model")}  # built in: no files
-    again = AssetGraph.from_assets(versioned_assets(all_assets))  # applying it twice changes nothing
-    assert {
-        key: (again.get(key).code_version, again.get(key).parent_keys) for key in again.materializable_asset_keys
-    } == {key: (graph.get(key).code_version, graph.get(key).parent_keys) for key in graph.materializable_asset_keys}
+    assert corpus_files_key("xnli_en") in {dep.asset_key for dep in specs[AssetKey("xnli_en_examples")].deps}
+    # Built in, no files: the demo corpus depends on the model only.
+    assert {dep.asset_key for dep in specs[AssetKey("demo_examples")].deps} == {AssetKey("encoder_model")}
+    again = specs_by_key(versioned_assets(all_assets))  # applying it twice changes nothing
+    assert {key: (spec.code_version, spec.deps) for key, spec in again.items()} == {
+        key: (spec.code_version, spec.deps) for key, spec in specs.items()
+    }
+
+
+def test_the_carry_over_generator_lists_changed_definitions_and_can_leave_them_out(tmp_path: Path) -> None:
+    old_tree, new_tree = tmp_path / "old", tmp_path / "new"
+    old_tree.mkdir()
+    new_tree.mkdir()
+    (old_tree / "facts.py").write_text("def f(x):\n    return x + 1\n\n\ndef g(x):\n    return x * 2\n")
+    # f moved to another module with a docstring; g edited.
+    (new_tree / "moved.py").write_text('def f(x):\n    """Doc."""\n    return x + 1  # same\n')
+    (new_tree / "facts.py").write_text("def g(x):\n    return x * 3\n")
+    old = {"a": {"version": "old-a", "files": [str(old_tree / "facts.py")]}, "gone": {"version": "x", "files": []}}
+    new = {
+        "a": {"version": "new-a", "files": [str(new_tree / "facts.py"), str(new_tree / "moved.py")]},
+        "b": {"version": "new-b", "files": [str(new_tree / "moved.py")]},
+    }
+    old_files, new_files = sorted(old_tree.glob("*.py")), sorted(new_tree.glob("*.py"))
+    changed = differences(old, new, old_files, new_files)
+    assert changed == {"a": {"old_only": ["g"], "current_only": ["g"]}}
+    table, left_out = carry_over(old, new, changed)
+    assert table == {"a": {"before": "old-a", "after": "new-a"}} and set(left_out) == {"b", "gone"}
+    assert carry_over(old, new, changed, only_unchanged=True)[0] == {}
+
+
+def test_no_private_dagster_imports_in_the_schedule_and_versioning() -> None:
+    for path in [
+        Path(versioning.__file__),
+        Path(versioning.__file__).with_name("schedules.py"),
+        Path(versioning.__file__).with_name("carry_code_versions.py"),
+        Path(__file__),
+    ]:
+        assert "dagster." + "_" not in path.read_text(), path

@@ -1,15 +1,23 @@
 """The refresh schedule: re-materializes what is stale, and only that.
 
 Each tick fingerprints the corpus files (a new fingerprint is reported as a new data
-version of the external asset `<corpus>_files`), then asks Dagster's stale-status resolver, per model partition, which
+version of the external asset `<corpus>_files`), then finds, per model partition, which
 materialized assets have a new code version (versioning.py) or a dependency with a new data
 version. Those are re-run together with their materialized downstream assets (which would
 be stale as soon as they are re-run); assets never materialized are left alone (no HTA for
 a model that never asked). Unpartitioned assets (the SQL views) go first: while one is stale
 the tick runs only those, and the per-model runs follow on a later tick.
+
+Staleness is computed here from the public event records (the latest materialization's
+tags hold the code version, data version and input data versions Dagster recorded), with
+the rules of Dagster's own stale status, plus two of this project:
+- an external input never reported when the asset was materialized is a baseline when it is
+  first reported, not a change (_is_unreported_input);
+- a code version recorded under an older versioning scheme counts as current while the code
+  still hashes to the version it was carried over to (carried_code_versions.json).
 """
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from dagster import (
@@ -18,10 +26,12 @@ from dagster import (
     AssetRecordsFilter,
     AssetsDefinition,
     AssetSelection,
+    AssetSpec,
     DagsterInstance,
     DagsterRunStatus,
     DefaultScheduleStatus,
     EventLogRecord,
+    PartitionsDefinition,
     RunRequest,
     RunsFilter,
     ScheduleDefinition,
@@ -29,24 +39,16 @@ from dagster import (
     SkipReason,
     schedule,
 )
-from dagster._core.asset_graph_view.asset_graph_view import AssetGraphView, TemporalContext
-from dagster._core.definitions.assets.graph.asset_graph import AssetGraph
-from dagster._core.definitions.data_version import (
-    DATA_VERSION_TAG,
-    DEFAULT_DATA_VERSION,
-    CachingStaleStatusResolver,
-    StaleCause,
-    StaleCauseCategory,
-    StaleStatus,
-    extract_data_provenance_from_entry,
-)
-from dagster._core.storage.tags import SCHEDULE_NAME_TAG
-from dagster._time import get_current_datetime
 
 from dagster_project.corpora import CORPORA
 from dagster_project.defs.partitions import model_partitions
 from dagster_project.defs.resources import DataDirectory
-from dagster_project.defs.versioning import corpus_files_key, corpus_files_version
+from dagster_project.defs.versioning import (
+    CarriedCodeVersion,
+    corpus_files_key,
+    corpus_files_version,
+    load_carried_code_versions,
+)
 
 REFRESH_CRON = "0 * * * *"  # hourly; a tick with nothing stale launches nothing
 SCHEDULE_NAME = "warehouse_refresh"
@@ -56,14 +58,52 @@ _IN_PROGRESS = [
     DagsterRunStatus.STARTING,
     DagsterRunStatus.STARTED,
 ]
+# The tags Dagster writes on materializations and runs (stable strings of its event log).
+SCHEDULE_NAME_TAG = "dagster/schedule_name"
+CODE_VERSION_TAG = "dagster/code_version"
+DATA_VERSION_TAG = "dagster/data_version"
+INPUT_DATA_VERSION_PREFIX = "dagster/input_data_version/"
+INPUT_EVENT_POINTER_PREFIX = "dagster/input_event_pointer/"
+# Data versions Dagster uses for an input without a recorded one: INITIAL is recorded for an
+# input that had no version when the asset ran (an unreported external input, an unmaterialized
+# dependency); NULL stands for a materializable asset that was never materialized.
+INITIAL_DATA_VERSION = "INITIAL"
+NULL_DATA_VERSION = "NULL"
+NULL_EVENT_POINTER = "NULL"
 
 
 @dataclass(frozen=True)
 class RefreshPlan:
+    """What a tick found stale and the runs it launches, per partition."""
+
     stale: dict[str | None, list[AssetKey]] = field(
         default_factory=dict
     )  # partition (None: unpartitioned) -> stale assets
     selections: dict[str | None, list[AssetKey]] = field(default_factory=dict)  # what each run re-materializes
+
+
+class AssetTable:
+    """The specs of a list of asset definitions and what the plan asks of them, from public
+    definitions only (AssetsDefinition.get_asset_spec, AssetSelection.resolve)."""
+
+    def __init__(self, assets: Sequence[AssetsDefinition]) -> None:
+        self.assets = list(assets)
+        self.specs: dict[AssetKey, AssetSpec] = {
+            key: asset.get_asset_spec(key) for asset in self.assets for key in asset.keys
+        }
+        self.materializable = AssetSelection.all().resolve(self.assets)
+
+    def is_external(self, key: AssetKey) -> bool:
+        """Not materializable here: an external asset, or a dependency defined elsewhere."""
+        return key not in self.materializable
+
+    def partitions_def(self, key: AssetKey) -> PartitionsDefinition | None:
+        spec = self.specs.get(key)
+        return spec.partitions_def if spec else None
+
+    def downstream(self, keys: Iterable[AssetKey]) -> set[AssetKey]:
+        """`keys` and every asset downstream of them."""
+        return set(AssetSelection.assets(*keys).downstream().resolve(self.assets))
 
 
 def record_corpus_files(instance: DagsterInstance, data_dir: DataDirectory) -> list[AssetKey]:
@@ -75,108 +115,209 @@ def record_corpus_files(instance: DagsterInstance, data_dir: DataDirectory) -> l
         if not spec.files:
             continue
         key, version = corpus_files_key(name), corpus_files_version(spec, data_dir.root)
-        if _reported_version(_latest_report(instance, key)) != version:
+        if _data_version(_latest(instance, key)) != version:
             instance.report_runless_asset_event(AssetMaterialization(asset_key=key, tags={DATA_VERSION_TAG: version}))
             changed.append(key)
     return changed
 
 
-def _latest_report(
-    instance: DagsterInstance, key: AssetKey, after_storage_id: int | None = None
+def _latest(
+    instance: DagsterInstance,
+    key: AssetKey,
+    partition_key: str | None = None,
+    *,
+    after_storage_id: int | None = None,
+    before_storage_id: int | None = None,
+    first: bool = False,
 ) -> EventLogRecord | None:
-    """The latest report of `key`, or with `after_storage_id` the first one after it."""
+    """The latest materialization of `key` (of `partition_key` if given) in the storage-id
+    window, or with `first` the earliest one."""
     records = instance.fetch_materializations(
-        AssetRecordsFilter(asset_key=key, after_storage_id=after_storage_id),
+        AssetRecordsFilter(
+            asset_key=key,
+            asset_partitions=[partition_key] if partition_key is not None else None,
+            after_storage_id=after_storage_id,
+            before_storage_id=before_storage_id,
+        ),
         limit=1,
-        ascending=after_storage_id is not None,
+        ascending=first,
     ).records
     return records[0] if records else None
 
 
-def _reported_version(record: EventLogRecord | None) -> str | None:
-    return record.asset_materialization.tags.get(DATA_VERSION_TAG) if record and record.asset_materialization else None
+def _tags(record: EventLogRecord | None) -> Mapping[str, str]:
+    materialization = record.asset_materialization if record else None
+    return (materialization.tags or {}) if materialization else {}
 
 
-def _is_unreported_input(instance: DagsterInstance, cause: StaleCause, asset_graph: AssetGraph) -> bool:
-    """An external input never reported when the asset was materialized (recorded as INITIAL)
-    and unchanged since its first report after that: a baseline, not a change."""
-    dependency = cause.dependency_asset_key
-    if cause.category != StaleCauseCategory.DATA or dependency is None or not asset_graph.get(dependency).is_external:
+def _data_version(record: EventLogRecord | None) -> str | None:
+    return _tags(record).get(DATA_VERSION_TAG) if record else None
+
+
+def _pointer(value: str | None) -> int | None:
+    return None if value in (None, NULL_EVENT_POINTER) else int(value)
+
+
+class StalenessCheck:
+    """Which materialized asset partitions are stale, read from the latest materializations:
+    a new code version (unless carried over), a removed or new dependency, or a dependency
+    whose data version changed since the asset recorded it. Records are cached: one check
+    answers for one moment."""
+
+    def __init__(
+        self,
+        instance: DagsterInstance,
+        table: AssetTable,
+        carried: Mapping[AssetKey, CarriedCodeVersion] | None = None,
+    ) -> None:
+        self.instance = instance
+        self.table = table
+        self.carried = load_carried_code_versions() if carried is None else carried
+        self._records: dict[tuple[AssetKey, str | None], EventLogRecord | None] = {}
+
+    def latest(self, key: AssetKey, partition_key: str | None) -> EventLogRecord | None:
+        if (key, partition_key) not in self._records:
+            self._records[key, partition_key] = _latest(self.instance, key, partition_key)
+        return self._records[key, partition_key]
+
+    def current_data_version(self, key: AssetKey, partition_key: str | None) -> str:
+        """What Dagster calls the current data version: the latest recorded one, INITIAL for an
+        external asset never reported (or a record without one), NULL if never materialized."""
+        record = self.latest(key, partition_key)
+        if record is None:
+            return INITIAL_DATA_VERSION if self.table.is_external(key) else NULL_DATA_VERSION
+        return _data_version(record) or INITIAL_DATA_VERSION
+
+    def code_is_current(self, key: AssetKey, recorded: str | None) -> bool:
+        """The recorded code version is the current one, or was carried over to it."""
+        current = self.table.specs[key].code_version
+        if not current or recorded == current:
+            return True
+        carried = self.carried.get(key)
+        return carried is not None and recorded == carried.before and current == carried.after
+
+    def is_stale(self, key: AssetKey, partition_key: str | None) -> bool:
+        """Materialized for `partition_key`, and its code or one of its inputs changed since."""
+        record = self.latest(key, partition_key)
+        if record is None:
+            return False  # never materialized: missing, not stale
+        tags = _tags(record)
+        spec = self.table.specs[key]
+        deps = [dep.asset_key for dep in spec.deps]
+        if CODE_VERSION_TAG not in tags:  # no provenance (very old event): a newer dependency counts
+            return any(
+                (later := self.latest(dep, partition_key if self.table.partitions_def(dep) else None)) is not None
+                and later.storage_id > record.storage_id
+                for dep in deps
+                if not self.table.is_external(dep)
+            )
+        if not self.code_is_current(key, tags[CODE_VERSION_TAG]):
+            return True
+        inputs = {
+            tag.removeprefix(INPUT_DATA_VERSION_PREFIX) for tag in tags if tag.startswith(INPUT_DATA_VERSION_PREFIX)
+        }
+        if inputs - {dep.to_user_string() for dep in deps}:
+            return True  # a removed dependency
+        return any(self._dependency_changed(key, record, tags, dep, partition_key) for dep in deps)
+
+    def _dependency_changed(
+        self, key: AssetKey, record: EventLogRecord, tags: Mapping[str, str], dep: AssetKey, partition_key: str | None
+    ) -> bool:
+        """Whether `dep` changed since `key` recorded it as input (or is a new dependency)."""
+        name = dep.to_user_string()
+        recorded = tags.get(INPUT_DATA_VERSION_PREFIX + name)
+        if recorded is None or INPUT_EVENT_POINTER_PREFIX + name not in tags:
+            return True  # a new dependency
+        spec, dep_partitions = self.table.specs[key], self.table.partitions_def(dep)
+        if dep_partitions is None:
+            current = self.current_data_version(dep, None)
+            if recorded == current or (recorded == INITIAL_DATA_VERSION and current == NULL_DATA_VERSION):
+                return False  # unchanged; INITIAL then NULL: never materialized, then as now
+            return not self._is_unreported_input(record, recorded, dep)
+        # A partitioned input is recorded as a hash of its partitions' data versions and the
+        # storage id of the input's latest event then: compare, per input partition, its latest
+        # data version with the one it had at that storage id (Dagster's own rule; with no event
+        # then, NULL, any materialization since is a change).
+        pointer = _pointer(tags[INPUT_EVENT_POINTER_PREFIX + name])
+        if dep_partitions == spec.partitions_def:
+            upstream_partitions = [partition_key]
+        else:  # many partitions feed one (the report reads every model's charts)
+            upstream_partitions = dep_partitions.get_partition_keys(dynamic_partitions_store=self.instance)
+        for upstream in upstream_partitions:
+            after = (
+                self.latest(dep, upstream)
+                if pointer is None
+                else _latest(self.instance, dep, upstream, after_storage_id=pointer)
+            )
+            if after is None:
+                continue
+            before = None if pointer is None else _latest(self.instance, dep, upstream, before_storage_id=pointer + 1)
+            if _data_version(after) != _data_version(before):
+                return True
         return False
-    record = instance.get_latest_data_version_record(
-        cause.asset_key, is_source=False, partition_key=cause.partition_key
-    )
-    provenance = extract_data_provenance_from_entry(record.event_log_entry) if record else None
-    if provenance is None or provenance.input_data_versions.get(dependency) != DEFAULT_DATA_VERSION:
-        return False
-    first_after = _latest_report(instance, dependency, after_storage_id=record.storage_id)
-    return first_after is not None and _reported_version(first_after) == _reported_version(
-        _latest_report(instance, dependency)
-    )
+
+    def _is_unreported_input(self, record: EventLogRecord, recorded: str, dep: AssetKey) -> bool:
+        """An external input never reported when the asset was materialized (recorded as INITIAL)
+        and unchanged since its first report after that: a baseline, not a change."""
+        if recorded != INITIAL_DATA_VERSION or not self.table.is_external(dep):
+            return False
+        first_after = _latest(self.instance, dep, after_storage_id=record.storage_id, first=True)
+        return first_after is not None and _data_version(first_after) == _data_version(self.latest(dep, None))
 
 
-def stale_asset_keys(
-    instance: DagsterInstance, asset_graph: AssetGraph, keys: Sequence[AssetKey], partition_key: str | None
-) -> list[AssetKey]:
+def stale_asset_keys(check: StalenessCheck, keys: Sequence[AssetKey], partition_key: str | None) -> list[AssetKey]:
     """Those of `keys` materialized for `partition_key` and stale (new code version, or a
     dependency with a new data version)."""
-    resolver = CachingStaleStatusResolver(
-        instance=instance,
-        asset_graph=asset_graph,
-        loading_context=AssetGraphView(
-            temporal_context=TemporalContext(effective_dt=get_current_datetime(), last_event_id=None),
-            instance=instance,
-            asset_graph=asset_graph,
-        ),
-    )
-    return [
-        key
-        for key in keys
-        if resolver.get_status(key, partition_key) == StaleStatus.STALE
-        and not all(
-            _is_unreported_input(instance, cause, asset_graph)
-            for cause in resolver.get_stale_causes(key, partition_key)
-        )
-    ]
+    return [key for key in keys if check.is_stale(key, partition_key)]
 
 
-def _materialized(instance: DagsterInstance, key: AssetKey, partition_key: str | None) -> bool:
-    return instance.get_latest_data_version_record(key, is_source=False, partition_key=partition_key) is not None
+def _materialized(check: StalenessCheck, key: AssetKey, partition_key: str | None) -> bool:
+    return check.latest(key, partition_key) is not None
 
 
-def refresh_plan(instance: DagsterInstance, asset_graph: AssetGraph) -> RefreshPlan:
+def refresh_plan(
+    instance: DagsterInstance,
+    assets: Sequence[AssetsDefinition],
+    carried: Mapping[AssetKey, CarriedCodeVersion] | None = None,
+) -> RefreshPlan:
     """The stale assets and the runs that refresh them: the unpartitioned ones alone while
-    any is stale, else one run per model partition with stale assets."""
-    keys = sorted(asset_graph.materializable_asset_keys)
-    unpartitioned = [key for key in keys if not asset_graph.get(key).is_partitioned]
-    stale = stale_asset_keys(instance, asset_graph, unpartitioned, None)
+    any is stale, else one run per model partition with stale assets. `carried`: the code
+    version carry-over (default: carried_code_versions.json; {} for none)."""
+    table = AssetTable(assets)
+    check = StalenessCheck(instance, table, carried)
+    keys = sorted(table.materializable)
+    unpartitioned = [key for key in keys if table.specs[key].partitions_def is None]
+    stale = stale_asset_keys(check, unpartitioned, None)
     if stale:
-        downstream = AssetSelection.assets(*stale).downstream().resolve(asset_graph)
-        selection = [key for key in unpartitioned if key in downstream and _materialized(instance, key, None)]
+        downstream = table.downstream(stale)
+        selection = [key for key in unpartitioned if key in downstream and _materialized(check, key, None)]
         return RefreshPlan({None: stale}, {None: selection})
-    partitioned = [key for key in keys if asset_graph.get(key).partitions_def == model_partitions]
+    partitioned = [key for key in keys if table.specs[key].partitions_def == model_partitions]
     plan = RefreshPlan()
     for partition in instance.get_dynamic_partitions(model_partitions.name):
-        stale = stale_asset_keys(instance, asset_graph, partitioned, partition)
+        stale = stale_asset_keys(check, partitioned, partition)
         if stale:
-            downstream = AssetSelection.assets(*stale).downstream().resolve(asset_graph)
+            downstream = table.downstream(stale)
             plan.stale[partition] = stale
             plan.selections[partition] = [
-                key for key in partitioned if key in downstream and _materialized(instance, key, partition)
+                key for key in partitioned if key in downstream and _materialized(check, key, partition)
             ]
     return plan
 
 
-def build_refresh_schedule(assets: Sequence[AssetsDefinition]) -> ScheduleDefinition:
+def build_refresh_schedule(
+    assets: Sequence[AssetsDefinition], carried: Mapping[AssetKey, CarriedCodeVersion] | None = None
+) -> ScheduleDefinition:
     """The hourly refresh over `assets` (those of the Definitions it is registered with)."""
-    asset_graph = AssetGraph.from_assets(assets)
+    carried = load_carried_code_versions() if carried is None else carried
 
     @schedule(
         name=SCHEDULE_NAME,
         cron_schedule=REFRESH_CRON,
         target=AssetSelection.all(),
         default_status=DefaultScheduleStatus.RUNNING,
-        description="Re-materializes stale assets (changed code, changed corpus files) and what they feed, nothing else.",
+        description="Re-materializes stale assets (changed code, changed corpus files) and what they feed, "
+        "nothing else.",
     )
     def warehouse_refresh(context: ScheduleEvaluationContext, data_dir: DataDirectory) -> list[RunRequest] | SkipReason:
         in_progress = context.instance.get_run_records(
@@ -187,7 +328,7 @@ def build_refresh_schedule(assets: Sequence[AssetsDefinition]) -> ScheduleDefini
         changed = record_corpus_files(context.instance, data_dir)
         if changed:
             context.log.info(f"new corpus file versions: {', '.join(key.to_user_string() for key in changed)}")
-        plan = refresh_plan(context.instance, asset_graph)
+        plan = refresh_plan(context.instance, assets, carried)
         if not plan.selections:
             return SkipReason("nothing is stale")
         for partition, stale in plan.stale.items():

@@ -1,73 +1,225 @@
 """Code and data versions that tell the refresh schedule what is stale.
 
-Code version of an asset: a hash of the source of the project modules its computation uses
-(computing_modules), so editing metrics.py marks the assets that use it stale and no others.
+Code version of an asset: a hash of what its computation runs, not of where that code lives.
+The project modules it uses (computing_modules: its own module and, transitively, the modules
+the names it uses come from, plumbing aside) are parsed; docstrings, import statements (they
+only say where code lives; the imported code is hashed on its own) and the Dagster metadata of
+decorators (group, tags, description: DECORATOR_METADATA) are dropped, and each remaining
+top-level statement is hashed. The version is the hash of the SORTED SET of those
+digests, so moving a function to another module, renaming a module, editing a comment, a
+docstring or an import line changes nothing, while editing any statement that computes does.
+Editing metrics.py marks the assets that use it stale and no others.
+
 Data version of a corpus's input: a fingerprint (name, size, mtime) of its files,
 reported as the `<corpus>_files` external asset that the corpus asset depends on.
+
+A warehouse materialized under an older versioning scheme is carried over by
+carried_code_versions.json (see carry_code_versions.py and schedules.py).
 """
 
+import ast
 import hashlib
 import importlib
 import importlib.util
 import inspect
-from collections.abc import Sequence
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from dagster import AssetKey, AssetsDefinition, AssetSpec
 
 from dagster_project.corpora import CORPORA, CorpusSpec
 
-# Plumbing that asset modules import: a change there does not change what an asset computes
-# (an asset module's own pure module, e.g. models.py for assets/models.py, still counts).
+PROJECT = "dagster_project"
+ASSET_MODULES = f"{PROJECT}.defs.assets"
+# Plumbing (modules, or packages with everything under them) that asset modules import: a
+# change there does not change what an asset computes. Other asset modules are left out too:
+# an asset module imports its siblings for their asset definitions, not to compute with them.
 PLUMBING = frozenset(
-    f"dagster_project.{name}"
+    f"{PROJECT}.{name}"
     for name in (
-        "storage.warehouse",
+        "storage",
+        "settings",
+        "cli",
+        "definitions",
         "defs.partitions",
         "defs.resources",
-        "settings",
+        "defs.tags",
         "defs.registration",
+        "defs.versioning",
+        "defs.carry_code_versions",
+        "defs.jobs",
+        "defs.sensors",
+        "defs.schedules",
         "compute.models",
         "corpora.base",
-        "defs.versioning",
     )
 )
+# Plumbing to everyone else, but what these asset modules compute (encoder_model inspects the
+# checkpoint with compute.models).
+OWN_PLUMBING: Mapping[str, frozenset[str]] = {
+    f"{ASSET_MODULES}.models": frozenset({f"{PROJECT}.compute.models"}),
+}
 FILES_SUFFIX = "_files"
+CARRIED_CODE_VERSIONS = Path(__file__).with_name("carried_code_versions.json")
+
+
+# Keyword arguments of a decorator (@asset(...), @multi_asset(...)) that describe an asset to
+# Dagster rather than compute it: where it is shown, how it is selected or scheduled. Its inputs
+# are tracked by Dagster itself (a new or removed dependency makes an asset stale).
+DECORATOR_METADATA = frozenset(
+    {"group_name", "description", "tags", "kinds", "owners", "metadata", "compute_kind", "pool", "deps"}
+)
+
+
+class _DropDocstringsAndImports(ast.NodeTransformer):
+    """Removes docstrings (module, class, function), every import statement at any depth and
+    the metadata keywords of decorators (DECORATOR_METADATA)."""
+
+    def _drop_docstring(self, node: ast.AST) -> ast.AST:
+        body = getattr(node, "body", None)
+        if (
+            body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
+            node.body = body[1:]
+        return self.generic_visit(node)
+
+    visit_Module = visit_ClassDef = _drop_docstring
+
+    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.AST:
+        for decorator in node.decorator_list:
+            if isinstance(decorator, ast.Call):
+                decorator.keywords = [word for word in decorator.keywords if word.arg not in DECORATOR_METADATA]
+        return self._drop_docstring(node)
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_Import(self, node: ast.Import) -> None:
+        return None
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        return None
+
+
+def code_statements(source: str) -> list[ast.stmt]:
+    """The top-level statements of `source` with docstrings and import statements removed."""
+    return _DropDocstringsAndImports().visit(ast.parse(source)).body
+
+
+def statement_digest(statement: ast.stmt) -> str:
+    """Hash of a statement's syntax tree: comments, formatting and positions do not count."""
+    return hashlib.sha256(ast.dump(statement, include_attributes=False).encode()).hexdigest()
+
+
+@lru_cache(maxsize=512)
+def source_digests(source: str) -> frozenset[str]:
+    """One digest per top-level statement of `source`, docstrings and imports removed (so
+    comments, docstrings, formatting and import lines do not count)."""
+    return frozenset(statement_digest(statement) for statement in code_statements(source))
+
+
+def module_file(module_name: str) -> Path:
+    """The source file of a module (found, not imported)."""
+    spec = importlib.util.find_spec(module_name)
+    if spec is None or spec.origin is None or not spec.origin.endswith(".py"):
+        raise ModuleNotFoundError(f"no Python source for module {module_name}")
+    return Path(spec.origin)
+
+
+def _module_source(module_name: str) -> str:
+    return module_file(module_name).read_text(encoding="utf-8")
+
+
+def digests_version(digests: Iterable[str]) -> str:
+    """The version of a set of statement digests: order and duplicates do not count."""
+    return hashlib.sha256("\n".join(sorted(set(digests))).encode()).hexdigest()[:16]
 
 
 def modules_version(module_names: Sequence[str]) -> str:
-    """Hash of the named modules' source files."""
-    digest = hashlib.sha256()
-    for name in sorted(set(module_names)):
-        digest.update(Path(inspect.getfile(importlib.import_module(name))).read_bytes())
-    return digest.hexdigest()[:16]
+    """Hash of the sorted set of the named modules' statement digests (source_digests): moving
+    a statement between them or renaming one of them leaves it unchanged."""
+    return digests_version(
+        digest for name in sorted(set(module_names)) for digest in source_digests(_module_source(name))
+    )
+
+
+@lru_cache(maxsize=512)
+def _import_sources(source: str, package: str) -> dict[str, tuple[str, str]]:
+    """Name bound by a `from M import name [as alias]` statement (any depth) -> (M, name),
+    relative imports resolved."""
+    found = {}
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom):
+            module = importlib.util.resolve_name("." * node.level + (node.module or ""), package)
+            for alias in node.names:
+                found[alias.asname or alias.name] = (module, alias.name)
+    return found
+
+
+def _package(module_name: str) -> str:
+    spec = importlib.util.find_spec(module_name)
+    return (
+        module_name
+        if spec is not None and spec.submodule_search_locations is not None
+        else module_name.rpartition(".")[0]
+    )
+
+
+def _is_project(module_name: str) -> bool:
+    return module_name == PROJECT or module_name.startswith(f"{PROJECT}.")
+
+
+def _defining_module(module_name: str, name: str) -> str:
+    """The module whose statements define `name` as seen from `module_name`: an imported name
+    is followed through re-exports (`from dagster_project.corpora import GLUE_TASKS` is defined
+    in corpora/text_pairs.py), as far as project modules go."""
+    seen = set()
+    while (module_name, name) not in seen and _is_project(module_name):
+        seen.add((module_name, name))
+        source = _import_sources(_module_source(module_name), _package(module_name)).get(name)
+        if source is None:
+            return module_name
+        module_name, name = source
+    return module_name
 
 
 def _project_modules(module_name: str) -> set[str]:
-    """The dagster_project modules (not assets, not plumbing) that `module_name`'s globals come from."""
+    """The project modules (not asset modules, not plumbing) that the names `module_name` uses
+    come from: a module's own name, a function's or class's defining module, and for other
+    imported values (registries such as CORPORA, constants) the module that defines them."""
+    imported = _import_sources(_module_source(module_name), _package(module_name))
     found = set()
-    for value in vars(importlib.import_module(module_name)).values():
-        name = value.__name__ if inspect.ismodule(value) else getattr(value, "__module__", None)
+    for name, value in vars(importlib.import_module(module_name)).items():
+        if inspect.ismodule(value):
+            origin = value.__name__
+        elif inspect.isclass(value) or inspect.isroutine(value):
+            origin = getattr(value, "__module__", None)
+        else:
+            origin = _defining_module(module_name, name) if name in imported else None
         if (
-            isinstance(name, str)
-            and name.startswith("dagster_project.")
-            and not name.startswith("dagster_project.defs.assets")
-            and name not in PLUMBING
+            isinstance(origin, str)
+            and origin.startswith(f"{PROJECT}.")
+            and not origin.startswith(f"{ASSET_MODULES}.")
+            and not any(origin == plumbing or origin.startswith(f"{plumbing}.") for plumbing in PLUMBING)
         ):
-            found.add(name)
+            found.add(origin)
     return found
 
 
 def computing_modules(asset: AssetsDefinition) -> set[str] | None:
-    """The asset's module, its own pure module (assets/X.py -> X.py) and every project module
-    they use, transitively, plumbing aside (corpus assets: every reader, through the
-    dagster_project.corpora registry). None for an asset without a Python function (graph-backed)."""
+    """The asset's module and every project module it uses, transitively, plumbing aside
+    (corpus assets reach every reader through the dagster_project.corpora registry they import).
+    None for an asset without a Python function (graph-backed)."""
     function = getattr(getattr(asset.node_def, "compute_fn", None), "decorated_fn", None)
     if function is None:
         return None
     module = function.__module__
-    own = f"dagster_project.compute.{module.rsplit('.', 1)[-1]}"
-    pending = {module} | ({own} if importlib.util.find_spec(own) else set())
+    pending = {module} | OWN_PLUMBING.get(module, frozenset())
     found: set[str] = set()
     while pending:
         name = pending.pop()
@@ -84,9 +236,8 @@ def corpus_files_version(spec: CorpusSpec, data_root: Path) -> str:
         options = (entry,) if isinstance(entry, str) else entry
         found = next((data_root / name for name in options if (data_root / name).is_file()), None)
         stat = found.stat() if found else None
-        digest.update(
-            f"{entry}|{found.relative_to(data_root) if found else 'missing'}|{stat.st_size if stat else 0}|{stat.st_mtime_ns if stat else 0}\n".encode()
-        )
+        where = found.relative_to(data_root) if found else "missing"
+        digest.update(f"{entry}|{where}|{stat.st_size if stat else 0}|{stat.st_mtime_ns if stat else 0}\n".encode())
     return digest.hexdigest()[:16]
 
 
@@ -111,11 +262,14 @@ corpus_files_assets = [
 ]
 
 
-def _versioned_spec(asset: AssetsDefinition, spec: AssetSpec) -> AssetSpec:
+def computed_code_version(asset: AssetsDefinition) -> str | None:
+    """The code version this scheme gives `asset` (None: graph-backed, nothing to hash)."""
     modules = computing_modules(asset)
-    return spec.replace_attributes(
-        code_version=spec.code_version or (modules_version(sorted(modules)) if modules else None)
-    )
+    return modules_version(sorted(modules)) if modules else None
+
+
+def _versioned_spec(asset: AssetsDefinition, spec: AssetSpec) -> AssetSpec:
+    return spec.replace_attributes(code_version=spec.code_version or computed_code_version(asset))
 
 
 def versioned_assets(assets: Sequence[AssetsDefinition]) -> list[AssetsDefinition]:
@@ -126,3 +280,23 @@ def versioned_assets(assets: Sequence[AssetsDefinition]) -> list[AssetsDefinitio
         *corpus_files_assets,
         *(asset.map_asset_specs(lambda spec, asset=asset: _versioned_spec(asset, spec)) for asset in executable),
     ]
+
+
+@dataclass(frozen=True)
+class CarriedCodeVersion:
+    """A code version recorded by an older versioning scheme (`before`) that stands for the
+    current scheme's version `after`: the same code, hashed differently."""
+
+    before: str
+    after: str
+
+
+def load_carried_code_versions(path: Path = CARRIED_CODE_VERSIONS) -> dict[AssetKey, CarriedCodeVersion]:
+    """The carry-over table (asset key -> before/after code versions); empty if there is no file."""
+    if not path.is_file():
+        return {}
+    entries = json.loads(path.read_text(encoding="utf-8"))["assets"]
+    return {
+        AssetKey(key.split("/")): CarriedCodeVersion(before=entry["before"], after=entry["after"])
+        for key, entry in entries.items()
+    }

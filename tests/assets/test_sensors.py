@@ -56,7 +56,8 @@ def registry(tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPat
 
 
 def tick(instance: DagsterInstance, resources: dict, cursor: str | None) -> SensorResult:
-    result = model_registry_sensor(build_sensor_context(instance=instance, cursor=cursor, resources=resources))
+    with build_sensor_context(instance=instance, cursor=cursor, resources=resources) as context:
+        result = model_registry_sensor(context)
     for request in result.dynamic_partitions_requests or []:  # what the daemon does with them
         instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
     return result
@@ -199,7 +200,8 @@ def test_entries_past_the_loading_budget_wait_for_the_next_tick(
 
 def test_malformed_registry_is_the_skip_reason(instance: DagsterInstance, resources: dict, registry: Path) -> None:
     registry.write_text("[[model]]\nsource = \n")
-    result = model_registry_sensor(build_sensor_context(instance=instance, resources=resources))
+    with build_sensor_context(instance=instance, resources=resources) as context:
+        result = model_registry_sensor(context)
     assert "is not valid TOML" in result.skip_message and "line 2" in result.skip_message
 
 

@@ -76,10 +76,9 @@ NULL_EVENT_POINTER = "NULL"
 class RefreshPlan:
     """What a tick found stale and the runs it launches, per partition."""
 
-    stale: dict[str | None, list[AssetKey]] = field(
-        default_factory=dict
-    )  # partition (None: unpartitioned) -> stale assets
-    selections: dict[str | None, list[AssetKey]] = field(default_factory=dict)  # what each run re-materializes
+    # partition (None: unpartitioned) -> its stale assets, and what its run re-materializes
+    stale: dict[str | None, list[AssetKey]] = field(default_factory=dict)
+    selections: dict[str | None, list[AssetKey]] = field(default_factory=dict)
 
 
 class AssetTable:

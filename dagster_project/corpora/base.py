@@ -1,7 +1,7 @@
 """What every corpus reader produces, and the helpers they share."""
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -82,8 +82,66 @@ def require_file(path: Path) -> Path:
     return path
 
 
+def decoding_error(path: Path, raw: bytes | None = None) -> CorpusError:
+    """The first byte of `path` (whose bytes are `raw`) that is not UTF-8, as an error naming
+    the file, the line and the byte offset."""
+    raw = path.read_bytes() if raw is None else raw
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = raw.count(b"\n", 0, error.start) + 1
+        column = error.start - (raw.rfind(b"\n", 0, error.start) + 1) + 1
+        bad = " ".join(f"0x{byte:02x}" for byte in raw[error.start : error.end])
+        return CorpusError(
+            f"{path}, line {line}, byte offset {error.start}: byte {bad} is not UTF-8 ({error.reason}, "
+            f"column {column} of the line); re-encode the file as UTF-8 (e.g. `iconv -f latin1 -t utf-8`)"
+        )
+    return CorpusError(f"{path}: not readable as UTF-8 text")
+
+
+def read_lines(path: Path) -> Iterator[str]:
+    """The lines of a UTF-8 text file (universal newlines); a byte that is not UTF-8 is a
+    CorpusError naming the file, line and byte offset."""
+    try:
+        with require_file(path).open(encoding="utf-8") as lines:
+            yield from lines
+    except UnicodeDecodeError as error:
+        raise decoding_error(path) from error
+
+
+def read_text(path: Path) -> str:
+    """A whole UTF-8 text file; a byte that is not UTF-8 is a CorpusError naming the file,
+    line and byte offset."""
+    raw = require_file(path).read_bytes()
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise decoding_error(path, raw) from error
+
+
+def _check_fields(path: Path, text: str) -> None:
+    """Every row has as many tab-separated fields as the header (the reader would pad a short
+    row with nulls, shifting a later value into the wrong column)."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    if not lines:
+        return
+    header = lines[0].removesuffix("\r").split("\t")
+    for number, line in enumerate(lines[1:], start=2):
+        found = line.removesuffix("\r").count("\t") + 1
+        if found != len(header):
+            raise CorpusError(
+                f"{path}, line {number}: {found} tab-separated field{'s' if found != 1 else ''} where the header "
+                f"has {len(header)} ({', '.join(header)}); a value or a tab is missing or extra in this row "
+                "(values cannot hold tabs or line breaks)"
+            )
+
+
 def read_tsv(path: Path, columns: list[str]) -> pl.DataFrame:
-    """A tab-separated file with a header holding at least `columns`, every value a string."""
+    """A tab-separated file with a header holding at least `columns`, every value a string;
+    every row has the header's number of fields."""
+    _check_fields(path, read_text(path))
     try:
         frame = pl.read_csv(require_file(path), separator="\t", quote_char=None, infer_schema=False)
     except pl.exceptions.PolarsError as error:

@@ -2,7 +2,8 @@
 
 Multiword tokens ("don't" = do + n't) are read as their surface word, and both syntactic
 words map to it; empty nodes (8.1) are skipped. Every malformed line is reported with the
-file and line number.
+file and line number, and every malformed tree (a head outside the sentence, no root or two,
+a cycle) with the file, line and sentence id (`tree_problem`).
 """
 
 from collections.abc import Iterator
@@ -13,7 +14,7 @@ import conllu
 import polars as pl
 from conllu.exceptions import ParseException
 
-from dagster_project.corpora.base import CorpusData, CorpusError, join_words, require_file
+from dagster_project.corpora.base import CorpusData, CorpusError, join_words, read_lines
 
 
 @dataclass(frozen=True)
@@ -30,35 +31,83 @@ def read_sentences(path: Path) -> Iterator[Sentence]:
     block: list[str] = []
     numbers: list[int] = []
     index = 0
-    with require_file(path).open(encoding="utf-8") as lines:
-        for number, line in enumerate([*lines, "\n"], start=1):
-            if line.strip():
-                block.append(line)
-                numbers.append(number)
-                continue
-            if not block:
-                continue
-            token_lines = [n for text, n in zip(block, numbers) if not text.startswith("#")]
-            if not token_lines:  # a comment-only block (e.g. document metadata)
-                block, numbers = [], []
-                continue
-            for text, n in zip(block, numbers):
-                if text.startswith("#"):
-                    continue
-                columns = text.rstrip("\n").split("\t")
-                if len(columns) != 10:
-                    raise CorpusError(
-                        f"{path}, line {n}: expected 10 tab-separated CoNLL-U columns, found {len(columns)}"
-                    )
-                if "-" not in columns[0] and "." not in columns[0] and not (columns[6].isdigit() or columns[6] == "_"):
-                    raise CorpusError(f"{path}, line {n}: head {columns[6]!r} is not an integer word id")
-            try:
-                tokens = conllu.parse("".join(block))[0]
-            except ParseException as error:
-                raise CorpusError(f"{path}, sentence starting at line {numbers[0]}: {error}") from error
-            yield Sentence(index=index, tokens=tokens, lines=token_lines)
-            index += 1
+    for number, line in enumerate([*read_lines(path), "\n"], start=1):
+        if line.strip():
+            block.append(line)
+            numbers.append(number)
+            continue
+        if not block:
+            continue
+        token_lines = [n for text, n in zip(block, numbers) if not text.startswith("#")]
+        if not token_lines:  # a comment-only block (e.g. document metadata)
             block, numbers = [], []
+            continue
+        for text, n in zip(block, numbers):
+            if text.startswith("#"):
+                continue
+            columns = text.rstrip("\n").split("\t")
+            if len(columns) != 10:
+                raise CorpusError(f"{path}, line {n}: expected 10 tab-separated CoNLL-U columns, found {len(columns)}")
+            if "-" not in columns[0] and "." not in columns[0] and not (columns[6].isdigit() or columns[6] == "_"):
+                raise CorpusError(f"{path}, line {n}: head {columns[6]!r} is not an integer word id")
+        try:
+            tokens = conllu.parse("".join(block))[0]
+        except ParseException as error:
+            raise CorpusError(f"{path}, sentence starting at line {numbers[0]}: {error}") from error
+        yield Sentence(index=index, tokens=tokens, lines=token_lines)
+        index += 1
+        block, numbers = [], []
+
+
+def tree_problem(path: Path, sentence: Sentence) -> str | None:
+    """What is wrong with the sentence's dependency tree (file, line and sentence id), or None.
+
+    The syntactic words need heads that are 0 or a word id of the sentence, exactly one root
+    (head 0; relation `root` only there) and no cycle. A sentence without any head ('_'
+    throughout) has no tree to check.
+    """
+    name = sentence.tokens.metadata.get("sent_id") or f"number {sentence.index + 1} of the file"
+    words = [(token, line) for token, line in zip(sentence.tokens, sentence.lines) if isinstance(token["id"], int)]
+    if not words or all(token["head"] is None for token, _ in words):
+        return None
+    line_of = {token["id"]: line for token, line in words}
+    heads: dict[int, int] = {}
+    for token, line in words:
+        where = f"{path}, line {line}, sentence {name}"
+        word, head = f"word {token['id']} ({token['form']!r})", token["head"]
+        if head is None:
+            return f"{where}: {word} has no head ('_') while other words do; give it a head (0 for the root)"
+        if head != 0 and head not in line_of:
+            return (
+                f"{where}: head {head} of {word} is outside the sentence (word ids {min(line_of)}-{max(line_of)}); "
+                "set HEAD (column 7) to 0 or a word id of this sentence"
+            )
+        if token["deprel"] == "root" and head != 0:
+            return f"{where}: {word} has relation 'root' but head {head}; a root's head must be 0"
+        heads[token["id"]] = head
+    roots = [word for word, head in heads.items() if head == 0]
+    if len(roots) != 1:
+        first = min(line_of.values()) if not roots else line_of[roots[1]]
+        found = (
+            "no root (no word has head 0)" if not roots else f"two roots (words {roots[0]} and {roots[1]} have head 0)"
+        )
+        return f"{path}, line {first}, sentence {name}: {found}; exactly one word needs head 0"
+    rooted = {0}
+    for start in heads:
+        chain: list[int] = []
+        word = start
+        while word not in rooted and word not in chain:
+            chain.append(word)
+            word = heads[word]
+        if word not in rooted:
+            cycle = chain[chain.index(word) :]
+            return (
+                f"{path}, line {line_of[word]}, sentence {name}: dependency cycle "
+                f"{' -> '.join(map(str, [*cycle, word]))} (these heads never reach the root); "
+                "fix the HEAD column (7) of one of these words"
+            )
+        rooted.update(chain)
+    return None
 
 
 def surface_words(sentence: conllu.TokenList) -> tuple[list[str], dict[int, int]]:
@@ -93,6 +142,9 @@ def read_ud(paths: list[Path]) -> CorpusData:
     for path in paths:
         count = 0
         for sentence in read_sentences(path):
+            problem = tree_problem(path, sentence)
+            if problem:
+                raise CorpusError(problem)
             example_id = offset + sentence.index
             words, surface_of = surface_words(sentence.tokens)
             word_rows["example_id"] += [example_id] * len(words)

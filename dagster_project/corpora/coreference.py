@@ -13,8 +13,8 @@ from pathlib import Path
 import polars as pl
 from transformers import PreTrainedTokenizerBase
 
-from dagster_project.corpora.base import CorpusData, CorpusError, join_words, read_tsv, require_file, split_words
-from dagster_project.corpora.conllu_corpora import read_sentences, surface_words
+from dagster_project.corpora.base import CorpusData, CorpusError, join_words, read_lines, read_tsv, split_words
+from dagster_project.corpora.conllu_corpora import read_sentences, surface_words, tree_problem
 
 # One bracket of a coreference column: "(12", "12)", "(12)"; CorefUD-style extras after
 # the id ("(e3-person-1-3[1/2]") are allowed, and a "[k/n]" marks part k of n of a
@@ -118,11 +118,15 @@ def mention_type(upos: str | None) -> str:
     return {"PRON": "pronoun", "PROPN": "proper"}.get(upos or "", "nominal")
 
 
-def documents_to_corpus(documents: list[Document], path: Path, strict: bool) -> CorpusData:
-    """Document-level texts, words, mentions and sentence boundaries."""
+def documents_to_corpus(
+    documents: list[Document], path: Path, strict: bool, problems: list[str] | None = None
+) -> CorpusData:
+    """Document-level texts, words, mentions and sentence boundaries; `problems` (what the
+    reader skipped) come first in the corpus's problems."""
     if not documents:
         raise CorpusError(f"{path}: no documents")
-    words, mentions, sentences, texts, problems = [], [], [], [], []
+    words, mentions, sentences, texts = [], [], [], []
+    problems = list(problems or [])
     for example_id, document in enumerate(documents):
         texts.append((example_id, document.name, " ".join(document.words)))
         offset = 0
@@ -193,13 +197,21 @@ def documents_to_corpus(documents: list[Document], path: Path, strict: bool) -> 
 
 def read_ontogum(paths: list[Path], strict: bool = True) -> CorpusData:
     """OntoGUM CoNLL-U files; every `# newdoc` (or file) starts a document. With
-    strict=False an unbalanced bracket is skipped and listed in `problems`."""
+    strict=False an unbalanced bracket, or a sentence whose tree is malformed (`tree_problem`),
+    is skipped and listed in `problems`."""
     documents: list[Document] = []
+    skipped: list[str] = []
     for path in paths:
         for sentence in read_sentences(path):
             if "newdoc id" in sentence.tokens.metadata or not documents:
                 documents.append(Document(name=sentence.tokens.metadata.get("newdoc id", path.stem), path=path))
             document = documents[-1]
+            problem = tree_problem(path, sentence)
+            if problem:
+                if strict:
+                    raise CorpusError(problem)
+                skipped.append(f"{problem}; sentence skipped")
+                continue
             base = len(document.words)
             document.sentence_starts.append(base)
             words, surface_of = surface_words(sentence.tokens)
@@ -221,7 +233,7 @@ def read_ontogum(paths: list[Path], strict: bool = True) -> CorpusData:
                     document.heads[position] = surface_of[head] + base if head else None
                 document.tags[position] += (token["misc"] or {}).get("Entity", "") or ""
                 document.lines[position] = line
-    return documents_to_corpus(documents, paths[0], strict)
+    return documents_to_corpus(documents, paths[0], strict, skipped)
 
 
 def read_conll2012(path: Path, strict: bool = True) -> CorpusData:
@@ -232,36 +244,35 @@ def read_conll2012(path: Path, strict: bool = True) -> CorpusData:
     documents: list[Document] = []
     pos_to_upos = {"PRP": "PRON", "PRP$": "PRON", "NNP": "PROPN", "NNPS": "PROPN"}
     sentence_open = False
-    with require_file(path).open(encoding="utf-8") as lines:
-        for number, line in enumerate(lines, start=1):
-            text = line.strip()
-            if text.startswith("#begin document"):
-                documents.append(Document(name=text.removeprefix("#begin document").strip(), path=path))
-                sentence_open = False
-                continue
-            if text.startswith("#end document") or text.startswith("#"):
-                continue
-            if not text:
-                sentence_open = False
-                continue
-            columns = text.split()
-            if not documents:
-                raise CorpusError(f"{path}, line {number}: word line before any '#begin document'")
-            if len(columns) < 12:
-                raise CorpusError(
-                    f"{path}, line {number}: expected at least 12 whitespace-separated CoNLL-2012 columns, "
-                    f"found {len(columns)}"
-                )
-            document = documents[-1]
-            if not sentence_open:
-                document.sentence_starts.append(len(document.words))
-                sentence_open = True
-            document.words.append(columns[3])
-            document.upos.append(pos_to_upos.get(columns[4]))
-            document.xpos.append(columns[4])
-            document.heads.append(None)
-            document.tags.append("" if columns[-1] == "-" else columns[-1])
-            document.lines.append(number)
+    for number, line in enumerate(read_lines(path), start=1):
+        text = line.strip()
+        if text.startswith("#begin document"):
+            documents.append(Document(name=text.removeprefix("#begin document").strip(), path=path))
+            sentence_open = False
+            continue
+        if text.startswith("#end document") or text.startswith("#"):
+            continue
+        if not text:
+            sentence_open = False
+            continue
+        columns = text.split()
+        if not documents:
+            raise CorpusError(f"{path}, line {number}: word line before any '#begin document'")
+        if len(columns) < 12:
+            raise CorpusError(
+                f"{path}, line {number}: expected at least 12 whitespace-separated CoNLL-2012 columns, "
+                f"found {len(columns)}"
+            )
+        document = documents[-1]
+        if not sentence_open:
+            document.sentence_starts.append(len(document.words))
+            sentence_open = True
+        document.words.append(columns[3])
+        document.upos.append(pos_to_upos.get(columns[4]))
+        document.xpos.append(columns[4])
+        document.heads.append(None)
+        document.tags.append("" if columns[-1] == "-" else columns[-1])
+        document.lines.append(number)
     return documents_to_corpus(documents, path, strict)
 
 

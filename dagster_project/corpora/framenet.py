@@ -6,7 +6,7 @@ from pathlib import Path
 
 import polars as pl
 
-from dagster_project.corpora.base import CorpusData, CorpusError, join_words, require_file
+from dagster_project.corpora.base import CorpusData, CorpusError, join_words, read_lines, read_text
 
 MAX_SENTENCE_WORDS = 12
 MAX_ELEMENT_WORDS = 3
@@ -16,24 +16,21 @@ MIN_LINK_DISTANCE = 2
 def _blocks(path: Path) -> list[list[tuple[int, list[str]]]]:
     """(line number, 5 columns) of every token line, grouped into blocks."""
     blocks, block = [], []
-    with require_file(path).open(encoding="utf-8") as lines:
-        for number, line in enumerate([*lines, "\n"], start=1):
-            if not line.strip():
-                if block:
-                    blocks.append(block)
-                block = []
-                continue
-            columns = line.rstrip("\n").split("\t")
-            if len(columns) != 5:
-                raise CorpusError(
-                    f"{path}, line {number}: expected 5 tab-separated columns (index, token, LU, frame, FE tag), "
-                    f"found {len(columns)}"
-                )
-            if columns[4] != "O" and columns[4][:2] not in ("B-", "I-"):
-                raise CorpusError(
-                    f"{path}, line {number}: frame element tag {columns[4]!r} is not O, B-<name> or I-<name>"
-                )
-            block.append((number, columns))
+    for number, line in enumerate([*read_lines(path), "\n"], start=1):
+        if not line.strip():
+            if block:
+                blocks.append(block)
+            block = []
+            continue
+        columns = line.rstrip("\n").split("\t")
+        if len(columns) != 5:
+            raise CorpusError(
+                f"{path}, line {number}: expected 5 tab-separated columns (index, token, LU, frame, FE tag), "
+                f"found {len(columns)}"
+            )
+        if columns[4] != "O" and columns[4][:2] not in ("B-", "I-"):
+            raise CorpusError(f"{path}, line {number}: frame element tag {columns[4]!r} is not O, B-<name> or I-<name>")
+        block.append((number, columns))
     return blocks
 
 
@@ -60,7 +57,7 @@ def read_framenet(paths: list[Path], core_elements_file: Path) -> CorpusData:
     """Unique sentences of <= 12 words that keep at least one link; links from each target
     (lexical unit) to its core frame elements of <= 3 words lying >= 2 words away."""
     try:
-        core = {frame: set(names) for frame, names in json.loads(require_file(core_elements_file).read_text()).items()}
+        core = {frame: set(names) for frame, names in json.loads(read_text(core_elements_file)).items()}
     except json.JSONDecodeError as error:
         raise CorpusError(f"{core_elements_file}: not valid JSON ({error})") from error
     sentence_ids: dict[tuple[str, ...], int] = {}

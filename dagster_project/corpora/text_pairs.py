@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from dagster_project.corpora.base import CorpusData, CorpusError, read_tsv, require_file
+from dagster_project.corpora.base import CorpusData, CorpusError, read_lines, read_tsv
 
 DEMO_CORPUS_FILE = Path(__file__).with_name("demo_corpus.tsv")
 XNLI_TEST_ID_OFFSET = 100_000
@@ -40,21 +40,20 @@ def read_wikitext_pairs(path: Path) -> CorpusData:
     headings: list[str] = []
     previous: str | None = None
     paragraph_index = 0
-    with require_file(path).open(encoding="utf-8") as lines:
-        for line in lines:
-            text = line.strip()
-            if not text:
-                continue
-            if text.startswith("= ") and text.endswith(" ="):
-                level = len(re.match(r"^(= )+", text).group(0)) // 2
-                headings = headings[: level - 1] + [text.strip("= ").strip()]
-                previous, paragraph_index = None, 0
-                continue
-            paragraph = detokenize_wikitext(text)
-            if previous is not None:
-                pairs.append((f"{' § '.join(headings)} ¶{paragraph_index}", previous, paragraph))
-            previous = paragraph
-            paragraph_index += 1
+    for line in read_lines(path):
+        text = line.strip()
+        if not text:
+            continue
+        if text.startswith("= ") and text.endswith(" ="):
+            level = len(re.match(r"^(= )+", text).group(0)) // 2
+            headings = headings[: level - 1] + [text.strip("= ").strip()]
+            previous, paragraph_index = None, 0
+            continue
+        paragraph = detokenize_wikitext(text)
+        if previous is not None:
+            pairs.append((f"{' § '.join(headings)} ¶{paragraph_index}", previous, paragraph))
+        previous = paragraph
+        paragraph_index += 1
     if not pairs:
         raise CorpusError(f"{path}: no consecutive same-section paragraph pairs found; is it a raw WikiText file?")
     refs, first, second = zip(*pairs)
@@ -159,25 +158,50 @@ def _numeric_labels(values: pl.Series, task: GlueTask, path: Path) -> pl.Series:
     return numbers
 
 
+def _tsv_header(path: Path) -> list[str]:
+    """The column names on the first line of a tab-separated file."""
+    return next(read_lines(path), "").rstrip("\r\n").split("\t")
+
+
 def read_glue(data_dir: Path, task: str, split: str) -> CorpusData:
     """A GLUE task split from HF parquet, else from GLUE-style TSV; labels as number and name.
 
-    Test splits (label -1 in HF) keep a null label.
+    Test splits are unlabelled: label -1 in HF, no label column or an empty label in TSV,
+    all kept as a null label. In the labelled splits (validation, train) a missing label is
+    an error naming the file and row.
     """
     spec = GLUE_TASKS[task]
     parquet, tsv = (data_dir / name for name in glue_files(task, split))
+    labelled = split != "test"
     if parquet.is_file():
         frame = pl.read_parquet(parquet)
         texts, ids = spec.parquet_text_columns, pl.col("idx").cast(pl.Int32)
         labels = frame["label"].cast(pl.Float64)
+        missing = (labels.is_null() | (labels < 0)).arg_true()
+        if labelled and len(missing):
+            raise CorpusError(
+                f"{parquet}, row {missing[0] + 1}: no label ({frame['label'][missing[0]]}) in the {split} split; "
+                f"GLUE {split} rows are labelled, so the file is incomplete (re-export it, or drop the row)"
+            )
         labels = pl.select(pl.when(labels >= 0).then(labels)).to_series()
         source = parquet
     else:
-        frame = read_tsv(tsv, [*spec.tsv_text_columns, spec.tsv_label_column])
+        unlabelled_test = not labelled and tsv.is_file() and spec.tsv_label_column not in _tsv_header(tsv)
+        frame = read_tsv(tsv, [*spec.tsv_text_columns, *([] if unlabelled_test else [spec.tsv_label_column])])
         texts = spec.tsv_text_columns
         id_column = next((name for name in ("index", "idx", "idx_hf") if name in frame.columns), None)
         ids = pl.col(id_column).cast(pl.Int32) if id_column else pl.int_range(pl.len(), dtype=pl.Int32)
-        labels = _numeric_labels(frame[spec.tsv_label_column].str.strip_chars(), spec, tsv)
+        if unlabelled_test:
+            labels = pl.Series([None] * frame.height, dtype=pl.Float64)
+        else:
+            values = frame[spec.tsv_label_column]
+            missing = values.is_null().arg_true()
+            if labelled and len(missing):
+                raise CorpusError(
+                    f"{tsv}, line {missing[0] + 2}: empty label in the {split} split; GLUE {split} rows are "
+                    f"labelled: fill in column {spec.tsv_label_column!r} or drop the row"
+                )
+            labels = _numeric_labels(values.str.strip_chars(), spec, tsv)
         source = tsv
     if frame.is_empty():
         raise CorpusError(f"{source}: no rows")

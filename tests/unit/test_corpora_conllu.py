@@ -67,3 +67,48 @@ def test_real_treebank_counts(shared_data_dir: Path):
     assert CORPORA["ud_ewt_test"].read(shared_data_dir).texts.height == 2077
     gum_dev = CORPORA["ud_gum_dev"].read(shared_data_dir)
     assert gum_dev.texts.height == 1575 and gum_dev.annotations["dependencies"].height == 28119
+
+
+def test_head_outside_the_sentence_names_file_line_and_sentence(tmp_path: Path):
+    path = _write(tmp_path, SENTENCES.replace("1\tCats\tcat\tNOUN\tNNS\t_\t2", "1\tCats\tcat\tNOUN\tNNS\t_\t99"))
+    with pytest.raises(
+        CorpusError,
+        match=rf"{path}, line 12, sentence s2: head 99 of word 1 \('Cats'\) is outside the sentence \(word ids 1-2\); "
+        r"set HEAD \(column 7\) to 0 or a word id of this sentence",
+    ):
+        read_ud([path])
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        (  # 1 -> 2 -> 1, and no root left
+            "2\tsleep\tsleep\tVERB\tVBP\t_\t0\troot",
+            "2\tsleep\tsleep\tVERB\tVBP\t_\t1\tccomp",
+            r"line 12, sentence s2: no root \(no word has head 0\); exactly one word needs head 0",
+        ),
+        (
+            "1\tCats\tcat\tNOUN\tNNS\t_\t2\tnsubj",
+            "1\tCats\tcat\tNOUN\tNNS\t_\t0\tnsubj",
+            r"line 13, sentence s2: two roots \(words 1 and 2 have head 0\); exactly one word needs head 0",
+        ),
+        (
+            "1\tCats\tcat\tNOUN\tNNS\t_\t2\tnsubj",
+            "1\tCats\tcat\tNOUN\tNNS\t_\t2\troot",
+            r"line 12, sentence s2: word 1 \('Cats'\) has relation 'root' but head 2; a root's head must be 0",
+        ),
+        (  # the root is word 4; 1 -> 3 -> 1 never reaches it
+            "1\tI\tI\tPRON\tPRP\t_\t4",
+            "1\tI\tI\tPRON\tPRP\t_\t3",
+            r"line 3, sentence s1: dependency cycle 1 -> 3 -> 1 \(these heads never reach the root\)",
+        ),
+    ],
+)
+def test_malformed_trees_name_file_line_and_sentence(tmp_path: Path, old: str, new: str, message: str):
+    fixture = SENTENCES.replace(old, new)
+    if "dependency cycle" in message:
+        fixture = fixture.replace("3\tn't\tnot\tPART\tRB\t_\t4", "3\tn't\tnot\tPART\tRB\t_\t1")
+    assert fixture != SENTENCES
+    path = _write(tmp_path, fixture)
+    with pytest.raises(CorpusError, match=rf"{path}, {message}"):
+        read_ud([path])

@@ -158,3 +158,21 @@ def test_real_coreference_counts(shared_data_dir: Path):
     mentions = ontogum.annotations["coref_mentions"].height
     assert 32629 - 2 * len(ontogum.problems) <= mentions <= 32629  # SOURCES.md: 32629 mentions
     assert ontogum.annotations["coref_mentions"].filter(pl.col("mention_type") == "pronoun").height > 10000
+
+
+def test_ontogum_malformed_tree_is_an_error_or_skipped_when_lenient(tmp_path: Path):
+    # "his" (word 3 of the first sentence) points at a word the sentence does not have.
+    path = _write(tmp_path, "t.conllu", ONTOGUM.replace("PRP$\t_\t4\tnmod:poss", "PRP$\t_\t99\tnmod:poss"))
+    message = rf"{path}, line 5, sentence doc_a-1: head 99 of word 3 \('his'\) is outside the sentence"
+    with pytest.raises(CorpusError, match=message):
+        read_ontogum([path])
+    lenient = read_ontogum([path], strict=False)
+    # The first sentence is skipped; the document keeps its second sentence.
+    assert lenient.texts["text_a"].to_list() == ["He thanked the man warmly himself"]
+    assert lenient.texts["source_ref"].to_list() == ["doc_a"]
+    assert lenient.annotations["sentences"]["word_start"].to_list() == [0]
+    assert [problem for problem in lenient.problems if "outside the sentence" in problem] == [
+        f"{path}, line 5, sentence doc_a-1: head 99 of word 3 ('his') is outside the sentence (word ids 1-6); "
+        "set HEAD (column 7) to 0 or a word id of this sentence; sentence skipped"
+    ]
+    assert lenient.annotations["coref_mentions"].height == 2  # He, the man ... himself

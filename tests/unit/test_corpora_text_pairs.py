@@ -117,3 +117,51 @@ def test_real_corpora_sizes(shared_data_dir: Path):
     assert read_glue(shared_data_dir, "rte", "test").texts["label"].null_count() == 3000  # unlabeled
     ar = CORPORA["xnli_ar"].read(shared_data_dir).texts
     assert ar.filter(pl.col("example_id") == 0)["group_id"].to_list() == [0]
+
+
+def test_glue_tsv_row_missing_a_column_names_file_and_line(tmp_path: Path):
+    # Row 3 lost its second sentence: read as is, the label would slide into text_b.
+    path = _glue_tsv(
+        tmp_path, "RTE", "index\tsentence1\tsentence2\tlabel\n0\tA.\tB.\tentailment\n1\tA cat.\tnot_entailment\n"
+    )
+    with pytest.raises(
+        CorpusError,
+        match=rf"{path}, line 3: 3 tab-separated fields where the header has 4 \(index, sentence1, sentence2, label\)",
+    ):
+        read_glue(tmp_path, "rte", "validation")
+
+
+def test_tsv_row_with_an_extra_column_names_file_and_line(tmp_path: Path):
+    path = _glue_tsv(tmp_path, "SST-2", "sentence\tlabel\nfine\t1\nawful\t0\textra\n")
+    with pytest.raises(CorpusError, match=rf"{path}, line 3: 3 tab-separated fields where the header has 2"):
+        read_glue(tmp_path, "sst2", "validation")
+
+
+def test_glue_empty_label_in_a_labelled_split_names_file_and_line(tmp_path: Path):
+    path = _glue_tsv(tmp_path, "SST-2", "sentence\tlabel\nfine\t1\nawful\t\n")
+    with pytest.raises(CorpusError, match=rf"{path}, line 3: empty label in the validation split"):
+        read_glue(tmp_path, "sst2", "validation")
+
+
+def test_glue_parquet_missing_label_in_a_labelled_split_names_file_and_row(tmp_path: Path):
+    path = tmp_path / "glue" / "hf_parquet" / "rte_validation.parquet"
+    path.parent.mkdir(parents=True)
+    frame = pl.DataFrame({"sentence1": ["A.", "C."], "sentence2": ["B.", "D."], "label": [0, None], "idx": [0, 1]})
+    frame.write_parquet(path)
+    with pytest.raises(CorpusError, match=rf"{path}, row 2: no label \(None\) in the validation split"):
+        read_glue(tmp_path, "rte", "validation")
+    frame.with_columns(label=pl.lit(-1)).write_parquet(path)
+    with pytest.raises(CorpusError, match=rf"{path}, row 1: no label \(-1\) in the validation split"):
+        read_glue(tmp_path, "rte", "validation")
+    # A test split has no labels: -1 (HF) is kept as a null label.
+    test = path.with_name("rte_test.parquet")
+    frame.with_columns(label=pl.lit(-1)).write_parquet(test)
+    assert read_glue(tmp_path, "rte", "test").texts["label"].null_count() == 2
+
+
+def test_glue_tsv_test_split_without_labels(tmp_path: Path):
+    path = tmp_path / "glue" / "glue_style_tsv" / "RTE" / "test.tsv"
+    path.parent.mkdir(parents=True)
+    path.write_text("index\tsentence1\tsentence2\n0\tA.\tB.\n1\tC.\t\n".replace("\t\n", "\tD.\n"))
+    texts = read_glue(tmp_path, "rte", "test").texts
+    assert texts["text_b"].to_list() == ["B.", "D."] and texts["label"].null_count() == 2

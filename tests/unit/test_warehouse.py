@@ -224,3 +224,39 @@ def test_a_failed_write_leaves_the_partition_untouched(conn):
 def test_unknown_tables_are_refused(conn):
     with pytest.raises(ValueError, match="not a partitioned warehouse table"):
         replace_partition(conn, {"models": pl.DataFrame({"x": [1]})}, "org--m", "demo")
+
+
+class _DiskFullConnection:
+    """A connection whose INSERTs into `table` fail as DuckDB's do on a full disk."""
+
+    def __init__(self, conn: duckdb.DuckDBPyConnection, table: str):
+        self._conn, self._table = conn, table
+
+    def execute(self, query: str, *args):
+        if query.startswith(f"INSERT INTO {self._table} "):
+            raise duckdb.IOException('Could not write file "warehouse.duckdb.wal": No space left on device')
+        return self._conn.execute(query, *args)
+
+    def __getattr__(self, name: str):
+        return getattr(self._conn, name)
+
+
+def test_a_full_disk_names_the_file_and_the_space_and_rolls_back(tmp_path: Path):
+    database = tmp_path / "warehouse.duckdb"
+    with duckdb.connect(str(database)) as conn:
+        replace_partition(conn, {"head_summaries": _summaries(0, 10, 0.2, 1.0)}, "org--m", "demo")
+        histograms = _histogram([0.1] * 3, [1] * 3)
+        frames = {"head_summaries": _summaries(5, 12, 0.3, 1.0), "position_histograms": histograms}
+        with pytest.raises(warehouse.WarehouseFullError) as raised:
+            replace_partition(_DiskFullConnection(conn, "position_histograms"), frames, "org--m", "demo")
+        message = str(raised.value)
+        assert f"to the warehouse {database}: the disk is full (" in message
+        assert "No space left on device" in message
+        needed = sum(frame.to_arrow().nbytes for frame in frames.values())
+        assert f"about {needed / 1e6:,.1f} MB" in message
+        assert "Free space on that disk" in message and "re-run" in message
+        assert "\n" not in message
+        assert isinstance(raised.value.__cause__, duckdb.IOException)
+        # rolled back: the first table's delete and insert are undone, and the connection still works
+        assert conn.execute("SELECT list(DISTINCT example_id) FROM head_summaries").fetchone() == ([0],)
+        assert conn.execute("SELECT count(*) FROM position_histograms").fetchone() == (0,)

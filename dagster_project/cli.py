@@ -47,9 +47,13 @@ def run(source: str, corpus_names: list[str], analysis_names: list[str]) -> int:
     from dagster_project.defs.jobs import ANALYSES, analysis_asset_keys
     from dagster_project.defs.registration import register_model
     from dagster_project.defs.resources import default_resources
+    from dagster_project.defs.runs import reclaim_dead_runs, stop_on_interrupt
 
     resources = default_resources()
     instance = DagsterInstance.get()
+    stop_on_interrupt(instance)
+    for message in reclaim_dead_runs(instance):  # a killed run's pool slot would block this one forever
+        print(message)
     data_dir = resources["data_dir"].root
     present = present_corpora(data_dir)
     for name in corpus_names:
@@ -187,6 +191,13 @@ def sql(query: str, max_rows: int) -> int:
 
 
 def ui(port: int) -> int:
+    from dagster import DagsterInstance
+
+    from dagster_project.defs.runs import reclaim_dead_runs
+
+    with DagsterInstance.get() as instance:  # runs of a killed `dagster dev` stay STARTED otherwise
+        for message in reclaim_dead_runs(instance):
+            print(message)
     workspace = settings.PROJECT_ROOT / "workspace.yaml"
     dagster = str(Path(sys.executable).with_name("dagster"))  # the one installed beside this Python
     os.execv(dagster, [dagster, "dev", "-w", str(workspace), "-h", "127.0.0.1", "-p", str(port)])

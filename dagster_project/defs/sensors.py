@@ -14,6 +14,7 @@ are spent the remaining entries wait for the next tick.
 
 import json
 import time
+from contextlib import closing
 from datetime import UTC, datetime
 
 from dagster import (
@@ -41,11 +42,17 @@ from dagster_project.defs.assets import warehouse_views
 from dagster_project.defs.jobs import ANALYSES, DEFAULT_ANALYSES, analysis_asset_keys, model_analysis_job, views_job
 from dagster_project.defs.partitions import model_partitions
 from dagster_project.defs.resources import DataDirectory
-from dagster_project.storage.warehouse import sql_code_version, upsert_model
+from dagster_project.storage.warehouse import (
+    WarehouseLockedError,
+    connect_for_writing,
+    sql_code_version,
+    upsert_model,
+)
 
 MINIMUM_INTERVAL_SECONDS = 60
 RETRY_UNLOADABLE_HUB_ID_SECONDS = 15 * 60
 INSPECTION_BUDGET_SECONDS = 20
+LOCK_WAIT_SECONDS = 10  # per entry, for the warehouse lock held by a run or a reader
 
 
 def run_key(model_id: str, analysis: str) -> str:
@@ -137,8 +144,12 @@ def model_registry_sensor(
             if not is_local_checkpoint(entry.source):
                 failed[entry.source] = {"reason": str(error), "retry_at": now + RETRY_UNLOADABLE_HUB_ID_SECONDS}
             continue
-        with warehouse.get_connection() as conn:
-            upsert_model(conn, spec)
+        try:  # a short wait: the tick must end within Dagster's sensor timeout
+            with closing(connect_for_writing(warehouse.database, timeout_seconds=LOCK_WAIT_SECONDS)) as conn:
+                upsert_model(conn, spec)
+        except WarehouseLockedError:
+            problems.append(RegistryProblem(entry.origin, "the warehouse is locked by another process; next tick"))
+            continue
         if not context.instance.has_dynamic_partition(model_partitions.name, spec.model_id):
             new_partitions.append(spec.model_id)
         entry_runs, notes = _entry_runs(entry, spec.model_id, present, launched)

@@ -260,3 +260,5 @@ def test_a_full_disk_names_the_file_and_the_space_and_rolls_back(tmp_path: Path)
         # rolled back: the first table's delete and insert are undone, and the connection still works
         assert conn.execute("SELECT list(DISTINCT example_id) FROM head_summaries").fetchone() == ([0],)
         assert conn.execute("SELECT count(*) FROM position_histograms").fetchone() == (0,)
+        # once there is space again, the same write goes through
+        assert replace_partition(conn, frames, "org--m", "demo") == {"head_summaries": 2, "position_histograms": 3}

@@ -47,11 +47,12 @@ def run(source: str, corpus_names: list[str], analysis_names: list[str]) -> int:
     from dagster_project.defs.jobs import ANALYSES, analysis_asset_keys
     from dagster_project.defs.registration import register_model
     from dagster_project.defs.resources import default_resources
-    from dagster_project.defs.runs import reclaim_dead_runs, stop_on_interrupt
+    from dagster_project.defs.runs import announce_pool_waits, reclaim_dead_runs, stop_on_interrupt
 
     resources = default_resources()
     instance = DagsterInstance.get()
     stop_on_interrupt(instance)
+    announce_pool_waits(instance)
     for message in reclaim_dead_runs(instance):  # a killed run's pool slot would block this one forever
         print(message)
     data_dir = resources["data_dir"].root

@@ -11,6 +11,7 @@ slots are freed, as are slots still held by runs that have ended.
 
 Also `stop_on_interrupt`: while a step waits for a pool slot, Dagster only acts on Ctrl-C at
 the next step boundary, so a blocked CLI ignores it; this makes Ctrl-C (or SIGTERM) stop it.
+And `announce_pool_waits`: a run that waits for a slot says so, and which run holds it.
 
 Processes are looked up on this host: the runs are assumed to run here (the project's
 instance is a local SQLite one).
@@ -153,6 +154,26 @@ def _runs_of_this_process(instance: DagsterInstance) -> list[RunRecord]:
         for record in instance.get_run_records(filters=RunsFilter(statuses=_IN_PROGRESS))
         if pid in {recorded for recorded, _ in _recorded_pids(instance, record.dagster_run.run_id)}
     ]
+
+
+def announce_pool_waits(instance: DagsterInstance, every_seconds: float = 30.0) -> None:
+    """While this process runs, print every `every_seconds` which pool its runs' steps wait for
+    and which run holds it (Dagster itself says so only at DEBUG, every 5 minutes). A daemon
+    thread; it lasts for the rest of the process."""
+
+    def watch() -> None:
+        while True:
+            time.sleep(every_seconds)
+            ours = {record.dagster_run.run_id for record in _runs_of_this_process(instance)}
+            storage = instance.event_log_storage
+            for pool in sorted(storage.get_concurrency_keys()) if ours else ():
+                info = storage.get_concurrency_info(pool)
+                if not {step.run_id for step in info.pending_steps} & ours:
+                    continue
+                holders = sorted({slot.run_id for slot in info.claimed_slots} - ours) or ["(none yet)"]
+                print(f"waiting for pool {pool}: its slot is held by run {', '.join(holders)}", flush=True)
+
+    threading.Thread(target=watch, name="pool-waits", daemon=True).start()
 
 
 def stop_on_interrupt(instance: DagsterInstance, grace_seconds: float = 5.0) -> None:

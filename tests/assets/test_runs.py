@@ -20,7 +20,7 @@ from dagster_project.defs.runs import reclaim_dead_runs
 MATERIALIZE = """
 import sys, time
 from dagster import DagsterInstance, asset, materialize
-from dagster_project.defs.runs import stop_on_interrupt
+from dagster_project.defs.runs import announce_pool_waits, stop_on_interrupt
 
 seconds, guard = float(sys.argv[1]), sys.argv[2] == "guard"
 
@@ -32,6 +32,7 @@ def pool_writer() -> None:
 instance = DagsterInstance.get()
 if guard:
     stop_on_interrupt(instance, grace_seconds=2)
+    announce_pool_waits(instance, every_seconds=1)
 print("materializing", flush=True)
 assert materialize([pool_writer], instance=instance).success
 print("done", flush=True)
@@ -57,11 +58,12 @@ def _start(seconds: float, guard: bool = False) -> subprocess.Popen:
     )
 
 
-def _wait_for_line(process: subprocess.Popen, line: str, timeout: float = 60) -> None:
+def _wait_for_line(process: subprocess.Popen, line: str, timeout: float = 60, whole: bool = True) -> None:
+    """Read the process's output until `line` (with whole=False: a line containing it)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         out = process.stdout.readline()
-        if out.strip() == line:
+        if out.strip() == line or (not whole and line in out):
             return
         if not out and process.poll() is not None:
             break
@@ -116,7 +118,7 @@ def test_killed_holder_is_failed_and_its_slot_freed(dagster_home: Path) -> None:
         assert reclaim_dead_runs(instance) == []  # nothing left to reclaim
 
 
-def test_ctrl_c_stops_a_run_waiting_for_the_pool(dagster_home: Path) -> None:
+def test_a_waiting_run_names_the_holder_and_ctrl_c_stops_it(dagster_home: Path) -> None:
     holder = _start(600)
     _wait_for_line(holder, "holding")
     waiter = _start(0, guard=True)
@@ -125,6 +127,8 @@ def test_ctrl_c_stops_a_run_waiting_for_the_pool(dagster_home: Path) -> None:
             holder_run = _only_run(instance, DagsterRunStatus.STARTED)
             _wait_for_line(waiter, "materializing")
             _wait_until_blocked(instance, holder_run)
+            # The waiting run says which pool it waits for and which run holds it.
+            _wait_for_line(waiter, f"waiting for pool warehouse_writer: its slot is held by run {holder_run}", 20)
             waiter.send_signal(signal.SIGINT)
             start = time.monotonic()
             try:

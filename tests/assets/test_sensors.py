@@ -214,3 +214,26 @@ def test_definitions_run_the_sensor_and_the_refresh_schedule_by_default() -> Non
     assert "demo_attention_facts" in {
         key.to_user_string() for key in repository.get_job("model_analysis").asset_layer.executable_asset_keys
     }
+
+
+def test_a_locked_warehouse_makes_the_entry_wait_for_the_next_tick(
+    instance: DagsterInstance,
+    resources: dict,
+    tiny_model_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tests.assets.test_warehouse_lock import held_by_another_process
+
+    registry = tmp_path / "models.toml"
+    registry.write_text(f'[[model]]\nsource = "{tiny_model_dir}"\n')
+    monkeypatch.setenv("ATTN_MODELS_REGISTRY", str(registry))
+    monkeypatch.setenv("ATTN_MODELS_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(sensors, "LOCK_WAIT_SECONDS", 0.5)
+    with held_by_another_process(Path(resources["warehouse"].database)):
+        started = time.monotonic()
+        result = tick(instance, resources, None)
+        assert time.monotonic() - started < sensors.INSPECTION_BUDGET_SECONDS
+    assert not result.run_requests and "locked by another process; next tick" in result.skip_reason.skip_message
+    # Nothing was recorded as launched: the next tick, with the file free, registers it.
+    assert tick(instance, resources, result.cursor).run_requests

@@ -124,18 +124,25 @@ def add_model(source: str) -> int:
     return 0
 
 
+def _existing_warehouse() -> Path | None:
+    """The warehouse file, or None after saying there is none yet."""
+    warehouse = settings.warehouse_path()
+    if warehouse.exists():
+        return warehouse
+    print(
+        f"error: no warehouse at {warehouse}: run `attn-warehouse run` first (or set ATTN_WAREHOUSE)", file=sys.stderr
+    )
+    return None
+
+
 def report(out_dir: Path | None) -> int:
     """Write the static HTML report of every registered model's charts, read from the warehouse."""
     import duckdb
 
     from dagster_project.presentation.report import read_report_data, write_report
 
-    warehouse = settings.warehouse_path()
-    if not warehouse.exists():
-        print(
-            f"error: no warehouse at {warehouse}: run `attn-warehouse run` first (or set ATTN_WAREHOUSE)",
-            file=sys.stderr,
-        )
+    warehouse = _existing_warehouse()
+    if warehouse is None:
         return 2
     try:
         with duckdb.connect(str(warehouse), read_only=True) as conn:
@@ -155,12 +162,8 @@ def sql(query: str, max_rows: int) -> int:
     import polars as pl
     import pyarrow as pa
 
-    warehouse = settings.warehouse_path()
-    if not warehouse.exists():
-        print(
-            f"error: no warehouse at {warehouse}: run `attn-warehouse run` first (or set ATTN_WAREHOUSE)",
-            file=sys.stderr,
-        )
+    warehouse = _existing_warehouse()
+    if warehouse is None:
         return 2
     try:
         with duckdb.connect(str(warehouse), read_only=True) as conn:

@@ -40,6 +40,7 @@ from dagster_project.corpora import CorpusSpec
 # What a corpus can give a kind besides its tokens (CorpusSpec.provides).
 WORDS, SPACY_FEATURES, FRAME_LINKS = "words", "word_features", "frame_links"
 PATTERN_EXAMPLES_PER_CLASS = 3  # Kovaleva Fig. 2: example maps kept per pattern class
+HISTOGRAM_CHECK = "Per example and head: histogram pair counts sum to n^2 and weights to n."
 
 
 @dataclass(frozen=True)
@@ -188,12 +189,9 @@ FACT_KINDS: dict[str, FactKind] = {
             checks=(
                 FactCheck(
                     "histogram_pairs_and_mass",
-                    "Per example and head: histogram pair counts sum to n^2 and weights to n.",
+                    HISTOGRAM_CHECK,
                     lambda tables, inputs: histogram_masses(
-                        tables["position_histograms"],
-                        _lengths(tables),
-                        "histogram_pairs_and_mass",
-                        "Per example and head: histogram pair counts sum to n^2 and weights to n.",
+                        tables["position_histograms"], _lengths(tables), "histogram_pairs_and_mass", HISTOGRAM_CHECK
                     ),
                 ),
             ),

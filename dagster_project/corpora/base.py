@@ -157,6 +157,17 @@ def read_tsv(path: Path, columns: list[str]) -> pl.DataFrame:
 _WORD = re.compile(r"\w+(?:['’-]\w+)*|[^\w\s]")
 
 
+# CorpusData.words: a corpus's own words with their character offsets in their segment's text.
+WORDS_SCHEMA = {
+    "example_id": pl.Int32,
+    "segment": pl.Int8,
+    "word_index": pl.Int32,
+    "word": pl.String,
+    "char_start": pl.Int32,
+    "char_end": pl.Int32,
+}
+
+
 def split_words(texts: pl.DataFrame) -> pl.DataFrame:
     """Words of text_a (segment 0) and text_b (segment 1) with their character offsets."""
     rows: dict[str, list] = {
@@ -172,17 +183,7 @@ def split_words(texts: pl.DataFrame) -> pl.DataFrame:
                 for name, value in zip(rows, (example_id, segment, index, match.group(), match.start(), match.end())):
                     rows[name].append(value)
                 index += 1
-    return pl.DataFrame(
-        rows,
-        schema={
-            "example_id": pl.Int32,
-            "segment": pl.Int8,
-            "word_index": pl.Int32,
-            "word": pl.String,
-            "char_start": pl.Int32,
-            "char_end": pl.Int32,
-        },
-    )
+    return pl.DataFrame(rows, schema=WORDS_SCHEMA)
 
 
 def join_words(words: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:

@@ -13,7 +13,15 @@ from pathlib import Path
 import polars as pl
 from transformers import PreTrainedTokenizerBase
 
-from dagster_project.corpora.base import CorpusData, CorpusError, join_words, read_lines, read_tsv, split_words
+from dagster_project.corpora.base import (
+    WORDS_SCHEMA,
+    CorpusData,
+    CorpusError,
+    join_words,
+    read_lines,
+    read_tsv,
+    split_words,
+)
 from dagster_project.corpora.conllu_corpora import read_sentences, surface_words, tree_problem
 
 # One bracket of a coreference column: "(12", "12)", "(12)"; CorefUD-style extras after
@@ -156,18 +164,7 @@ def documents_to_corpus(
         texts=pl.DataFrame(
             texts, schema={"example_id": pl.Int32, "source_ref": pl.String, "text_a": pl.String}, orient="row"
         ).with_columns(text_b=pl.lit(None, dtype=pl.String)),
-        words=pl.DataFrame(
-            words,
-            schema={
-                "example_id": pl.Int32,
-                "segment": pl.Int8,
-                "word_index": pl.Int32,
-                "word": pl.String,
-                "char_start": pl.Int32,
-                "char_end": pl.Int32,
-            },
-            orient="row",
-        ),
+        words=pl.DataFrame(words, schema=WORDS_SCHEMA, orient="row"),
         annotations={
             "coref_mentions": pl.DataFrame(
                 mentions,

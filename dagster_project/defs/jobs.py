@@ -10,7 +10,6 @@ starts from the non-chart targets only.
 
 from collections.abc import Collection
 from dataclasses import dataclass
-from functools import cache
 
 from dagster import AssetKey, AssetsDefinition, AssetSelection, AssetSpec, define_asset_job
 
@@ -63,9 +62,8 @@ views_job = define_asset_job(
 )
 
 
-@cache
-def _specs() -> dict[AssetKey, AssetSpec]:
-    return {key: asset.get_asset_spec(key) for asset in all_assets for key in asset.keys}
+_SPECS: dict[AssetKey, AssetSpec] = {key: asset.get_asset_spec(key) for asset in all_assets for key in asset.keys}
+_CHART_KEYS = frozenset(asset.key for asset in chart_assets_by_name.values())
 
 
 def analysis_targets(analysis: Analysis, corpora: Collection[str]) -> list[AssetsDefinition]:
@@ -73,20 +71,11 @@ def analysis_targets(analysis: Analysis, corpora: Collection[str]) -> list[Asset
     charts = [spec for spec in CHARTS if spec.analysis == analysis.name and set(spec.corpora) & set(corpora)]
     read = {key for spec in charts for asset in analysis_inputs(spec) for key in asset.keys}
     tagged = AssetSelection.tag(ANALYSIS, analysis.name).resolve(all_assets)
-    chosen = {key for key in tagged if _specs()[key].tags.get(CORPUS) in corpora or key in read}
+    chosen = {key for key in tagged if _SPECS[key].tags.get(CORPUS) in corpora or key in read}
     return [
-        *(
-            asset
-            for asset in all_assets
-            if set(asset.keys) & chosen and AssetKey(asset.key.path[-1]) not in _chart_keys()
-        ),
+        *(asset for asset in all_assets if set(asset.keys) & chosen and asset.key not in _CHART_KEYS),
         *(chart_assets_by_name[spec.name] for spec in charts),
     ]
-
-
-@cache
-def _chart_keys() -> frozenset[AssetKey]:
-    return frozenset(AssetKey(name) for name in chart_assets_by_name)
 
 
 def analysis_asset_keys(analysis: Analysis, corpora: Collection[str], present: Collection[str]) -> list[AssetKey]:
@@ -96,13 +85,13 @@ def analysis_asset_keys(analysis: Analysis, corpora: Collection[str], present: C
     selected: set[AssetKey] = set()
     for target in analysis_targets(analysis, corpora):
         keys = set(target.keys)
-        if not keys & _chart_keys():
+        if not keys & _CHART_KEYS:
             upstream = AssetSelection.assets(target).upstream().resolve(all_assets)
-            keys = {key for key in upstream if _specs()[key].partitions_def == model_partitions}
-        needed = {_specs()[key].tags[CORPUS] for key in keys if CORPUS in _specs()[key].tags}
+            keys = {key for key in upstream if _SPECS[key].partitions_def == model_partitions}
+        needed = {_SPECS[key].tags[CORPUS] for key in keys if CORPUS in _SPECS[key].tags}
         if needed <= set(present):
             selected |= keys
-    charts = selected & _chart_keys()
+    charts = selected & _CHART_KEYS
     return sorted((selected - charts) | {key for key in charts if _chart_drawable(key, selected)})
 
 
@@ -111,4 +100,4 @@ def _chart_drawable(chart: AssetKey, selected: set[AssetKey]) -> bool:
     view reads them), any other chart when some of the facts it reads are."""
     spec = next(spec for spec in CHARTS if spec.name == chart.path[-1])
     inputs = {key for asset in analysis_inputs(spec) for key in asset.keys}
-    return bool((inputs or {dep.asset_key for dep in _specs()[chart].deps}) & selected)
+    return bool((inputs or {dep.asset_key for dep in _SPECS[chart].deps}) & selected)

@@ -170,8 +170,9 @@ def announce_pool_waits(instance: DagsterInstance, every_seconds: float = 30.0) 
                 info = storage.get_concurrency_info(pool)
                 if not {step.run_id for step in info.pending_steps} & ours:
                     continue
-                holders = sorted({slot.run_id for slot in info.claimed_slots} - ours) or ["(none yet)"]
-                print(f"waiting for pool {pool}: its slot is held by run {', '.join(holders)}", flush=True)
+                holders = sorted({slot.run_id for slot in info.claimed_slots} - ours)
+                if holders:  # else the slot is this run's own, between two of its steps
+                    print(f"waiting for pool {pool}: its slot is held by run {', '.join(holders)}", flush=True)
 
     threading.Thread(target=watch, name="pool-waits", daemon=True).start()
 

@@ -40,14 +40,18 @@ def row_entropy(attn: torch.Tensor) -> torch.Tensor:
 def head_summaries(attn: torch.Tensor, masks: TokenMasks) -> dict[str, torch.Tensor]:
     """Per (example, layer, head) summaries of METHODS §3, each a (B, L, H) tensor.
 
-    Masses are means over query rows of the attention a row sends to a token type.
-    Previous/next use the rows that have such a neighbour (n - 1 rows).
+    Masses are means over the n query rows of the attention a row sends to a token type.
+    Previous/next too: the first row has no previous token and the last no next, and
+    they count as 0 (METHODS §3), so a perfect previous-token head scores (n - 1) / n.
     """
     valid = masks.valid
     key_types = torch.stack([masks.cls, masks.sep, masks.punct, masks.valid], dim=-1).to(attn.dtype)
     # One batched matmul gives every row's mass to [CLS], [SEP], punctuation and in total.
     type_mass = torch.einsum("blhqk,bkc->blhqc", attn, key_types)
-    neighbour_rows = valid[:, 1:]
+    # Row q's weight on q - 1 and on q + 1, 0 where that neighbour is missing or padding.
+    neighbours = (valid[:, 1:] & valid[:, :-1])[:, None, None].to(attn.dtype)
+    to_previous = torch.nn.functional.pad(attn.diagonal(-1, -2, -1) * neighbours, (1, 0))
+    to_following = torch.nn.functional.pad(attn.diagonal(1, -2, -1) * neighbours, (0, 1))
     entropy = row_entropy(attn)
     # Rows of the first [CLS] (position 0 for BERT-family inputs); NaN when a model has none.
     has_cls = masks.cls.any(-1)
@@ -60,8 +64,8 @@ def head_summaries(attn: torch.Tensor, masks: TokenMasks) -> dict[str, torch.Ten
         "to_sep": _masked_row_mean(type_mass[..., 1], valid),
         "to_punct": _masked_row_mean(type_mass[..., 2], valid),
         "to_self": _masked_row_mean(attn.diagonal(0, -2, -1), valid),
-        "to_prev": _masked_row_mean(attn.diagonal(-1, -2, -1), neighbour_rows),
-        "to_next": _masked_row_mean(attn.diagonal(1, -2, -1), neighbour_rows),
+        "to_prev": _masked_row_mean(to_previous, valid),
+        "to_next": _masked_row_mean(to_following, valid),
         "sep_to_sep": _masked_row_mean(type_mass[..., 1], masks.sep),
         "entropy": _masked_row_mean(entropy, valid),
         "cls_entropy": cls_entropy,

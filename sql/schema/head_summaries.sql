@@ -1,5 +1,5 @@
 -- Per (example, layer, head) attention summaries (METHODS §3). Layers and heads are 1-based.
--- Masses are means over query rows; to_prev/to_next over the n - 1 rows with such a neighbour.
+-- Masses are means over the n query rows; to_prev/to_next too (a missing neighbour counts as 0).
 CREATE TABLE IF NOT EXISTS head_summaries (
     model_id VARCHAR NOT NULL,
     corpus VARCHAR NOT NULL,

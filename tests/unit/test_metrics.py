@@ -55,7 +55,8 @@ def test_uniform_map_summaries():
     assert values["to_sep"] == pytest.approx(0.2)
     assert values["to_punct"] == pytest.approx(0.2)
     assert values["to_self"] == pytest.approx(0.2)
-    assert values["to_prev"] == pytest.approx(0.2)
+    assert values["to_prev"] == pytest.approx(0.8 / 5)  # rows 1-4 of 5 have a previous token
+    assert values["to_next"] == pytest.approx(0.8 / 5)
     assert values["sep_to_sep"] == pytest.approx(0.2)
     assert values["entropy"] == pytest.approx(math.log(5))
     assert values["cls_entropy"] == pytest.approx(math.log(5))
@@ -68,12 +69,41 @@ def test_previous_token_head():
     attn[0, 0] = 1.0
     attn[torch.arange(1, 4), torch.arange(0, 3)] = 1.0
     stats = head_summaries(_as_batch(attn), _masks(["cls", "other", "other", "sep"]))
-    assert stats["to_prev"].item() == pytest.approx(1.0)
+    assert stats["to_prev"].item() == pytest.approx(0.75)  # 3 of 4 rows: row 0 has no previous token
     assert stats["to_next"].item() == pytest.approx(0.0)
     assert stats["to_self"].item() == pytest.approx(0.25)
     assert stats["to_cls"].item() == pytest.approx(0.5)  # rows 0 and 1 of 4
     assert stats["sep_to_sep"].item() == pytest.approx(0.0)
     assert stats["entropy"].item() == pytest.approx(0.0)
+
+
+def test_neighbour_masses_divide_by_all_rows():
+    # METHODS §3: to_prev/to_next are means over all n query rows; the first row has no
+    # previous token, the last no next (0). Rows 1-3 put 0.66 on the previous token and
+    # row 0 puts 0.3 on the next: to_prev = 1.98 / 4, to_next = 0.3 / 4 (not 1.98 / 3, 0.3 / 3).
+    attn = torch.tensor(
+        [
+            [0.7, 0.3, 0.0, 0.0],
+            [0.66, 0.34, 0.0, 0.0],
+            [0.0, 0.66, 0.34, 0.0],
+            [0.0, 0.0, 0.66, 0.34],
+        ]
+    )
+    masks = _masks(["cls", "other", "other", "sep"], width=6)  # padded to 6: padding adds nothing
+    padded = torch.zeros(6, 6)
+    padded[:4, :4] = attn
+    padded[4:] = 0.5  # garbage in padded rows
+    stats = head_summaries(_as_batch(padded), masks)
+    assert stats["to_prev"].item() == pytest.approx(1.98 / 4)
+    assert stats["to_next"].item() == pytest.approx(0.3 / 4)
+    # The +-1 band holds (1.98 + 0.3) / 4 = 0.57 < 0.6; over n - 1 rows it was 0.76.
+    classes = pattern_classes(
+        stats,
+        torch.zeros(1, 1, 1),
+        TokenMasks(**vars(masks) | {"segment": torch.zeros(1, 6, dtype=torch.long)}),
+        PatternThresholds(vertical=0.9, diagonal=0.6),
+    )
+    assert PATTERNS[classes.item()] == "heterogeneous"
 
 
 def test_sep_rows_to_sep():
@@ -96,7 +126,7 @@ def test_padding_is_excluded():
     stats = head_summaries(_as_batch(attn), masks)
     assert stats["to_self"].item() == pytest.approx((1 + 0.5 + 1) / 3)
     assert stats["entropy"].item() == pytest.approx(math.log(2) / 3)
-    assert stats["to_prev"].item() == pytest.approx(0.25)  # rows 1, 2: 0.5 and 0
+    assert stats["to_prev"].item() == pytest.approx(0.5 / 3)  # rows 1, 2: 0.5 and 0, over n = 3 rows
     sums, counts = relative_position_histogram(_as_batch(attn), pair_mask(masks.valid, masks.valid))
     assert counts[0].tolist() == [0, 0, 1, 2, 3, 2, 1, 0, 0]
     assert sums[0, 0, 0].tolist() == pytest.approx([0, 0, 0, 0.5, 2.5, 0, 0, 0, 0])

@@ -262,3 +262,15 @@ def test_a_full_disk_names_the_file_and_the_space_and_rolls_back(tmp_path: Path)
         assert conn.execute("SELECT count(*) FROM position_histograms").fetchone() == (0,)
         # once there is space again, the same write goes through
         assert replace_partition(conn, frames, "org--m", "demo") == {"head_summaries": 2, "position_histograms": 3}
+
+
+def test_neighbour_means_weight_rows_by_all_tokens(conn):
+    # to_prev is a mean over all n rows (METHODS §3), so the corpus mean weights by n, not n - 1:
+    # (10 * 0.9 + 30 * 0.5) / 40 = 0.6 (weighting by n - 1 would give (9 * 0.9 + 29 * 0.5) / 38).
+    upsert_model(conn, SPEC)
+    frame = pl.concat([_summaries(0, 10, 0.2, 1.0), _summaries(1, 30, 0.6, 2.0)]).with_columns(
+        to_prev=pl.Series([0.9, 0.0, 0.5, 0.0])
+    )
+    replace_partition(conn, {"head_summaries": frame}, "org--m", "demo")
+    to_prev = conn.execute("SELECT to_prev FROM clark_relative_position WHERE head = 1").fetchone()[0]
+    assert to_prev == pytest.approx(0.6)

@@ -27,6 +27,7 @@ from dagster_project.compute.models import LoadedEncoder, load_encoder  # noqa: 
 from dagster_project.corpora import encode_corpus, read_demo_pairs  # noqa: E402
 from dagster_project.defs.resources import ChartFolder, DataDirectory  # noqa: E402
 from dagster_project.storage.warehouse import apply_views  # noqa: E402
+from tests.servers import PostgresServer, S3Server, ServerUnavailable, start_postgres, start_s3  # noqa: E402
 from tests.tiny_models import bert_tokenizer, save_model, tiny_config  # noqa: E402
 
 
@@ -95,3 +96,32 @@ def shared_data_dir() -> Path:
     if not (root / "xnli").is_dir():
         pytest.skip(f"shared data directory not found at {root} (set ATTN_DATA_DIR)")
     return root
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> PostgresServer:
+    """A PostgreSQL cluster from the machine's binaries on a free port (tests/servers.py); skips
+    saying why where none can start."""
+    try:
+        server = start_postgres()
+    except ServerUnavailable as error:
+        pytest.skip(str(error))
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def postgres_url(postgres_server: PostgresServer) -> str:
+    """A URL (with password) of a new empty database on the session's PostgreSQL."""
+    return postgres_server.url(postgres_server.create_database())
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> S3Server:
+    """moto's S3 on a free port (tests/servers.py)."""
+    try:
+        server = start_s3()
+    except ServerUnavailable as error:
+        pytest.skip(str(error))
+    yield server
+    server.stop()

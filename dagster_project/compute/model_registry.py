@@ -5,6 +5,7 @@ the registering. A malformed file raises RegistryError (with its line); a bad en
 returned as a problem and never stops the other entries.
 """
 
+import json
 import os
 import tomllib
 from collections.abc import Collection
@@ -15,6 +16,9 @@ from dagster_project import settings
 
 ENTRY_KEYS = frozenset({"source", "analyses", "corpora", "enabled"})
 DROP_FOLDERS = ("drop", "finetuned")  # under the models cache; finetuned/ is where the pipeline saves checkpoints
+# A checkpoint folder's own entry: its recipe.json (finetuned_<task> writes one) may name the
+# `analyses` and `corpora` it is analysed on, e.g. a fine-tuned model only on its task's corpus.
+CHECKPOINT_RECIPE = "recipe.json"
 
 
 class RegistryError(ValueError):
@@ -124,16 +128,39 @@ def checkpoint_folders(folder: Path) -> list[Path]:
     return sorted(path for path in folder.iterdir() if (path / "config.json").is_file())
 
 
+def checkpoint_entry(checkpoint: Path, analyses: Collection[str], corpora: Collection[str]) -> RegistryEntry:
+    """The entry of a checkpoint folder: the default analyses and corpora, or those its
+    recipe.json names (a fine-tuned checkpoint: its own task's validation corpus, as Kovaleva
+    measures fine-tuned models). Raises ValueError for an unreadable recipe or unknown names."""
+    origin = f"{checkpoint.parent.name}/{checkpoint.name}"
+    recipe_path = checkpoint / CHECKPOINT_RECIPE
+    recipe = {}
+    if recipe_path.is_file():
+        try:
+            recipe = json.loads(recipe_path.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+            raise ValueError(f"{recipe_path} is not valid JSON ({error}); fix or delete it") from error
+        if not isinstance(recipe, dict):
+            raise ValueError(f"{recipe_path} must hold a JSON object, got {type(recipe).__name__}")
+    try:
+        chosen_analyses, chosen_corpora = _names(recipe, "analyses", analyses), _names(recipe, "corpora", corpora)
+    except ValueError as error:
+        raise ValueError(f"{recipe_path}: {error}") from error
+    return RegistryEntry(str(checkpoint.resolve()), origin, analyses=chosen_analyses, corpora=chosen_corpora)
+
+
 def scan_registry(path: Path, folders: list[Path], analyses: Collection[str], corpora: Collection[str]) -> RegistryScan:
-    """The registry file's entries, then one default entry per checkpoint folder in `folders`,
-    skipping sources listed twice (the first one wins)."""
+    """The registry file's entries, then one entry per checkpoint folder in `folders`
+    (checkpoint_entry), skipping sources listed twice (the first one wins)."""
     listed = read_registry(path, analyses, corpora)
-    dropped = [
-        RegistryEntry(str(checkpoint.resolve()), f"{checkpoint.parent.name}/{checkpoint.name}")
-        for folder in folders
-        for checkpoint in checkpoint_folders(folder)
-    ]
-    entries, problems, first_origin = [], list(listed.problems), {}
+    problems = list(listed.problems)
+    dropped = []
+    for checkpoint in (checkpoint for folder in folders for checkpoint in checkpoint_folders(folder)):
+        try:
+            dropped.append(checkpoint_entry(checkpoint, analyses, corpora))
+        except ValueError as error:
+            problems.append(RegistryProblem(f"{checkpoint.parent.name}/{checkpoint.name}", str(error)))
+    entries, first_origin = [], {}
     for entry in (*listed.entries, *dropped):
         if entry.source in first_origin:
             problems.append(

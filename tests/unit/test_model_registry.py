@@ -92,6 +92,26 @@ def test_drop_folders_add_checkpoints_and_duplicates_are_reported(tmp_path: Path
     assert "already listed by models.toml [[model]] #1" in scan.problems[0].reason
 
 
+def test_fine_tuned_checkpoint_registers_with_the_corpora_of_its_recipe(tmp_path: Path) -> None:
+    """finetuned_<task> writes the entry's corpora into recipe.json: a checkpoint fine-tuned on RTE
+    is analysed on glue_rte only (before: no corpora, i.e. the default demo/wiki/xnli corpora)."""
+    finetuned = tmp_path / "finetuned"
+    for name in ("base--rte", "broken", "unknown"):
+        (finetuned / name).mkdir(parents=True)
+        write(finetuned / name / "config.json", "{}")
+    write(finetuned / "base--rte" / "recipe.json", '{"task": "rte", "corpora": ["glue_rte"], "analyses": ["attention"]}')
+    write(finetuned / "broken" / "recipe.json", "{not json")
+    write(finetuned / "unknown" / "recipe.json", '{"corpora": ["glue_qqp"]}')
+    scan = scan_registry(tmp_path / "absent.toml", [finetuned], ANALYSES, {*CORPORA, "glue_rte"})
+    assert scan.entries == (
+        RegistryEntry(str((finetuned / "base--rte").resolve()), "finetuned/base--rte", ("attention",), ("glue_rte",)),
+    )
+    reasons = {problem.origin: problem.reason for problem in scan.problems}
+    assert list(reasons) == ["finetuned/broken", "finetuned/unknown"]
+    assert "is not valid JSON" in reasons["finetuned/broken"]
+    assert "unknown corpora ['glue_qqp']" in reasons["finetuned/unknown"]
+
+
 def test_project_registry_lists_the_default_model() -> None:
     from dagster_project.compute.model_registry import registry_path
     from dagster_project.compute.models import DEFAULT_MODEL

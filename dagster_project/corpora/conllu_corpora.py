@@ -3,7 +3,9 @@
 Multiword tokens ("don't" = do + n't) are read as their surface word, and both syntactic
 words map to it; empty nodes (8.1) are skipped. Every malformed line is reported with the
 file and line number, and every malformed tree (a head outside the sentence, no root or two,
-a cycle) with the file, line and sentence id (`tree_problem`).
+a cycle) with the file, line and sentence id (`tree_problem`). A word without UPOS ('_', as in
+files converted from the Penn Treebank) gets the UPOS of its PTB tag (`PTB_TO_UPOS`); without
+either the file is refused (`word_upos`).
 """
 
 from collections.abc import Iterator
@@ -15,6 +17,27 @@ import polars as pl
 from conllu.exceptions import ParseException
 
 from dagster_project.corpora.base import CorpusData, CorpusError, join_words, read_lines
+
+# Penn Treebank tag -> UPOS, the usual conversion (UD EWT's pairs; an ambiguous tag takes its most
+# frequent UPOS: MD -> AUX, TO -> PART, IN -> ADP, WDT -> DET).
+PTB_TO_UPOS = {
+    **dict.fromkeys(("''", "``", ",", ".", ":", "-LRB-", "-RRB-", "HYPH", "NFP"), "PUNCT"),
+    **dict.fromkeys(("#", "$", "SYM"), "SYM"),
+    **dict.fromkeys(("JJ", "JJR", "JJS", "AFX"), "ADJ"),
+    **dict.fromkeys(("NN", "NNS"), "NOUN"),
+    **dict.fromkeys(("NNP", "NNPS"), "PROPN"),
+    **dict.fromkeys(("PRP", "PRP$", "WP", "WP$", "EX"), "PRON"),
+    **dict.fromkeys(("RB", "RBR", "RBS", "WRB"), "ADV"),
+    **dict.fromkeys(("VB", "VBD", "VBG", "VBN", "VBP", "VBZ"), "VERB"),
+    **dict.fromkeys(("DT", "PDT", "WDT"), "DET"),
+    **dict.fromkeys(("FW", "LS", "ADD", "GW", "XX", "-NONE-"), "X"),
+    **dict.fromkeys(("POS", "TO"), "PART"),
+    **dict.fromkeys(("IN", "RP"), "ADP"),
+    "CC": "CCONJ",
+    "CD": "NUM",
+    "MD": "AUX",
+    "UH": "INTJ",
+}
 
 
 @dataclass(frozen=True)
@@ -110,6 +133,21 @@ def tree_problem(path: Path, sentence: Sentence) -> str | None:
     return None
 
 
+def word_upos(path: Path, sentence: Sentence, token: conllu.Token, line: int) -> str:
+    """The word's UPOS (column 4), else the UPOS of its PTB tag (column 5); a word with neither is
+    an error, since the views leave punctuation out by UPOS."""
+    if token["upos"] not in (None, "_"):
+        return token["upos"]
+    if token["xpos"] in PTB_TO_UPOS:
+        return PTB_TO_UPOS[token["xpos"]]
+    name = sentence.tokens.metadata.get("sent_id") or f"number {sentence.index + 1} of the file"
+    raise CorpusError(
+        f"{path}, line {line}, sentence {name}: word {token['id']} ({token['form']!r}) has no UPOS ('_') and its "
+        f"XPOS {token['xpos']!r} is not a Penn Treebank tag to derive it from; fill UPOS (column 4) with UD "
+        "tags, or XPOS (column 5) with Penn Treebank tags"
+    )
+
+
 def surface_words(sentence: conllu.TokenList) -> tuple[list[str], dict[int, int]]:
     """Surface words (a multiword token counts once) and syntactic word id -> surface index."""
     words: list[str] = []
@@ -151,7 +189,7 @@ def read_ud(paths: list[Path]) -> CorpusData:
             word_rows["word_index"] += list(range(len(words)))
             word_rows["word"] += words
             refs.append(f"{path.name}:{sentence.tokens.metadata.get('sent_id', sentence.index)}")
-            for token in sentence.tokens:
+            for token, line in zip(sentence.tokens, sentence.lines):
                 if not isinstance(token["id"], int):
                     continue
                 head = token["head"]
@@ -161,7 +199,7 @@ def read_ud(paths: list[Path]) -> CorpusData:
                     surface_of[token["id"]],
                     surface_of[head] if head else None,
                     token["deprel"],
-                    token["upos"],
+                    word_upos(path, sentence, token, line),
                     token["xpos"],
                     token["form"],
                 )

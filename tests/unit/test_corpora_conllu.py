@@ -112,3 +112,23 @@ def test_malformed_trees_name_file_line_and_sentence(tmp_path: Path, old: str, n
     path = _write(tmp_path, fixture)
     with pytest.raises(CorpusError, match=rf"{path}, {message}"):
         read_ud([path])
+
+
+PTB_ONLY = """# sent_id = p1
+1	The	the	_	DT	_	2	det	_	_
+2	cat	cat	_	NN	_	3	nsubj	_	_
+3	sat	sit	_	VBD	_	0	root	_	_
+4	.	.	_	.	_	3	punct	_	_
+
+"""
+
+
+def test_missing_upos_comes_from_the_ptb_tag(tmp_path: Path):
+    deps = read_ud([_write(tmp_path, PTB_ONLY)]).annotations["dependencies"]
+    assert deps["upos"].to_list() == ["DET", "NOUN", "VERB", "PUNCT"]
+
+
+def test_missing_upos_without_a_ptb_tag_is_refused(tmp_path: Path):
+    path = _write(tmp_path, PTB_ONLY.replace("_\tNN\t", "_\t_\t"))
+    with pytest.raises(CorpusError, match=r"fixture\.conllu, line 3, sentence p1: word 2 \('cat'\) has no UPOS"):
+        read_ud([path])

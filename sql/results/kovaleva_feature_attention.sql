@@ -2,8 +2,9 @@
 -- over the example's tokens of that type of column sum / n, averaged over the examples
 -- that have the type), and token-to-token attention (feature verb->subject, noun->pronoun:
 -- mean over every such word pair of an example, averaged over examples with a pair).
--- A fine-tuned model (linked to its base by finetune_cosines) is `fine-tuned`, with the
--- base model's score of the same head beside its own.
+-- A model fine-tuned on the task (int_finetuned_models) is `fine-tuned`, with the base
+-- model's score of the same head beside its own; base_model_id is its base (a pre-trained
+-- model: its own id), so the rows WHERE base_model_id = <base> hold both models per task.
 CREATE OR REPLACE VIEW kovaleva_feature_attention AS
 WITH scores AS (
     SELECT model, model_id, corpus, feature, layer, head, avg(received) AS score, count(*) AS n_examples
@@ -23,7 +24,7 @@ WITH scores AS (
     GROUP BY ALL
 ),
 links AS (
-    SELECT DISTINCT model_id AS base_model_id, model AS base_model, corpus, tuned_model_id FROM stg_finetune_cosines
+    SELECT base_model_id, base_model, corpus, tuned_model_id FROM int_finetuned_models
 )
 SELECT
     s.model,
@@ -37,6 +38,7 @@ SELECT
     s.n_examples,
     CASE WHEN l.base_model_id IS NULL THEN 'pre-trained' ELSE 'fine-tuned' END AS role,
     coalesce(l.base_model, s.model) AS base_model,
+    coalesce(l.base_model_id, s.model_id) AS base_model_id,
     b.score AS base_score
 FROM scores AS s
 LEFT JOIN links AS l ON l.tuned_model_id = s.model_id AND l.corpus = s.corpus

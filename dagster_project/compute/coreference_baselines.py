@@ -18,22 +18,10 @@ ordered by start and end). The views in
 
 import polars as pl
 
+from dagster_project.corpora.coreference import PRONOUNS
+
 SYSTEMS = ("nearest", "head match", "rule-based")
 
-# Pronoun head words -> (number, gender, person); None is unknown (agrees with anything).
-_PRONOUNS: dict[str, tuple[str | None, str | None, int | None]] = {
-    **dict.fromkeys(("i", "me", "my", "mine", "myself"), ("singular", None, 1)),
-    **dict.fromkeys(("we", "us", "our", "ours", "ourselves"), ("plural", None, 1)),
-    **dict.fromkeys(("you", "your", "yours"), (None, None, 2)),
-    "yourself": ("singular", None, 2),
-    "yourselves": ("plural", None, 2),
-    **dict.fromkeys(("he", "him", "his", "himself"), ("singular", "masculine", 3)),
-    **dict.fromkeys(("she", "her", "hers", "herself"), ("singular", "feminine", 3)),
-    **dict.fromkeys(("it", "its", "itself"), ("singular", "neuter", 3)),
-    **dict.fromkeys(("they", "them", "their", "theirs", "themselves"), ("plural", None, 3)),
-    **dict.fromkeys(("this", "that"), ("singular", None, 3)),
-    **dict.fromkeys(("these", "those"), ("plural", None, 3)),
-}
 # Penn Treebank noun tags (the head word's XPOS) -> number.
 _NOUN_NUMBER = {"NN": "singular", "NNP": "singular", "NNS": "plural", "NNPS": "plural"}
 
@@ -76,7 +64,7 @@ def mention_features(mentions: pl.DataFrame, words: pl.DataFrame) -> pl.DataFram
         )
     texts = spans.sort("word_index").group_by("example_id", "mention_id").agg(text=pl.col("form").str.join(" "))
     lexicon = pl.DataFrame(
-        [(form, *attributes) for form, attributes in _PRONOUNS.items()],
+        [(form, *attributes) for form, attributes in PRONOUNS.items()],
         schema={"head": pl.String, "number": pl.String, "gender": pl.String, "person": pl.Int8},
         orient="row",
     )

@@ -4,6 +4,12 @@
 OntoGUM and CoNLL-2012 are read as whole documents; `window_documents` then cuts each
 document into consecutive-sentence windows of at most max_len pieces for one tokenizer,
 keeping the mentions that lie inside a window.
+
+A mention's type (pronoun, proper, nominal) comes from its head word's POS (UPOS, or the UPOS
+of its PTB tag). Where the corpus has no POS (LitBank's CoNLL-2012 files have `_`), it comes
+from the word itself (`word_mention_type`): a pronoun of `PRONOUNS`, else proper when the word
+is capitalized where capitals are not forced (inside a sentence, or a sentence-initial form the
+document also capitalizes inside a sentence), else nominal.
 """
 
 import re
@@ -22,7 +28,7 @@ from dagster_project.corpora.base import (
     read_tsv,
     split_words,
 )
-from dagster_project.corpora.conllu_corpora import read_sentences, surface_words, tree_problem
+from dagster_project.corpora.conllu_corpora import PTB_TO_UPOS, read_sentences, surface_words, tree_problem
 
 # One bracket of a coreference column: "(12", "12)", "(12)"; CorefUD-style extras after
 # the id ("(e3-person-1-3[1/2]") are allowed, and a "[k/n]" marks part k of n of a
@@ -34,6 +40,22 @@ _BRACKET = re.compile(
     rf"|\((?P<open>{_ID})[^()|\[]*(?P<open_part>{_PART})?(?=\(|\||$)"  # (12
     rf"|(?P<close>{_ID})(?:{_PART})?\)"  # 12)
 )
+# English pronoun head words (personal, possessive, reflexive, demonstrative) -> (number,
+# gender, person); None is unknown. The mention types and the rule-based baseline's agreement
+# sieve both read it.
+PRONOUNS: dict[str, tuple[str | None, str | None, int | None]] = {
+    **dict.fromkeys(("i", "me", "my", "mine", "myself"), ("singular", None, 1)),
+    **dict.fromkeys(("we", "us", "our", "ours", "ourselves"), ("plural", None, 1)),
+    **dict.fromkeys(("you", "your", "yours"), (None, None, 2)),
+    "yourself": ("singular", None, 2),
+    "yourselves": ("plural", None, 2),
+    **dict.fromkeys(("he", "him", "his", "himself"), ("singular", "masculine", 3)),
+    **dict.fromkeys(("she", "her", "hers", "herself"), ("singular", "feminine", 3)),
+    **dict.fromkeys(("it", "its", "itself"), ("singular", "neuter", 3)),
+    **dict.fromkeys(("they", "them", "their", "theirs", "themselves"), ("plural", None, 3)),
+    **dict.fromkeys(("this", "that"), ("singular", None, 3)),
+    **dict.fromkeys(("these", "those"), ("plural", None, 3)),
+}
 MENTION_COLUMNS = (
     "mention_id",
     "cluster_id",
@@ -122,8 +144,40 @@ def mention_head(document: Document, start: int, end: int) -> int:
     return end - 1
 
 
+def pos_upos(upos: str | None, xpos: str | None) -> str | None:
+    """The word's UPOS, else that of its PTB tag; None when the corpus gives neither ('_', '-')."""
+    if upos not in (None, "_"):
+        return upos
+    return PTB_TO_UPOS.get(xpos or "")
+
+
 def mention_type(upos: str | None) -> str:
     return {"PRON": "pronoun", "PROPN": "proper"}.get(upos or "", "nominal")
+
+
+def capitalized_inside_sentences(document: Document) -> set[str]:
+    """The capitalized words of the document that occur somewhere other than a sentence's start."""
+    starts = set(document.sentence_starts)
+    return {word for index, word in enumerate(document.words) if index not in starts and word[:1].isupper()}
+
+
+def word_mention_type(word: str, sentence_initial: bool, capitalized: set[str]) -> str:
+    """The type of a mention whose head word has no POS, from the word itself."""
+    if word.lower() in PRONOUNS:
+        return "pronoun"
+    if word[:1].isupper() and (not sentence_initial or word in capitalized):
+        return "proper"
+    return "nominal"
+
+
+def mention_type_source(mentions: pl.DataFrame) -> str:
+    """Where a corpus's `coref_mentions.mention_type` came from: GAP's roles, the POS column, or
+    the words (see the module docstring)."""
+    if "role" in mentions.columns and mentions["role"].null_count() < mentions.height:
+        return "GAP roles (pronoun, name candidates)"
+    if "head_xpos" in mentions.columns and mentions["head_xpos"].null_count() < mentions.height:
+        return "POS column (UPOS, else the PTB tag's UPOS)"
+    return "the head word (pronoun list, capitalization): the corpus has no POS"
 
 
 def documents_to_corpus(
@@ -136,6 +190,8 @@ def documents_to_corpus(
     words, mentions, sentences, texts = [], [], [], []
     problems = list(problems or [])
     for example_id, document in enumerate(documents):
+        capitalized = capitalized_inside_sentences(document)
+        sentence_starts = set(document.sentence_starts)
         texts.append((example_id, document.name, " ".join(document.words)))
         offset = 0
         for index, word in enumerate(document.words):
@@ -145,6 +201,12 @@ def documents_to_corpus(
         problems += found
         for mention_id, (cluster, start, end, discontinuous) in enumerate(parsed):
             head = mention_head(document, start, end)
+            upos = pos_upos(document.upos[head], document.xpos[head])
+            kind = (
+                mention_type(upos)
+                if upos
+                else word_mention_type(document.words[head], head in sentence_starts, capitalized)
+            )
             mentions.append(
                 (
                     example_id,
@@ -153,9 +215,9 @@ def documents_to_corpus(
                     start,
                     end,
                     head,
-                    mention_type(document.upos[head]),
+                    kind,
                     discontinuous,
-                    document.xpos[head],
+                    document.xpos[head] if upos else None,
                 )
             )
         bounds = [*document.sentence_starts, len(document.words)]
@@ -226,7 +288,7 @@ def read_ontogum(paths: list[Path], strict: bool = True) -> CorpusData:
                 # A multiword token keeps the syntactic word whose head lies outside it.
                 if document.upos[position] is None or (head and surface_of[head] + base != position):
                     document.upos[position] = token["upos"]
-                    document.xpos[position] = token["xpos"]
+                    document.xpos[position] = None if token["xpos"] == "_" else token["xpos"]
                     document.heads[position] = surface_of[head] + base if head else None
                 document.tags[position] += (token["misc"] or {}).get("Entity", "") or ""
                 document.lines[position] = line
@@ -234,12 +296,12 @@ def read_ontogum(paths: list[Path], strict: bool = True) -> CorpusData:
 
 
 def read_conll2012(path: Path, strict: bool = True) -> CorpusData:
-    """CoNLL-2012 `*_conll` files: word in column 4, POS in column 5, coreference last.
+    """CoNLL-2012 `*_conll` files: word in column 4, PTB POS in column 5 ('_' or '-': none),
+    coreference last.
 
     There is no dependency tree, so a mention's head word is its last word.
     """
     documents: list[Document] = []
-    pos_to_upos = {"PRP": "PRON", "PRP$": "PRON", "NNP": "PROPN", "NNPS": "PROPN"}
     sentence_open = False
     for number, line in enumerate(read_lines(path), start=1):
         text = line.strip()
@@ -265,8 +327,8 @@ def read_conll2012(path: Path, strict: bool = True) -> CorpusData:
             document.sentence_starts.append(len(document.words))
             sentence_open = True
         document.words.append(columns[3])
-        document.upos.append(pos_to_upos.get(columns[4]))
-        document.xpos.append(columns[4])
+        document.upos.append(None)
+        document.xpos.append(None if columns[4] in ("_", "-") else columns[4])
         document.heads.append(None)
         document.tags.append("" if columns[-1] == "-" else columns[-1])
         document.lines.append(number)

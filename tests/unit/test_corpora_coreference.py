@@ -16,6 +16,7 @@ from dagster_project.corpora import (
     read_ontogum,
     window_documents,
 )
+from dagster_project.corpora.coreference import mention_type_source
 
 ONTOGUM = """# newdoc id = doc_a
 # sent_id = doc_a-1
@@ -128,6 +129,44 @@ def test_conll2012_brackets_in_the_last_column(tmp_path: Path):
                 CONLL_2012.replace("bc/doc 0 1 saw VBD * see 01 - Speaker#1 * -", "bc/doc 0 1 saw"),
             )
         )
+
+
+# LitBank's CoNLL-2012 files: `_` in the POS column. "Mr." is capitalized sentence-initially
+# only, "Holmes" also inside a sentence; "Watson" only sentence-initially (nominal: no evidence).
+LITBANK = """#begin document (litbank/doc); part 0
+doc 0 0 Holmes _ _ _ _ _ _ _ (1)
+doc 0 1 saw _ _ _ _ _ _ _ -
+doc 0 2 the _ _ _ _ _ _ _ (2
+doc 0 3 dog _ _ _ _ _ _ _ 2)
+
+doc 0 0 He _ _ _ _ _ _ _ (1)
+doc 0 1 liked _ _ _ _ _ _ _ -
+doc 0 2 it _ _ _ _ _ _ _ (2)
+doc 0 3 and _ _ _ _ _ _ _ -
+doc 0 4 Holmes _ _ _ _ _ _ _ (1)
+doc 0 5 knew _ _ _ _ _ _ _ -
+
+doc 0 0 Watson _ _ _ _ _ _ _ (3)
+doc 0 1 left _ _ _ _ _ _ _ -
+#end document
+"""
+
+
+def test_without_a_pos_column_mention_types_come_from_the_words(tmp_path: Path):
+    mentions = read_conll2012(_write(tmp_path, "litbank_conll", LITBANK)).annotations["coref_mentions"]
+    words = ["Holmes", "the dog", "He", "it", "Holmes", "Watson"]
+    assert mentions.sort("word_start")["mention_type"].to_list() == [
+        "proper",  # sentence-initial, but capitalized inside a sentence elsewhere
+        "nominal",
+        "pronoun",
+        "pronoun",
+        "proper",
+        "nominal",  # only ever sentence-initial
+    ], words
+    assert mentions["head_xpos"].null_count() == mentions.height
+    assert mention_type_source(mentions).startswith("the head word")
+    tagged = read_conll2012(_write(tmp_path, "x_conll", CONLL_2012)).annotations["coref_mentions"]
+    assert mention_type_source(tagged).startswith("POS column")
 
 
 GAP_HEADER = "ID\tText\tPronoun\tPronoun-offset\tA\tA-offset\tA-coref\tB\tB-offset\tB-coref\tURL\n"

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
-from dagster_project.corpora.base import CorpusData, CorpusError, CorpusSpec, join_words, split_words
+from dagster_project.corpora.base import OVERLONG, CorpusData, CorpusError, CorpusSpec, join_words, split_words
 from dagster_project.corpora.conllu_corpora import read_ud
 from dagster_project.corpora.coreference import (
     gap_files,
@@ -91,7 +91,8 @@ def _xnli(language: str) -> CorpusSpec:
         ),
         files=tuple(f"xnli/xnli_{split}_{language}.tsv" for split in ("validation", "test")),
         read=partial(read_xnli_pairs, language=language),
-        max_len=64,
+        max_len=64,  # the paper's fixed cap (run config max_len: 64); by default d_head
+        max_len_is_d_head=True,
         size=1800,
         spacy_features=language == "en",
         default=language == "en",
@@ -118,6 +119,7 @@ _SPECS = [
         read=lambda data_dir: read_wikitext_pairs(data_dir / WIKITEXT_FILE),
         max_len=128,
         size=1000,
+        overlong="truncate",  # Clark §3: "most segments are 128 tokens"
         spacy_features=True,
         fact_kinds=("position_histograms", "head_distances"),
     ),
@@ -174,6 +176,7 @@ def present_corpora(data_dir: Path) -> list[str]:
 __all__ = [
     "CORPORA",
     "DEFAULT_CORPORA",
+    "OVERLONG",
     "present_corpora",
     "GLUE_TASKS",
     "CorpusData",

@@ -8,6 +8,10 @@ from pathlib import Path
 import polars as pl
 from transformers import PreTrainedTokenizerBase
 
+# What encoding does with an example over max_len pieces: drop it (counted), or cut it to
+# max_len (the longer segment loses its last piece until the pair fits).
+OVERLONG = ("drop", "truncate")
+
 
 class CorpusError(RuntimeError):
     """A corpus file is missing or malformed; the message names the file (and line)."""
@@ -42,6 +46,10 @@ class CorpusSpec:
     read: Callable[[Path], CorpusData]
     max_len: int
     size: int | None  # None: every example that fits
+    overlong: str = "drop"  # one of OVERLONG
+    # Pascual: the default max_len is the model's head dimension d_head (inputs no longer than
+    # d_head keep attention identifiable; 64 for BERT-base); max_len is then the paper's fixed cap.
+    max_len_is_d_head: bool = False
     seed: int = 13
     spacy_features: bool = False  # annotate words with spaCy (corpora without gold syntax)
     default: bool = True  # part of `attn-warehouse run` without --corpus
@@ -52,6 +60,10 @@ class CorpusSpec:
     annotations: tuple[str, ...] = ()  # gold tables the reader writes (dependencies, coref_mentions, ...)
     # Tokenizer-dependent preparation before encoding (cutting documents into windows).
     prepare: Callable[[CorpusData, PreTrainedTokenizerBase, int], CorpusData] | None = None
+
+    def default_max_len(self, d_head: int) -> int:
+        """max_len for a model whose attention heads have dimension d_head, unless run config sets one."""
+        return d_head if self.max_len_is_d_head else self.max_len
 
     @property
     def attention(self) -> bool:

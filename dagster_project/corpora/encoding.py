@@ -5,9 +5,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
-from transformers import PreTrainedTokenizerBase
+from transformers import BatchEncoding, PreTrainedTokenizerBase
 
-from dagster_project.corpora.base import CorpusData, CorpusError, split_words
+from dagster_project.corpora.base import OVERLONG, CorpusData, CorpusError, split_words
 
 PUNCTUATION = frozenset({".", ","})
 _SPACE_MARKERS = "Ġ▁"
@@ -23,7 +23,8 @@ class EncodedCorpus:
     words: pl.DataFrame
     annotations: dict[str, pl.DataFrame]
     n_candidates: int
-    n_too_long: int
+    n_too_long: int  # candidates over max_len pieces (dropped or truncated, as `overlong` says)
+    n_truncated: int = 0  # kept examples cut to max_len pieces (overlong = truncate)
 
 
 def punctuation_ids(tokenizer: PreTrainedTokenizerBase) -> list[int]:
@@ -109,42 +110,93 @@ def align_words(words: pl.DataFrame, tokens: pl.DataFrame) -> tuple[pl.DataFrame
     return aligned, token_words.sort("example_id", "position")
 
 
+def _cut_texts(texts: pl.DataFrame, rows: np.ndarray, encoded: BatchEncoding) -> pl.DataFrame:
+    """`texts` with the texts of `rows` cut after the last character of their last kept piece,
+    so the stored text, its words and spaCy see what the model sees. `encoded` holds the
+    truncated encodings of `rows`, in order."""
+    columns = {name: texts[name].to_list() for name in ("text_a", "text_b") if name in texts.columns}
+    for index, row in enumerate(rows):
+        ends = [0, 0]
+        for sequence, (_, char_end) in zip(encoded.sequence_ids(index), encoded["offset_mapping"][index]):
+            if sequence is not None:
+                ends[sequence] = max(ends[sequence], char_end)
+        for segment, values in enumerate(columns.values()):
+            if values[row] is not None:
+                values[row] = values[row][: ends[segment]]
+    return texts.with_columns(pl.Series(name, values, dtype=pl.String) for name, values in columns.items())
+
+
 def encode_corpus(
-    data: CorpusData, tokenizer: PreTrainedTokenizerBase, max_len: int, size: int | None, seed: int
+    data: CorpusData,
+    tokenizer: PreTrainedTokenizerBase,
+    max_len: int,
+    size: int | None,
+    seed: int,
+    overlong: str = "drop",
 ) -> EncodedCorpus:
-    """Sample up to `size` examples (all if None) that fit in `max_len` pieces, in a seeded order."""
+    """Sample up to `size` examples in a seeded order; examples over `max_len` pieces are
+    dropped (`overlong="drop"`) or cut to `max_len` (`"truncate"`, Clark §3: the longer
+    segment loses its last piece until the pair fits, as BERT's pre-training data does)."""
+    if overlong not in OVERLONG:
+        raise ValueError(f"overlong must be one of {OVERLONG}, got {overlong!r}")
+    if overlong == "truncate" and (data.words is not None or data.annotations):
+        raise ValueError(
+            "overlong='truncate' cuts texts, but this corpus brings its own words or gold annotations "
+            "that would point past the cut; use overlong='drop'"
+        )
     texts = data.texts
     if texts.is_empty():
         raise CorpusError("the corpus has no examples")
     order = np.random.default_rng(seed).permutation(texts.height)
     shuffled = texts[order]
-    segments = [shuffled["text_a"].to_list()]
-    if "text_b" in shuffled.columns and shuffled["text_b"].is_not_null().any():
-        segments.append(shuffled["text_b"].to_list())
-    encoded = tokenizer(
-        *segments,
-        return_special_tokens_mask=True,
-        return_token_type_ids=True,
-        return_offsets_mapping=True,
-        verbose=False,
-    )
+    has_b = "text_b" in shuffled.columns and shuffled["text_b"].is_not_null().any()
+
+    def tokenize(frame: pl.DataFrame, **truncation):
+        segments = [frame["text_a"].to_list(), *([frame["text_b"].to_list()] if has_b else [])]
+        return tokenizer(
+            *segments,
+            return_special_tokens_mask=True,
+            return_token_type_ids=True,
+            return_offsets_mapping=True,
+            verbose=False,
+            **truncation,
+        )
+
+    encoded = tokenize(shuffled)
     lengths = np.fromiter((len(ids) for ids in encoded["input_ids"]), dtype=np.int64, count=shuffled.height)
     fits = lengths <= max_len
-    keep = np.flatnonzero(fits)[:size]
+    keep = (np.arange(shuffled.height) if overlong == "truncate" else np.flatnonzero(fits))[:size]
     if keep.size == 0:
         raise CorpusError(f"no example of {texts.height} fits in {max_len} tokens; raise max_len or check the texts")
-    examples = shuffled[keep].with_columns(n_tokens=pl.Series(lengths[keep], dtype=pl.Int16))
-    ids = [encoded["input_ids"][i] for i in keep]
+    cut_rows = keep[~fits[keep]]
+    # Where each kept example's pieces come from: the whole encoding, or its truncated one.
+    source = {int(row): (encoded, int(row)) for row in keep}
+    if cut_rows.size:
+        cut = tokenize(shuffled[cut_rows], truncation="longest_first", max_length=max_len)
+        shuffled = _cut_texts(shuffled, cut_rows, cut)
+        source |= {int(row): (cut, index) for index, row in enumerate(cut_rows)}
+    pieces = [source[int(row)] for row in keep]
+
+    def column(key: str) -> list:
+        return [batch[key][index] for batch, index in pieces]
+
+    ids = column("input_ids")
+    examples = shuffled[keep].with_columns(
+        n_tokens=pl.Series([len(row) for row in ids], dtype=pl.Int16),
+        overlong=pl.lit(overlong),
+        truncated_from=pl.Series([None if fits[row] else int(lengths[row]) for row in keep], dtype=pl.Int16),
+    )
+    offsets = column("offset_mapping")
     tokens = pl.DataFrame(
         {
             "example_id": examples["example_id"],
             "token_id": ids,
-            "is_special": [encoded["special_tokens_mask"][i] for i in keep],
-            "token_type": [encoded["token_type_ids"][i] for i in keep],
+            "is_special": column("special_tokens_mask"),
+            "token_type": column("token_type_ids"),
             "token": [tokenizer.convert_ids_to_tokens(row) for row in ids],
-            "sequence": [encoded.sequence_ids(int(i)) for i in keep],
-            "char_start": [[start for start, _ in encoded["offset_mapping"][i]] for i in keep],
-            "char_end": [[end for _, end in encoded["offset_mapping"][i]] for i in keep],
+            "sequence": [batch.sequence_ids(index) for batch, index in pieces],
+            "char_start": [[start for start, _ in row] for row in offsets],
+            "char_end": [[end for _, end in row] for row in offsets],
         },
         schema_overrides={"sequence": pl.List(pl.Int8), "char_start": pl.List(pl.Int32), "char_end": pl.List(pl.Int32)},
     ).explode(["token_id", "is_special", "token_type", "token", "sequence", "char_start", "char_end"])
@@ -187,4 +239,5 @@ def encode_corpus(
         },
         n_candidates=texts.height,
         n_too_long=int((~fits).sum()),
+        n_truncated=int(cut_rows.size),
     )

@@ -15,3 +15,7 @@ ALTER TABLE examples ADD COLUMN IF NOT EXISTS split VARCHAR;            -- valid
 ALTER TABLE examples ADD COLUMN IF NOT EXISTS label DOUBLE;             -- numeric label or score
 ALTER TABLE examples ADD COLUMN IF NOT EXISTS label_text VARCHAR;       -- label name (entailment...)
 ALTER TABLE examples ADD COLUMN IF NOT EXISTS group_id INTEGER;         -- parallel rows / one document
+-- Examples over max_len pieces: `drop` (not kept) or `truncate` (cut to max_len, Clark §3);
+-- truncated_from is the example's length before the cut (null when it fit).
+ALTER TABLE examples ADD COLUMN IF NOT EXISTS overlong VARCHAR;
+ALTER TABLE examples ADD COLUMN IF NOT EXISTS truncated_from SMALLINT;

@@ -168,3 +168,38 @@ def test_demo_corpus_encodes_whole(wordpiece):
     encoded = encode_corpus(read_demo_pairs(), wordpiece, 128, 1000, 13)
     assert encoded.examples.height == 24 and encoded.n_too_long == 0
     assert encoded.words["piece_start"].null_count() == 0
+
+
+def test_truncate_cuts_the_longer_segment_and_its_text(wordpiece):
+    # [CLS] 5 words [SEP] 2 words [SEP] = 10 pieces; at max_len 8 the longer segment loses its
+    # last two pieces (longest_first), so text_a keeps "one two three" and its three words.
+    texts = pl.DataFrame(
+        {
+            "example_id": [0, 1],
+            "source_ref": ["", ""],
+            "text_a": ["one two three four five", "short"],
+            "text_b": ["six seven", "pair"],
+        }
+    )
+    cut = encode_corpus(CorpusData(texts), wordpiece, max_len=8, size=None, seed=0, overlong="truncate")
+    assert cut.n_too_long == 1 and cut.n_truncated == 1 and cut.examples.height == 2
+    first = cut.tokens.filter(pl.col("example_id") == 0)
+    assert first["token"].to_list() == ["[CLS]", "one", "two", "three", "[SEP]", "six", "seven", "[SEP]"]
+    assert first["segment"].to_list() == [0] * 5 + [1] * 3
+    example = cut.examples.filter(pl.col("example_id") == 0)
+    assert example.select("text_a", "text_b", "n_tokens", "truncated_from", "overlong").row(0) == (
+        "one two three",
+        "six seven",
+        8,
+        10,
+        "truncate",
+    )
+    assert cut.examples.filter(pl.col("example_id") == 1)["truncated_from"].to_list() == [None]
+    words = cut.words.filter(pl.col("example_id") == 0)
+    assert words["word"].to_list() == ["one", "two", "three", "six", "seven"]
+    assert words["piece_start"].to_list() == [1, 2, 3, 5, 6]
+    # The same corpus under `drop` keeps only the example that fits.
+    dropped = encode_corpus(CorpusData(texts), wordpiece, max_len=8, size=None, seed=0)
+    assert dropped.examples["example_id"].to_list() == [1] and dropped.n_truncated == 0
+    with pytest.raises(ValueError, match="overlong must be one of"):
+        encode_corpus(CorpusData(texts), wordpiece, max_len=8, size=None, seed=0, overlong="cut")

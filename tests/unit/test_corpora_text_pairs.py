@@ -165,3 +165,15 @@ def test_glue_tsv_test_split_without_labels(tmp_path: Path):
     path.write_text("index\tsentence1\tsentence2\n0\tA.\tB.\n1\tC.\t\n".replace("\t\n", "\tD.\n"))
     texts = read_glue(tmp_path, "rte", "test").texts
     assert texts["text_b"].to_list() == ["B.", "D."] and texts["label"].null_count() == 2
+
+
+def test_paper_length_rules_of_the_pair_corpora():
+    # Clark §3: segments are truncated to 128 pieces ("most segments are 128 tokens"), not dropped.
+    wiki = CORPORA["wiki_segments"]
+    assert (wiki.overlong, wiki.max_len, wiki.default_max_len(32)) == ("truncate", 128, 128)
+    # Pascual: inputs no longer than the model's head dimension (64 for BERT-base, 32 for MiniLM);
+    # max_len stays the paper's fixed 64 for run config.
+    for language in ("en", "de", "ar"):
+        xnli = CORPORA[f"xnli_{language}"]
+        assert (xnli.overlong, xnli.max_len, xnli.default_max_len(32), xnli.default_max_len(64)) == ("drop", 64, 32, 64)
+    assert CORPORA["glue_rte"].default_max_len(32) == 128

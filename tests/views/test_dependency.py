@@ -55,7 +55,7 @@ def _fixture(conn: duckdb.DuckDBPyConnection) -> None:
 def test_best_head_and_baseline_per_relation(conn):
     _fixture(conn)
     rows = {row["relation"]: row for row in partition_rows(conn, "clark_dependency_heads", SPEC.model_id).to_dicts()}
-    assert set(rows) == {"All", "det", "nsubj", "dobj"}  # 'pobj' (UD case) has 1 < 100 edges
+    assert set(rows) == {"All", "det", "nsubj", "dobj"}  # 'case (UD)', 'pobj' and 'prep' have 1 < 100 edges
     det = rows["det"]
     # 1-1 gets det right in half the examples; 1-2 (previous word, next for word 0) always.
     assert (det["layer"], det["head"], det["direction"], det["accuracy"]) == (1, 2, "dependent->head", 1.0)
@@ -81,5 +81,103 @@ def test_both_directions_and_the_relation_mapping(conn):
     det = accuracy.filter((pl.col("relation") == "det") & (pl.col("head") == 2)).sort("direction")
     # head -> dependent: the noun (word 1) attends to word 0 under head 1-2.
     assert det.select("direction", "accuracy").rows() == [("dependent->head", 1.0), ("head->dependent", 1.0)]
-    assert set(accuracy["relation"]) == {"All", "det", "nsubj", "dobj", "pobj"}
+    assert set(accuracy["relation"]) == {"All", "det", "nsubj", "dobj", "case (UD)", "pobj", "prep"}
     assert accuracy.filter(pl.col("relation") == "All")["direction"].unique().to_list() == ["dependent->head"]
+
+
+# "John 's dog won't try to sit on the mat", UD EWT style: the possessive 's is a word of its
+# own, "won't" one surface word of two syntactic words (wo + n't), `to` infinitival (UD mark).
+# (ud_id, word_index, head_word_index, relation, upos, xpos, form)
+SENTENCE = [
+    (1, 0, 2, "nmod:poss", "PROPN", "NNP", "John"),
+    (2, 1, 0, "case", "PART", "POS", "'s"),
+    (3, 2, 4, "nsubj", "NOUN", "NN", "dog"),
+    (4, 3, 4, "aux", "AUX", "MD", "wo"),
+    (5, 3, 4, "advmod", "PART", "RB", "n't"),
+    (6, 4, None, "root", "VERB", "VB", "try"),
+    (7, 5, 6, "mark", "PART", "TO", "to"),
+    (8, 6, 4, "xcomp", "VERB", "VB", "sit"),
+    (9, 7, 9, "case", "ADP", "IN", "on"),
+    (10, 8, 9, "det", "DET", "DT", "the"),
+    (11, 9, 6, "obl", "NOUN", "NN", "mat"),
+]
+N_SENTENCES = 200
+N_WORDS = 10
+# Three heads: 1-1 picks the next word (the last word: the previous), 1-2 the previous (the
+# first word: the next), 1-3 the word two to the right (where there is none: the previous).
+PICKS = {
+    1: lambda w: w + 1 if w + 1 < N_WORDS else w - 1,
+    2: lambda w: w - 1 if w > 0 else 1,
+    3: lambda w: w + 2 if w + 2 < N_WORDS else w - 1,
+}
+NO_HITS_WORD = 8  # "the" has no pieces in the second half of the sentences: no relation hits
+
+
+def _sentence_fixture(conn: duckdb.DuckDBPyConnection) -> None:
+    upsert_model(conn, SPEC)
+    columns = ("ud_id", "word_index", "head_word_index", "relation", "upos", "xpos", "form")
+    dependencies = pl.DataFrame(
+        [{"example_id": e, **dict(zip(columns, row))} for e in range(N_SENTENCES) for row in SENTENCE]
+    )
+    hits = pl.DataFrame(
+        [
+            {"example_id": e, "word_index": w, "layer": 1, "head": head, "target_word": pick(w), "word_mode": "mean"}
+            for e in range(N_SENTENCES)
+            for head, pick in PICKS.items()
+            for w in range(N_WORDS)
+            if not (w == NO_HITS_WORD and e >= N_SENTENCES // 2)
+        ]
+    )
+    replace_partition(conn, {"dependencies": dependencies, "relation_hits": hits}, SPEC.model_id, "ud")
+
+
+def _table1(conn: duckdb.DuckDBPyConnection) -> dict[str, dict]:
+    rows = partition_rows(conn, "clark_dependency_heads", SPEC.model_id).to_dicts()
+    return {
+        row["relation"]: (
+            row["layer"],
+            row["head"],
+            row["direction"],
+            row["accuracy"],
+            row["baseline_offset"],
+            row["n"],
+        )
+        for row in rows
+    }
+
+
+def test_sd_readings_of_ud_case_to_and_possessive_s(conn):
+    _sentence_fixture(conn)
+    table = _table1(conn)
+    # SD pobj: the noun (mat, 9) depends on its preposition (on, 7); head 1-3 (two to the right)
+    # makes "on" pick "mat": head -> dependent, and the baseline from the noun is -2.
+    assert table["pobj"] == (1, 3, "head->dependent", 1.0, -2, N_SENTENCES)
+    # UD case, as it is: 's -> John (-1) and on -> mat (+2); 1-1 gets John -> 's (head ->
+    # dependent), misses mat -> on.
+    assert table["case (UD)"] == (1, 1, "head->dependent", 0.5, -1, 2 * N_SENTENCES)
+    # SD prep: on -> sit (the noun's UD head), the previous word: 1-1 makes "sit" pick "on".
+    assert table["prep"] == (1, 1, "head->dependent", 1.0, -1, N_SENTENCES)
+    # poss: the 's stands for John, so 's -> dog is the next word (UD John -> dog is +2).
+    assert table["poss"] == (1, 1, "dependent->head", 1.0, 1, N_SENTENCES)
+    # aux: wo -> try and the infinitival to -> sit; no `mark` is left.
+    assert table["aux"] == (1, 1, "dependent->head", 1.0, 1, 2 * N_SENTENCES)
+    assert "mark" not in table
+
+
+def test_heads_and_baselines_count_the_same_edges_once(conn):
+    _sentence_fixture(conn)
+    table = _table1(conn)
+    # "won't" is one word: its two halves (aux and advmod to "try") are one edge in 'All'.
+    # 9 words with a head per sentence, "the" scored in half of them: 9 * 200 - 100 = 1700.
+    # 1-3 gets John -> dog, dog -> try and on -> mat: 600; offset +2 likewise 600.
+    assert table["All"] == (1, 3, "dependent->head", pytest.approx(600 / 1700), 2, 1700)
+    baseline = partition_rows(conn, "int_dependency_offset_baselines", SPEC.model_id)
+    assert baseline.filter(pl.col("relation") == "All", pl.col("baseline_offset") == 2)["accuracy"].item() == (
+        pytest.approx(600 / 1700)
+    )
+    # det only where "the" has hits: the heads' and the baseline's n are both 100.
+    assert table["det"][-1] == N_SENTENCES // 2
+    counts = partition_rows(conn, "int_dependency_head_accuracy", SPEC.model_id)
+    assert set(counts.filter(pl.col("relation") == "det")["n"]) == {N_SENTENCES // 2}
+    assert set(baseline.filter(pl.col("relation") == "det")["n"]) == {N_SENTENCES // 2}
+    assert table["advmod"][-1] == N_SENTENCES

@@ -45,6 +45,7 @@ PLUMBING = frozenset(
         "cli",
         "definitions",
         "defs.partitions",
+        "defs.pools",
         "defs.resources",
         "defs.tags",
         "defs.registration",
@@ -70,7 +71,7 @@ CARRIED_CODE_VERSIONS = Path(__file__).with_name("carried_code_versions.json")
 # Dagster rather than compute it: where it is shown, how it is selected or scheduled. Its inputs
 # are tracked by Dagster itself (a new or removed dependency makes an asset stale).
 DECORATOR_METADATA = frozenset(
-    {"group_name", "description", "tags", "kinds", "owners", "metadata", "compute_kind", "pool", "deps"}
+    {"group_name", "description", "tags", "kinds", "owners", "metadata", "compute_kind", "pool", "op_tags", "deps"}
 )
 
 

@@ -3,14 +3,16 @@
 import polars as pl
 from dagster import AssetExecutionContext, AssetsDefinition, Config, MaterializeResult, MetadataValue, asset
 from dagster_duckdb import DuckDBResource
+from transformers import PretrainedConfig
 
 from dagster_project.compute.checks import tokens_match_examples, word_pieces_inside_example
 from dagster_project.compute.models import load_encoder
-from dagster_project.corpora import CORPORA, CorpusError, CorpusSpec, encode_corpus
+from dagster_project.corpora import CORPORA, OVERLONG, CorpusError, CorpusSpec, encode_corpus
 from dagster_project.corpora.annotation import spacy_features
 from dagster_project.defs.assets.models import encoder_model
 from dagster_project.defs.assets.writing import check_specs, table_preview, write_partition
 from dagster_project.defs.partitions import model_partitions
+from dagster_project.defs.pools import WRITER_POOL
 from dagster_project.defs.resources import DataDirectory
 from dagster_project.defs.tags import corpus_tags
 from dagster_project.defs.versioning import corpus_files_key
@@ -25,9 +27,16 @@ CORPUS_CHECKS = {
 class CorpusConfig(Config):
     """Sampling parameters; left unset, the corpus's METHODS defaults apply."""
 
+    # Longest example in pieces; xnli_*: the model's d_head by default, 64 is the paper's fixed cap.
     max_len: int | None = None
+    overlong: str | None = None  # drop | truncate examples over max_len (wiki_segments: truncate)
     size: int | None = None  # at most this many examples (the corpus's default: all or its METHODS size)
     seed: int | None = None
+
+
+def head_dimension(config: PretrainedConfig) -> int:
+    """d_head of an encoder's attention heads (config.head_dim where a model sets it)."""
+    return getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
 
 
 def build_corpus_asset(spec: CorpusSpec) -> AssetsDefinition:
@@ -42,14 +51,17 @@ def build_corpus_asset(spec: CorpusSpec) -> AssetsDefinition:
         deps=[encoder_model, *([corpus_files_key(spec.name)] if spec.files else [])],
         group_name="corpora",
         tags=corpus_tags(spec.name),
-        pool="warehouse_writer",
+        pool=WRITER_POOL,
         check_specs=check_specs(name, CORPUS_CHECKS),
     )
     def corpus_asset(
         context: AssetExecutionContext, config: CorpusConfig, warehouse: DuckDBResource, data_dir: DataDirectory
     ) -> MaterializeResult:
-        max_len, size = config.max_len or spec.max_len, config.size or spec.size
+        size = config.size or spec.size
         seed = spec.seed if config.seed is None else config.seed
+        overlong = config.overlong or spec.overlong
+        if overlong not in OVERLONG:
+            raise ValueError(f"{name}: run config overlong must be one of {OVERLONG}, got {overlong!r}")
         missing = spec.missing_files(data_dir.root)
         if missing:
             raise CorpusError(
@@ -58,16 +70,19 @@ def build_corpus_asset(spec: CorpusSpec) -> AssetsDefinition:
             )
         with warehouse.get_connection() as conn:
             source = model_source(conn, context.partition_key)
-        tokenizer = load_encoder(source).tokenizer
+        encoder = load_encoder(source)
+        tokenizer = encoder.tokenizer
+        max_len = config.max_len or spec.default_max_len(head_dimension(encoder.model.config))
         data = spec.read(data_dir.root)
         for problem in data.problems[:20]:
             context.log.warning(f"{spec.name}: skipped malformed input: {problem}")
         if spec.prepare:
             data = spec.prepare(data, tokenizer, max_len)
-        encoded = encode_corpus(data, tokenizer, max_len, size, seed)
+        encoded = encode_corpus(data, tokenizer, max_len, size, seed, overlong)
         context.log.info(
             f"{spec.name}: kept {encoded.examples.height} of {encoded.n_candidates} candidates "
-            f"({encoded.n_too_long} longer than {max_len} tokens)"
+            f"({encoded.n_too_long} longer than {max_len} tokens, overlong={overlong}: "
+            f"{encoded.n_truncated} kept truncated)"
         )
         tables = {
             "examples": encoded.examples.with_columns(max_len=max_len, seed=seed),
@@ -96,11 +111,13 @@ def build_corpus_asset(spec: CorpusSpec) -> AssetsDefinition:
             outcomes,
             {
                 "candidates": encoded.n_candidates,
-                "dropped_too_long": encoded.n_too_long,
+                "dropped_too_long": encoded.n_too_long if overlong == "drop" else 0,
+                "truncated": encoded.n_truncated,
                 "words_without_pieces": encoded.words["piece_start"].null_count(),
                 "skipped_malformed": len(data.problems),
                 **({"spacy_alignment": table_preview(alignment, rows=4)} if alignment is not None else {}),
                 "max_len": max_len,
+                "overlong": overlong,
                 "seed": seed,
                 "size": MetadataValue.int(size) if size else "all",
                 "mean_tokens": MetadataValue.float(float(examples["n_tokens"].mean())),

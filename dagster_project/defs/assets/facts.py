@@ -17,6 +17,7 @@ from dagster_project.corpora import CORPORA, CorpusSpec
 from dagster_project.defs.assets.corpora import corpus_assets_by_name, model_tokens
 from dagster_project.defs.assets.writing import check_specs, progress_logger, write_partition
 from dagster_project.defs.partitions import model_partitions
+from dagster_project.defs.pools import GPU_PASS_OP_TAGS, GPU_PASS_POOL
 from dagster_project.defs.tags import corpus_tags
 from dagster_project.storage.warehouse import partition_rows
 
@@ -45,7 +46,8 @@ def build_fact_asset(spec: CorpusSpec, corpus_asset: AssetsDefinition) -> Assets
         deps=[corpus_asset],
         group_name="facts",
         tags=corpus_tags(corpus, "attention"),
-        pool="warehouse_writer",
+        pool=GPU_PASS_POOL,
+        op_tags=GPU_PASS_OP_TAGS,
         check_specs=check_specs(name, {check.name: check.description for check in checks}),
     )
     def fact_asset(context: AssetExecutionContext, config: FactsConfig, warehouse: DuckDBResource) -> MaterializeResult:

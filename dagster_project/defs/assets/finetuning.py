@@ -45,6 +45,7 @@ from dagster_project.defs.assets.writing import (
     write_partition,
 )
 from dagster_project.defs.partitions import model_partitions
+from dagster_project.defs.pools import GPU_PASS_OP_TAGS, GPU_PASS_POOL
 from dagster_project.defs.registration import register_model
 from dagster_project.defs.tags import analysis_tag
 from dagster_project.settings import models_cache_dir
@@ -98,7 +99,8 @@ def build_finetuned_asset(task: str) -> AssetsDefinition:
         deps=[corpus_assets_by_name[train_corpus], corpus_assets_by_name[corpus]],
         group_name="kovaleva",
         tags=analysis_tag("finetuning"),
-        pool="warehouse_writer",
+        pool=GPU_PASS_POOL,
+        op_tags=GPU_PASS_OP_TAGS,
         check_specs=check_specs(f"finetuned_{task}", SCORES_CHECK),
     )
     def finetuned_asset(
@@ -205,7 +207,8 @@ def build_ablation_asset(task: str, finetuned: AssetsDefinition) -> AssetsDefini
         deps=[finetuned, corpus_assets_by_name[corpus]],
         group_name="kovaleva",
         tags=analysis_tag("finetuning"),
-        pool="warehouse_writer",
+        pool=GPU_PASS_POOL,
+        op_tags=GPU_PASS_OP_TAGS,
         check_specs=check_specs(
             f"{task}_ablation",
             {

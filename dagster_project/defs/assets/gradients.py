@@ -26,6 +26,7 @@ from dagster_project.defs.assets.writing import (
     write_partition,
 )
 from dagster_project.defs.partitions import model_partitions
+from dagster_project.defs.pools import GPU_PASS_OP_TAGS, GPU_PASS_POOL
 from dagster_project.defs.tags import analysis_tag
 from dagster_project.storage.warehouse import partition_rows
 
@@ -45,7 +46,8 @@ class GradImportanceConfig(Config):
     deps=[corpus_assets_by_name["wiki_segments"]],
     group_name="clark",
     tags=analysis_tag("clark"),
-    pool="warehouse_writer",
+    pool=GPU_PASS_POOL,
+    op_tags=GPU_PASS_OP_TAGS,
     check_specs=check_specs(
         "grad_importance",
         {

@@ -10,6 +10,7 @@ from dagster_project.compute.head_clustering import distance_matrix, embed_heads
 from dagster_project.defs.assets.facts import fact_assets_by_corpus
 from dagster_project.defs.assets.writing import check_specs, write_partition
 from dagster_project.defs.partitions import model_partitions
+from dagster_project.defs.pools import WRITER_POOL
 from dagster_project.defs.tags import analysis_tag
 from dagster_project.storage.warehouse import partition_rows
 
@@ -28,7 +29,7 @@ class HeadMdsConfig(Config):
     deps=[fact_assets_by_corpus["wiki_segments"]],
     group_name="clark",
     tags=analysis_tag("clark"),
-    pool="warehouse_writer",
+    pool=WRITER_POOL,
     check_specs=check_specs(
         "head_mds",
         {

@@ -30,6 +30,7 @@ from dagster_project.defs.assets.writing import (
     write_partition,
 )
 from dagster_project.defs.partitions import model_partitions
+from dagster_project.defs.pools import GPU_PASS_OP_TAGS, GPU_PASS_POOL
 from dagster_project.defs.tags import corpus_tags
 
 DEFAULT_HTA_METHOD = "estimate(8,bf16)"  # fastest setting with Pearson >= 0.99 vs exact (bench/bench_hta.py)
@@ -55,7 +56,8 @@ def build_hta_asset(corpus: str) -> AssetsDefinition:
         deps=[corpus_assets_by_name[corpus]],
         group_name="pascual",
         tags=corpus_tags(corpus, "hta"),
-        pool="warehouse_writer",
+        pool=GPU_PASS_POOL,
+        op_tags=GPU_PASS_OP_TAGS,
         check_specs=[
             *check_specs(name, {"contributions_sum_to_one": CONTRIBUTION_CHECK}),
             AssetCheckSpec(

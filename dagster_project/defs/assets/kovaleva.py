@@ -21,6 +21,7 @@ from dagster_project.defs.assets.writing import (
     write_partition,
 )
 from dagster_project.defs.partitions import model_partitions
+from dagster_project.defs.pools import GPU_PASS_OP_TAGS, GPU_PASS_POOL
 from dagster_project.defs.tags import analysis_tag
 from dagster_project.storage.warehouse import ensure_schema, model_source, partition_rows
 
@@ -56,7 +57,8 @@ def build_similarity_asset(task: str, finetuned: AssetsDefinition) -> AssetsDefi
         deps=[corpus_assets_by_name[corpus], finetuned],
         group_name="kovaleva",
         tags=analysis_tag("finetuning"),
-        pool="warehouse_writer",
+        pool=GPU_PASS_POOL,
+        op_tags=GPU_PASS_OP_TAGS,
         check_specs=check_specs(
             name,
             {

@@ -7,10 +7,11 @@ from dagster_duckdb import DuckDBResource
 
 from dagster_project.compute.models import load_encoder
 from dagster_project.defs.partitions import model_partitions
+from dagster_project.defs.pools import WRITER_POOL
 from dagster_project.storage.warehouse import model_source, upsert_model
 
 
-@asset(partitions_def=model_partitions, group_name="models", pool="warehouse_writer")
+@asset(partitions_def=model_partitions, group_name="models", pool=WRITER_POOL)
 def encoder_model(context: AssetExecutionContext, warehouse: DuckDBResource) -> MaterializeResult:
     """Loads the partition's model (eager attention, fp32, eval), checks it returns attention
     maps, and refreshes its row in the `models` table (revision, layers, heads)."""

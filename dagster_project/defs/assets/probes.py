@@ -32,6 +32,7 @@ from dagster_project.defs.assets.writing import (
     write_partition,
 )
 from dagster_project.defs.partitions import model_partitions
+from dagster_project.defs.pools import GPU_PASS_OP_TAGS, GPU_PASS_POOL
 from dagster_project.defs.tags import analysis_tag
 from dagster_project.storage.warehouse import partition_rows
 
@@ -78,7 +79,8 @@ def _corpus_frames(
     deps=[corpus_assets_by_name[TRAIN_CORPUS], corpus_assets_by_name[TEST_CORPUS]],
     group_name="clark",
     tags=analysis_tag("clark"),
-    pool="warehouse_writer",
+    pool=GPU_PASS_POOL,
+    op_tags=GPU_PASS_OP_TAGS,
     check_specs=check_specs(
         "dependency_probes",
         {

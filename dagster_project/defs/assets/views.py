@@ -3,11 +3,12 @@
 from dagster import AssetExecutionContext, MaterializeResult, MetadataValue, asset
 from dagster_duckdb import DuckDBResource
 
+from dagster_project.defs.pools import WRITER_POOL
 from dagster_project.settings import SQL_DIR
 from dagster_project.storage.warehouse import apply_views, sql_code_version
 
 
-@asset(group_name="views", code_version=sql_code_version(), pool="warehouse_writer")
+@asset(group_name="views", code_version=sql_code_version(), pool=WRITER_POOL)
 def warehouse_views(context: AssetExecutionContext, warehouse: DuckDBResource) -> MaterializeResult:
     """Creates the fact tables if missing and runs every `CREATE OR REPLACE VIEW` file of
     sql/staging, sql/intermediate and sql/results in dependency order."""

@@ -194,6 +194,26 @@ def sql(query: str, max_rows: int) -> int:
     return 0
 
 
+def pools(gpus: int | None) -> int:
+    """Set the limits of the pools the assets use (defs/pools.py) on the Dagster instance, before
+    the first run: on a Postgres instance two runs meeting a new pool at once race on creating it."""
+    from dagster import DagsterInstance
+
+    from dagster_project.defs.pools import pool_limits, set_pool_limits, warehouse_backend
+
+    try:
+        limits = pool_limits(gpus)
+        with DagsterInstance.get() as instance:
+            limits = set_pool_limits(instance, limits)
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    for pool, limit in limits.items():
+        print(f"pool {pool}: limit {limit}")
+    print(f"(warehouse backend {warehouse_backend()}; Dagster instance {os.environ['DAGSTER_HOME']})")
+    return 0
+
+
 def ui(port: int) -> int:
     from dagster import DagsterInstance
 
@@ -247,6 +267,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     sql_parser.add_argument("query", help='SQL, e.g. "SELECT * FROM models"')
     sql_parser.add_argument("--max-rows", type=int, default=50, help="rows to print at most (default 50)")
+    pools_parser = commands.add_parser(
+        "pools", help="set the pools' limits on the Dagster instance (once, before the first run; see README)"
+    )
+    pools_parser.add_argument(
+        "--gpus",
+        type=int,
+        help="devices the gpu pool shares (non-duckdb backends; default: this machine's CUDA devices, or 1)",
+    )
     args = parser.parse_args(argv)
     _use_project_instance()
     try:
@@ -260,6 +288,8 @@ def main(argv: list[str] | None = None) -> int:
             return report(args.out)
         if args.command == "sql":
             return sql(args.query, max(args.max_rows, 1))
+        if args.command == "pools":
+            return pools(args.gpus)
     except Exception as error:
         told = _told_error(error)
         if told is None:

@@ -31,6 +31,9 @@ class ChartSpec:
     reads: tuple[str, ...] = ()  # analysis tables the view reads besides the attention/HTA facts
     when_empty: str = ""  # set: a model without rows is expected (why), the chart is skipped instead of failing
     all_corpora: bool = False  # draw the rows of every one of `corpora` with rows (one panel or bar per corpus)
+    # also draw the rows of the models fine-tuned from this one (the view's base_model_id), so
+    # each task shows the pre-trained and the fine-tuned model side by side
+    side_by_side: bool = False
 
     @property
     def label(self) -> str:
@@ -38,12 +41,24 @@ class ChartSpec:
         return f"{PAPER_AUTHORS[self.paper]} {self.figure}"
 
     def rows(self, conn: duckdb.DuckDBPyConnection, model_id: str) -> tuple[str, pl.DataFrame] | None:
-        """The view rows drawn for a model: those of the first of `corpora` with rows (of all
-        of them with `all_corpora`), or None."""
-        rows = partition_rows(conn, self.view, model_id)
+        """The view rows drawn for a model (and, `side_by_side`, for the models fine-tuned from
+        it; the model's own rows first): those of the first of `corpora` with rows (of all of
+        them with `all_corpora`, in the order of `corpora`), or None."""
+        if self.side_by_side:
+            own = duckdb.ColumnExpression("model_id") == duckdb.ConstantExpression(model_id)
+            tuned = duckdb.ColumnExpression("base_model_id") == duckdb.ConstantExpression(model_id)
+            rows = conn.table(self.view).filter(own | tuned).pl()
+            rows = rows.sort(pl.col("model_id") != model_id, maintain_order=True)
+        else:
+            rows = partition_rows(conn, self.view, model_id)
         if self.all_corpora:
             found = [name for name in self.corpora if name in set(rows["corpus"])]
-            return (", ".join(found), rows.filter(pl.col("corpus").is_in(found))) if found else None
+            order = pl.col("corpus").replace_strict({name: index for index, name in enumerate(found)}, default=None)
+            return (
+                (", ".join(found), rows.filter(pl.col("corpus").is_in(found)).sort(order, maintain_order=True))
+                if found
+                else None
+            )
         corpus = next((name for name in self.corpora if name in set(rows["corpus"])), None)
         return None if corpus is None else (corpus, rows.filter(pl.col("corpus") == corpus))
 
@@ -195,23 +210,32 @@ CHARTS = (
 )
 
 _GLUE = tuple(f"glue_{task}" for task in GLUE_TASKS)
+# Kovaleva's tasks in the paper's order (QQP and MNLI are not staged), then the other GLUE
+# corpora (CoLA, WNLI: not in the paper) and the demo.
+KOVALEVA_PAPER_TASKS = ("mrpc", "stsb", "sst2", "rte", "qnli")
+_KOVALEVA_CORPORA = (
+    *(f"glue_{task}" for task in KOVALEVA_PAPER_TASKS),
+    *(name for name in _GLUE if name.removeprefix("glue_") not in KOVALEVA_PAPER_TASKS),
+    "demo",
+)
 CHARTS += (
+    ChartSpec(
+        "kovaleva_fig1_pattern_examples",
+        "kovaleva",
+        "Fig. 1",
+        "kovaleva_pattern_example_maps",
+        _KOVALEVA_CORPORA,
+        draw.kovaleva_pattern_examples_chart,
+    ),
     ChartSpec(
         "kovaleva_fig2_pattern_shares",
         "kovaleva",
         "Fig. 2",
         "kovaleva_pattern_shares",
-        (*_GLUE, "demo"),
+        _KOVALEVA_CORPORA,
         draw.kovaleva_pattern_shares_chart,
         all_corpora=True,
-    ),
-    ChartSpec(
-        "kovaleva_fig2_pattern_examples",
-        "kovaleva",
-        "Fig. 2 (maps)",
-        "kovaleva_pattern_example_maps",
-        (*_GLUE, "demo"),
-        draw.kovaleva_pattern_examples_chart,
+        side_by_side=True,
     ),
     ChartSpec(
         "kovaleva_fig3_framenet_heads",
@@ -235,11 +259,21 @@ CHARTS += (
         when_empty="materialize finetuned_<task>, then glue_<task>_finetune_similarity for the base model",
     ),
     ChartSpec(
-        "kovaleva_fig6_feature_attention",
+        "kovaleva_fig6_special_tokens",
         "kovaleva",
         "Fig. 6",
         "kovaleva_feature_attention",
-        (*_GLUE, "demo"),
+        _KOVALEVA_CORPORA,
+        draw.kovaleva_special_tokens_chart,
+        all_corpora=True,
+        side_by_side=True,
+    ),
+    ChartSpec(
+        "kovaleva_sec44_feature_attention",
+        "kovaleva",
+        "§4.4-4.5",
+        "kovaleva_feature_attention",
+        _KOVALEVA_CORPORA,
         draw.kovaleva_feature_attention_chart,
     ),
     ChartSpec(
@@ -247,7 +281,9 @@ CHARTS += (
         "kovaleva",
         "Fig. 7",
         "kovaleva_cls_attention",
-        (*_GLUE, "demo"),
+        _KOVALEVA_CORPORA,
         draw.kovaleva_cls_attention_chart,
+        all_corpora=True,
+        side_by_side=True,
     ),
 )

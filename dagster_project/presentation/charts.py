@@ -309,13 +309,20 @@ def kovaleva_layer_ablation_chart(rows: pl.DataFrame, title: str) -> alt.LayerCh
 _PATTERN_ORDER = ["vertical", "diagonal", "vertical+diagonal", "block", "heterogeneous"]
 
 
-def kovaleva_pattern_shares_chart(rows: pl.DataFrame, title: str) -> alt.Chart:
-    """Kovaleva Fig. 2 (left): stacked shares of the five pattern classes per task."""
+def _in_order(rows: pl.DataFrame, column: str) -> list:
+    """The values of `column` in the order the rows bring them (ChartSpec.rows orders tasks as
+    the paper does and puts the pre-trained model first)."""
+    return list(dict.fromkeys(rows[column]))
+
+
+def kovaleva_pattern_shares_chart(rows: pl.DataFrame, title: str) -> alt.FacetChart:
+    """Kovaleva Fig. 2: stacked shares of the five pattern classes per task, the pre-trained
+    model beside the model fine-tuned on the task where there is one."""
     return (
         alt.Chart(rows)
         .mark_bar()
         .encode(
-            x=alt.X("task:N", title=None),
+            x=alt.X("role:N", title=None, sort=_in_order(rows, "role")),
             y=alt.Y(
                 "share:Q",
                 title="share of (example, head) maps",
@@ -324,14 +331,16 @@ def kovaleva_pattern_shares_chart(rows: pl.DataFrame, title: str) -> alt.Chart:
             ),
             color=alt.Color("pattern:N", sort=_PATTERN_ORDER),
             order=alt.Order("pattern_order:Q"),
-            tooltip=["task", "pattern", alt.Tooltip("share:Q", format=".1%"), "maps"],
+            tooltip=["task", "model", "pattern", alt.Tooltip("share:Q", format=".1%"), "maps"],
         )
-        .properties(width=alt.Step(60), height=260, title=f"{title}: attention pattern classes")
+        .properties(width=alt.Step(50), height=260)
+        .facet(column=alt.Column("task:N", title=None, sort=_in_order(rows, "task")))
+        .properties(title=f"{title}: attention pattern classes")
     )
 
 
 def kovaleva_pattern_examples_chart(rows: pl.DataFrame, title: str) -> alt.FacetChart:
-    """Kovaleva Fig. 2 (right): the kept example maps, one row of maps per pattern class."""
+    """Kovaleva Fig. 1: the kept example maps, one row of maps per pattern class."""
     rows = rows.with_columns(
         map=pl.format("{} L{}-H{} ex. {}", "task", "layer", "head", "example_id"),
         slot=pl.col("example_id").rank("dense").over("task", "pattern").cast(pl.Int32),
@@ -396,9 +405,26 @@ def kovaleva_finetune_similarity_chart(rows: pl.DataFrame, title: str) -> alt.Fa
     )
 
 
+def kovaleva_special_tokens_chart(rows: pl.DataFrame, title: str) -> alt.FacetChart:
+    """Kovaleva Fig. 6: per task, the attention [SEP] (top row) and [CLS] (bottom row) receive
+    in every head, the pre-trained model beside the model fine-tuned on the task."""
+    rows = rows.filter(pl.col("feature").is_in(["[SEP]", "[CLS]"])).with_columns(
+        panel=pl.format("{} ({})", "task", "role")
+    )
+    return (
+        _head_heatmap(rows, "score", "attention received", "viridis")
+        .properties(width=alt.Step(14), height=alt.Step(14))
+        .facet(
+            row=alt.Row("feature:N", title=None, sort=["[SEP]", "[CLS]"]),
+            column=alt.Column("panel:N", title=None, sort=_in_order(rows, "panel")),
+        )
+        .properties(title=f"{title}: attention to [SEP] and [CLS] per task")
+    )
+
+
 def kovaleva_feature_attention_chart(rows: pl.DataFrame, title: str) -> alt.FacetChart:
-    """Kovaleva Fig. 6 / §4.4-4.5: per head, the attention each feature type receives (and
-    the token-to-token pairs); fine-tuned models show their base model's scores beside."""
+    """Kovaleva §4.4-4.5: per head, the attention each feature type receives (and the
+    token-to-token pairs); fine-tuned models show their base model's scores beside."""
     long = rows.select("feature", "layer", "head", "role", "score")
     if rows["base_score"].is_not_null().any():
         long = pl.concat(
@@ -414,8 +440,9 @@ def kovaleva_feature_attention_chart(rows: pl.DataFrame, title: str) -> alt.Face
     )
 
 
-def kovaleva_cls_attention_chart(rows: pl.DataFrame, title: str) -> alt.Chart:
-    """Kovaleva Fig. 7: final-layer [CLS] row's weight to each feature type, per head."""
+def kovaleva_cls_attention_chart(rows: pl.DataFrame, title: str) -> alt.FacetChart:
+    """Kovaleva Fig. 7: final-layer [CLS] row's weight to each feature type, per head; one
+    column per task, the pre-trained model above the model fine-tuned on the task."""
     return (
         alt.Chart(rows)
         .mark_rect()
@@ -423,11 +450,14 @@ def kovaleva_cls_attention_chart(rows: pl.DataFrame, title: str) -> alt.Chart:
             x=alt.X("head:O"),
             y=alt.Y("feature:N", title=None),
             color=alt.Color("score:Q", title="[CLS] attention", scale=alt.Scale(scheme="viridis")),
-            tooltip=["feature", "head", alt.Tooltip("score:Q", format=".3f"), "n_examples"],
+            tooltip=["task", "model", "feature", "head", alt.Tooltip("score:Q", format=".3f"), "n_examples"],
         )
-        .properties(
-            width=alt.Step(22), height=alt.Step(18), title=f"{title}: final-layer [CLS] attention by feature type"
+        .properties(width=alt.Step(16), height=alt.Step(16))
+        .facet(
+            row=alt.Row("role:N", title=None, sort=_in_order(rows, "role")),
+            column=alt.Column("task:N", title=None, sort=_in_order(rows, "task")),
         )
+        .properties(title=f"{title}: final-layer [CLS] attention by feature type")
     )
 
 

@@ -61,4 +61,4 @@ def test_every_chart_belongs_to_an_analysis_and_its_tables_have_writers() -> Non
 def test_the_pattern_example_maps_chart_is_drawn_by_the_attention_analysis() -> None:
     # Its name ends in "_examples", which the key-suffix rule used to take for a corpus asset.
     keys = names(analysis_asset_keys(ANALYSES["attention"], ["demo"], ["demo"]))
-    assert "kovaleva_fig2_pattern_examples" in keys
+    assert "kovaleva_fig1_pattern_examples" in keys

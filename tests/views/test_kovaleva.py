@@ -135,9 +135,27 @@ def test_cls_attention_reads_the_last_layer_cls_row(conn):
     )
 
 
+def _record_finetuned(conn: duckdb.DuckDBPyConnection) -> None:
+    """finetuned_rte's row for BASE: it saved and registered TUNED (the link the views use)."""
+    scores = pl.DataFrame(
+        {
+            "task": ["rte"],
+            "setting": ["pretrained_finetuned"],
+            "metric": ["accuracy"],
+            "score": [0.6],
+            "n_examples": [277],
+            "tuned_model_id": [TUNED.model_id],
+            "recipe": ["{}"],
+            "seconds": [1.0],
+        }
+    )
+    replace_partition(conn, {"task_scores": scores}, BASE.model_id, "glue_rte")
+
+
 def test_finetuned_model_beside_its_base(conn):
     _token_fixture(conn, BASE, cls_received=0.4)
     _token_fixture(conn, TUNED, cls_received=0.1)
+    _record_finetuned(conn)
     cosines = pl.DataFrame(
         {
             "tuned_model_id": [TUNED.model_id] * 2,
@@ -163,3 +181,54 @@ def test_finetuned_model_beside_its_base(conn):
     assert (tuned["[CLS]"]["score"], tuned["[CLS]"]["base_score"]) == (pytest.approx(0.1), pytest.approx(0.4))
     assert tuned["verb->subject"]["base_score"] == pytest.approx(0.25)
     assert {row["role"] for row in _rows(conn, "kovaleva_feature_attention")} == {"pre-trained"}
+
+
+def test_fine_tuned_rows_are_drawn_beside_the_pre_trained_ones_per_task(conn):
+    """Figs. 2, 6 and 7 for the base model show, per task, the base and the model fine-tuned on
+    that task (before: only the base model's rows, of the first GLUE corpus with rows)."""
+    from dagster_project.presentation.chart_registry import CHARTS
+
+    _token_fixture(conn, BASE, cls_received=0.4)
+    _token_fixture(conn, TUNED, cls_received=0.1)
+    summaries = pl.DataFrame({"example_id": [0, 1], "layer": [2, 2], "head": [1, 1], "n_tokens": [4, 3]})
+    for model, patterns in ((BASE, ["vertical", "vertical"]), (TUNED, ["vertical", "heterogeneous"])):
+        replace_partition(
+            conn, {"head_summaries": summaries.with_columns(pattern=pl.Series(patterns))}, model.model_id, "glue_rte"
+        )
+    # CoLA (not in the paper) has rows too, and comes after the paper's tasks
+    replace_partition(
+        conn, {"head_summaries": summaries.with_columns(pattern=pl.lit("diagonal"))}, BASE.model_id, "glue_cola"
+    )
+    _record_finetuned(conn)
+    charts = {spec.name: spec for spec in CHARTS}
+    corpus, shares = charts["kovaleva_fig2_pattern_shares"].rows(conn, BASE.model_id)
+    assert corpus == "glue_rte, glue_cola"
+    got = {
+        (row["task"], row["role"], row["model"], row["pattern"]): row["share"]
+        for row in shares.filter(pl.col("share") > 0).to_dicts()
+    }
+    assert got == {
+        ("glue_rte", "pre-trained", "org/base", "vertical"): 1.0,
+        ("glue_rte", "fine-tuned", TUNED.source, "vertical"): 0.5,
+        ("glue_rte", "fine-tuned", TUNED.source, "heterogeneous"): 0.5,
+        ("glue_cola", "pre-trained", "org/base", "diagonal"): 1.0,
+    }
+    assert shares["model_id"][0] == BASE.model_id  # the chart's title names the base model
+    _, special = charts["kovaleva_fig6_special_tokens"].rows(conn, BASE.model_id)
+    cls = {row["role"]: row["score"] for row in special.filter(pl.col("feature") == "[CLS]").to_dicts()}
+    assert cls == {"pre-trained": pytest.approx(0.4), "fine-tuned": pytest.approx(0.1)}
+    _, final_layer = charts["kovaleva_fig7_cls_attention"].rows(conn, BASE.model_id)
+    assert set(zip(final_layer["role"], final_layer["base_model_id"])) == {
+        ("pre-trained", BASE.model_id),
+        ("fine-tuned", BASE.model_id),
+    }
+    for name, rows in (
+        ("kovaleva_fig2_pattern_shares", shares),
+        ("kovaleva_fig6_special_tokens", special),
+        ("kovaleva_fig7_cls_attention", final_layer),
+    ):
+        drawn = charts[name].draw(rows, "org/base").to_dict()
+        assert {row["role"] for row in next(iter(drawn["datasets"].values()))} == {"pre-trained", "fine-tuned"}
+    # the fine-tuned model's own charts show its own rows
+    _, own = charts["kovaleva_fig2_pattern_shares"].rows(conn, TUNED.model_id)
+    assert set(own["model_id"]) == {TUNED.model_id} and set(own["role"]) == {"fine-tuned"}

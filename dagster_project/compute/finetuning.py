@@ -9,7 +9,8 @@ Three settings, as in Table 1:
 - `pretrained_finetuned`: the pre-trained encoder fine-tuned with the recipe.
 The recipe defaults to the paper's (Devlin et al.: batch 32, 3 epochs; lr 2e-5 with 10%
 linear warm-up and linear decay, AdamW, weight decay 0.01); `max_steps` and `train_subset`
-shrink it to fit a CPU.
+shrink it to fit a CPU. Pairs longer than the paper's 128 pieces are truncated, as GLUE
+evaluation does, so Table 1 scores the whole validation split (encode_task).
 """
 
 import json
@@ -76,27 +77,60 @@ def task_head(task: str) -> tuple[int, str]:
     return (1, "regression") if names is None else (len(names), "single_label_classification")
 
 
-def task_data(tokens: pl.DataFrame, examples: pl.DataFrame, corpus: str) -> TaskData:
-    """Join word pieces (example_id, position, token_id, segment) with labels (example_id, label)."""
-    per_example = (
-        tokens.sort("example_id", "position")
-        .group_by("example_id", maintain_order=True)
-        .agg("token_id", "segment")
-        .join(examples.select("example_id", "label"), on="example_id", how="left")
-        .sort("example_id")
-    )
-    unlabelled = per_example.filter(pl.col("label").is_null())
+OVERLONG = ("truncate", "drop")  # what fine-tuning and scoring do with pairs over max_len pieces
+
+
+@dataclass(frozen=True)
+class EncodedTask:
+    data: TaskData
+    n_overlong: int  # examples over max_len pieces: truncated or dropped, as `overlong` says
+
+
+def encode_task(
+    texts: pl.DataFrame, tokenizer: PreTrainedTokenizerBase, max_len: int, overlong: str, corpus: str
+) -> EncodedTask:
+    """A GLUE split (example_id, text_a, text_b, label) encoded for fine-tuning and scoring.
+
+    `truncate` (the default) cuts a pair to `max_len` pieces the way GLUE evaluation does
+    (longest segment first), so every example is scored (RTE validation: 277, not the 244 that
+    fit in 128); `drop` leaves overlong pairs out, as the attention analyses do.
+    """
+    if overlong not in OVERLONG:
+        raise ValueError(f"overlong must be one of {OVERLONG}, got {overlong!r}")
+    unlabelled = texts.filter(pl.col("label").is_null())
     if unlabelled.height:
         raise ValueError(
             f"{unlabelled.height} examples of '{corpus}' have no label (first example_id "
             f"{unlabelled['example_id'][0]}): fine-tuning and scoring need the labelled train/validation splits."
         )
-    return TaskData(
-        example_ids=per_example["example_id"].to_list(),
-        token_ids=[torch.tensor(ids) for ids in per_example["token_id"].to_list()],
-        segments=[torch.tensor(ids) for ids in per_example["segment"].to_list()],
-        labels=torch.tensor(per_example["label"].to_numpy(), dtype=torch.float32),
+    texts = texts.sort("example_id")
+    segments = [texts["text_a"].to_list()]
+    if texts["text_b"].is_not_null().any():
+        segments.append(texts["text_b"].to_list())
+    encoded = tokenizer(*segments, return_token_type_ids=True, verbose=False)
+    token_ids, token_types = encoded["input_ids"], encoded["token_type_ids"]
+    overlong_rows = [row for row, ids in enumerate(token_ids) if len(ids) > max_len]
+    keep = range(len(token_ids))
+    if overlong == "drop":
+        keep = sorted(set(keep) - set(overlong_rows))
+    elif overlong_rows:
+        cut = tokenizer(
+            *([segment[row] for row in overlong_rows] for segment in segments),
+            truncation="longest_first",
+            max_length=max_len,
+            return_token_type_ids=True,
+        )
+        for row, ids, types in zip(overlong_rows, cut["input_ids"], cut["token_type_ids"]):
+            token_ids[row], token_types[row] = ids, types
+    if not keep:
+        raise ValueError(f"no example of '{corpus}' fits in {max_len} pieces; raise max_len or use overlong=truncate")
+    data = TaskData(
+        example_ids=[texts["example_id"][row] for row in keep],
+        token_ids=[torch.tensor(token_ids[row]) for row in keep],
+        segments=[torch.tensor(token_types[row]) for row in keep],
+        labels=torch.tensor(texts["label"].to_numpy()[list(keep)], dtype=torch.float32),
     )
+    return EncodedTask(data, len(overlong_rows))
 
 
 def pad_inputs(

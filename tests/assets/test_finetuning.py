@@ -7,8 +7,9 @@ import duckdb
 import polars as pl
 import pytest
 from dagster import AssetSelection, DagsterInstance, materialize
-from dagster_duckdb import DuckDBResource
 
+from dagster_project.compute.model_registry import drop_folders, scan_registry
+from dagster_project.corpora import CORPORA, present_corpora
 from dagster_project.defs.assets import (
     ablation_assets_by_task,
     all_assets,
@@ -18,17 +19,19 @@ from dagster_project.defs.assets import (
     warehouse_views,
 )
 from dagster_project.defs.assets.charts import chart_assets
+from dagster_project.defs.jobs import ANALYSES, analysis_asset_keys
 from dagster_project.defs.registration import register_model
-from dagster_project.defs.resources import ChartFolder, DataDirectory
+from dagster_project.defs.resources import DataDirectory
 from dagster_project.presentation.chart_registry import CHARTS
 from tests.tiny_models import TINY_HEADS, TINY_LAYERS
 
 
-def _toy_rte(folder: Path, split: str, n: int) -> None:
+def _toy_rte(folder: Path, split: str, n: int, overlong: int = 0) -> None:
+    """n pairs; the last `overlong` have a first sentence of 150 words (over 128 pieces)."""
     words = ["good", "bad", "cat", "dog", "rain", "sun"]
     pl.DataFrame(
         {
-            "sentence1": [f"the {words[i % 6]} is here ." for i in range(n)],
+            "sentence1": [f"the {words[i % 6]} is here ." * (30 if i >= n - overlong else 1) for i in range(n)],
             "sentence2": [f"a {words[(i * 5) % 6]} is there" for i in range(n)],
             "label": [i % 2 for i in range(n)],
             "idx": list(range(n)),
@@ -36,18 +39,16 @@ def _toy_rte(folder: Path, split: str, n: int) -> None:
     ).write_parquet(folder / f"rte_{split}.parquet")
 
 
-def test_finetune_and_ablation_assets(tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+def test_finetune_and_ablation_assets(
+    tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, resources: dict
+):
     monkeypatch.setenv("ATTN_MODELS_CACHE", str(tmp_path / "models_cache"))
     glue = tmp_path / "data" / "glue" / "hf_parquet"
     glue.mkdir(parents=True)
     _toy_rte(glue, "train", 24)
-    _toy_rte(glue, "validation", 10)
-    warehouse = DuckDBResource(database=str(tmp_path / "warehouse.duckdb"))
-    resources = {
-        "warehouse": warehouse,
-        "data_dir": DataDirectory(path=str(tmp_path / "data")),
-        "chart_folder": ChartFolder(path=str(tmp_path / "charts")),
-    }
+    _toy_rte(glue, "validation", 12, overlong=2)
+    resources = {**resources, "data_dir": DataDirectory(path=str(tmp_path / "data"))}
+    warehouse = resources["warehouse"]
     instance = DagsterInstance.ephemeral()
     base = register_model(str(tiny_model_dir), instance, warehouse).model_id
     assert materialize([warehouse_views], instance=instance, resources=resources).success
@@ -99,13 +100,17 @@ def test_finetune_and_ablation_assets(tiny_model_dir: Path, tmp_path: Path, monk
     folder = tmp_path / "models_cache" / "finetuned" / f"{base}--rte"
     recipe = json.loads((folder / "recipe.json").read_text())
     assert (recipe["steps"], recipe["train_examples"], recipe["batch_size"]) == (2, 24, 8)
+    assert (recipe["max_len"], recipe["overlong"], recipe["validation_overlong"]) == (128, "truncate", 2)
     with duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True) as conn:
         scores = conn.table("kovaleva_task_scores").pl().sort("setting")
         heads = conn.table("kovaleva_head_ablation").pl()
         layers = conn.table("kovaleva_layer_ablation").pl()
         baseline = conn.table("ablation_scores").filter("kind = 'baseline'").pl()
     assert scores["setting"].to_list() == ["pretrained", "pretrained_finetuned", "random_init_finetuned"]
-    assert scores["metric"].unique().to_list() == ["accuracy"] and scores["n_examples"].unique().to_list() == [10]
+    # the whole validation split, the 2 overlong pairs truncated (glue_rte_examples keeps 10: before, 10 were scored)
+    assert scores["metric"].unique().to_list() == ["accuracy"] and scores["n_examples"].unique().to_list() == [12]
+    with duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True) as conn:
+        assert conn.execute("SELECT count(*) FROM examples WHERE corpus = 'glue_rte'").fetchone() == (10,)
     assert scores["paper_score"].to_list() == [52.7, 64.6, 52.7]
     assert scores["steps"].to_list() == [None, 2, 2]
     tuned = scores.filter(pl.col("setting") == "pretrained_finetuned")
@@ -120,6 +125,33 @@ def test_finetune_and_ablation_assets(tiny_model_dir: Path, tmp_path: Path, monk
         < 1e-9
     )
     assert (tmp_path / "charts").is_dir()
+
+    # The checkpoint registers with its own task's corpus (before: the default demo / wiki / xnli
+    # corpora), and its Fig. 2 rows are drawn beside the base model's on glue_rte.
+    scan = scan_registry(tmp_path / "absent.toml", drop_folders(), ANALYSES, CORPORA)
+    (entry,) = scan.entries
+    assert (entry.source, entry.analyses, entry.corpora) == (str(folder.resolve()), ("attention",), ("glue_rte",))
+    keys = analysis_asset_keys(ANALYSES["attention"], entry.corpora, present_corpora(tmp_path / "data"))
+    chosen = {key.to_user_string() for key in keys}
+    assert "glue_rte_attention_facts" in chosen and not {"demo_examples", "wiki_segments_examples"} & chosen
+    for model_id in (tuned_id, base):
+        assert materialize(
+            all_assets,
+            selection=AssetSelection.assets(*keys),
+            partition_key=model_id,
+            instance=instance,
+            resources=resources,
+        ).success
+    shares_chart = next(spec for spec in CHARTS if spec.name == "kovaleva_fig2_pattern_shares")
+    with duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True) as conn:
+        corpus, shares = shares_chart.rows(conn, base)
+    assert corpus == "glue_rte"
+    totals = shares.group_by("model_id", "role").agg(pl.col("maps").sum())
+    maps = 10 * TINY_LAYERS * TINY_HEADS  # the 10 validation pairs that fit, every head
+    assert {(row[0], row[1]): row[2] for row in totals.iter_rows()} == {
+        (base, "pre-trained"): maps,
+        (tuned_id, "fine-tuned"): maps,
+    }
 
     # a run of one setting replaces its rows and keeps the others'
     again = {"ops": {"finetuned_rte": {"config": {"settings": ["pretrained"], "seed": 1}}}}

@@ -13,6 +13,7 @@ from dagster_project.compute.finetuning import (
     Recipe,
     TaskData,
     build_classifier,
+    encode_task,
     fine_tune,
     glue_metrics,
     length_sorted_batches,
@@ -20,7 +21,6 @@ from dagster_project.compute.finetuning import (
     predict_logits,
     recipe_record,
     save_checkpoint,
-    task_data,
     task_head,
 )
 
@@ -55,26 +55,39 @@ def test_task_heads():
         task_head("mnli")
 
 
-def test_task_data_joins_labels_and_pads():
-    tokens = pl.DataFrame(
+def test_encode_task_truncates_overlong_pairs_like_glue_and_pads(tokenizer):
+    """GLUE scoring keeps every validation pair, cut to max_len longest segment first (before:
+    the warehouse's examples, from which pairs over max_len are dropped: RTE 244 of 277)."""
+    texts = pl.DataFrame(
         {
-            "example_id": [7, 7, 7, 3, 3],
-            "position": [1, 0, 2, 1, 0],
-            "token_id": [11, 10, 12, 21, 20],
-            "segment": [0, 0, 1, 0, 0],
+            "example_id": [7, 3, 5],
+            "text_a": ["good dog", "a b c d e f g h", "cat"],
+            "text_b": ["bad cat", "x y", "dog"],
+            "label": [1.0, 0.0, 1.0],
         }
     )
-    data = task_data(tokens, pl.DataFrame({"example_id": [3, 7], "label": [0.0, 1.0]}), "glue_rte")
-    assert data.example_ids == [3, 7]
-    assert [ids.tolist() for ids in data.token_ids] == [[20, 21], [10, 11, 12]]
-    assert data.labels.tolist() == [0.0, 1.0]
-    inputs = pad_inputs(data, [0, 1], pad_token_id=0, with_token_types=True)
-    assert inputs["input_ids"].tolist() == [[20, 21, 0], [10, 11, 12]]
-    assert inputs["attention_mask"].tolist() == [[1, 1, 0], [1, 1, 1]]
-    assert inputs["token_type_ids"].tolist() == [[0, 0, 0], [0, 0, 1]]
-    assert length_sorted_batches(data, 1) == [[0], [1]]
-    with pytest.raises(ValueError, match="1 examples of 'glue_rte' have no label .first example_id 7"):
-        task_data(tokens, pl.DataFrame({"example_id": [3], "label": [0.0]}), "glue_rte")
+    encoded = encode_task(texts, tokenizer, 8, "truncate", "glue_rte")
+    data = encoded.data
+    assert encoded.n_overlong == 1 and data.example_ids == [3, 5, 7]
+    pieces = [tokenizer.convert_ids_to_tokens(ids.tolist()) for ids in data.token_ids]
+    # 13 pieces -> 8: the longer segment (8 letters) loses 5, the pair keeps both [SEP]s
+    assert pieces == [
+        ["[CLS]", "a", "b", "c", "[SEP]", "x", "y", "[SEP]"],
+        ["[CLS]", "cat", "[SEP]", "dog", "[SEP]"],
+        ["[CLS]", "good", "dog", "[SEP]", "bad", "cat", "[SEP]"],
+    ]
+    assert [types.tolist() for types in data.segments][0] == [0, 0, 0, 0, 0, 1, 1, 1]
+    assert data.labels.tolist() == [0.0, 1.0, 1.0]
+    dropped = encode_task(texts, tokenizer, 8, "drop", "glue_rte")
+    assert (dropped.n_overlong, dropped.data.example_ids, dropped.data.labels.tolist()) == (1, [5, 7], [1.0, 1.0])
+    inputs = pad_inputs(data, [1, 2], pad_token_id=0, with_token_types=True)
+    assert inputs["attention_mask"].tolist() == [[1, 1, 1, 1, 1, 0, 0], [1] * 7]
+    assert inputs["token_type_ids"].tolist() == [[0, 0, 0, 1, 1, 0, 0], [0, 0, 0, 0, 1, 1, 1]]
+    assert length_sorted_batches(data, 2) == [[1, 2], [0]]
+    with pytest.raises(ValueError, match="1 examples of 'glue_rte' have no label .first example_id 5"):
+        encode_task(texts.with_columns(label=pl.Series([1.0, 0.0, None])), tokenizer, 8, "truncate", "glue_rte")
+    with pytest.raises(ValueError, match="overlong must be one of"):
+        encode_task(texts, tokenizer, 8, "cut", "glue_rte")
 
 
 def test_fine_tuning_moves_the_loss_down_and_is_seeded(tiny_model_dir: Path):
@@ -133,14 +146,13 @@ def test_minilm_rte_slice(shared_data_dir: Path):
 
     from dagster_project.compute.models import DEFAULT_MODEL, resolve_source
     from dagster_project.corpora import read_glue
-    from dagster_project.corpora.encoding import encode_corpus
 
     path = resolve_source(DEFAULT_MODEL)[0]
     tokenizer = AutoTokenizer.from_pretrained(path)
 
     def encoded(split: str, size: int) -> TaskData:
-        corpus = encode_corpus(read_glue(shared_data_dir, "rte", split), tokenizer, 128, size, 0)
-        return task_data(corpus.tokens, corpus.examples, f"glue_rte_{split}")
+        texts = read_glue(shared_data_dir, "rte", split).texts.head(size)
+        return encode_task(texts, tokenizer, 128, "truncate", f"glue_rte_{split}").data
 
     train, validation = encoded("train", 64), encoded("validation", 8)
     assert set(train.labels.tolist()) == {0.0, 1.0}

@@ -1,9 +1,11 @@
 """Fine-tuning and head-ablation assets (Kovaleva §4.3 Table 1, §4.6 Fig. 8-9).
 
 `finetuned_<task>` (partitioned by the base model) scores the Table 1 settings on the task's
-validation corpus, saves the pre-trained + fine-tuned checkpoint under
-models_cache/finetuned/<base model>--<task>/ with its recipe.json, and registers that
-checkpoint as a model partition so every attention analysis can run on it.
+whole validation split (pairs over 128 pieces truncated, as GLUE evaluation does), saves the
+pre-trained + fine-tuned checkpoint under models_cache/finetuned/<base model>--<task>/ with its
+recipe.json, and registers that checkpoint as a model partition. The recipe names the
+checkpoint's registry entry: the attention analysis on its own task's corpus, glue_<task>, so
+the Kovaleva views show the pre-trained and the fine-tuned model on the same task.
 `<task>_ablation` disables each head and each layer of that checkpoint in turn.
 """
 
@@ -22,9 +24,11 @@ from dagster_project.compute.checks import ablation_settings_complete, scores_in
 from dagster_project.compute.finetuning import (
     FINETUNE_TASKS,
     SETTINGS,
+    EncodedTask,
     Recipe,
     TaskData,
     build_classifier,
+    encode_task,
     fine_tune,
     glue_metrics,
     length_sorted_batches,
@@ -33,10 +37,10 @@ from dagster_project.compute.finetuning import (
     predict_logits,
     recipe_record,
     save_checkpoint,
-    task_data,
 )
 from dagster_project.compute.models import inspect_model
-from dagster_project.defs.assets.corpora import corpus_assets_by_name, model_tokens
+from dagster_project.corpora import CORPORA
+from dagster_project.defs.assets.corpora import corpus_assets_by_name
 from dagster_project.defs.assets.writing import (
     check_result,
     check_specs,
@@ -47,16 +51,25 @@ from dagster_project.defs.assets.writing import (
 from dagster_project.defs.partitions import model_partitions
 from dagster_project.defs.pools import GPU_PASS_OP_TAGS, GPU_PASS_POOL
 from dagster_project.defs.registration import register_model
+from dagster_project.defs.resources import DataDirectory
 from dagster_project.defs.tags import analysis_tag
 from dagster_project.settings import models_cache_dir
 from dagster_project.storage.warehouse import model_source, partition_rows, replace_partition
 
+FINETUNED_ANALYSES = ("attention",)  # what a fine-tuned checkpoint is registered for (on its task's corpus)
 SCORES_CHECK = {
     "scores_in_range": "Scores are finite and in [-1, 1]; undefined only for correlations of a constant prediction."
 }
 
 
-class FineTuningConfig(Config):
+class TaskSplitConfig(Config):
+    # GLUE evaluation truncates a pair to the model's max length (the paper's 128) and scores
+    # every validation example; `drop` leaves overlong pairs out, as the attention analyses do.
+    max_len: int = 128
+    overlong: str = "truncate"
+
+
+class FineTuningConfig(TaskSplitConfig):
     """The paper's recipe by default (batch 32, 3 epochs); max_steps / train_subset fit a CPU."""
 
     settings: list[str] = Field(default_factory=lambda: list(SETTINGS))
@@ -69,7 +82,7 @@ class FineTuningConfig(Config):
     eval_batch_size: int = 64
 
 
-class AblationConfig(Config):
+class AblationConfig(TaskSplitConfig):
     # Padded positions per forward pass, over all the settings stacked in it. On 2 CPU cores
     # stacking settings saved nothing (MiniLM, RTE: 2.8 s per setting one at a time, 3.4 s
     # sixteen at a time), so the default stacks ~1 for a batch of 32; raise it on a GPU.
@@ -78,11 +91,11 @@ class AblationConfig(Config):
     max_examples: int | None = None  # score only the first N validation examples (by example_id)
 
 
-def _labelled(warehouse: DuckDBResource, model_id: str, corpus: str) -> tuple[str, TaskData]:
-    source, tokens = model_tokens(warehouse, model_id, corpus)
-    with warehouse.get_connection() as conn:
-        labels = partition_rows(conn, "examples", model_id, corpus, ("example_id", "label"))
-    return source, task_data(tokens, labels, corpus)
+def _task_split(data_dir: DataDirectory, corpus: str, tokenizer, config: TaskSplitConfig) -> EncodedTask:
+    """The whole labelled split of a GLUE corpus, read from its files (the `<corpus>_examples`
+    rows keep only the pairs that fit, up to the corpus's size) and encoded for scoring."""
+    texts = CORPORA[corpus].read(data_dir.root).texts
+    return encode_task(texts, tokenizer, config.max_len, config.overlong, corpus)
 
 
 def build_finetuned_asset(task: str) -> AssetsDefinition:
@@ -104,16 +117,23 @@ def build_finetuned_asset(task: str) -> AssetsDefinition:
         check_specs=check_specs(f"finetuned_{task}", SCORES_CHECK),
     )
     def finetuned_asset(
-        context: AssetExecutionContext, config: FineTuningConfig, warehouse: DuckDBResource
+        context: AssetExecutionContext, config: FineTuningConfig, warehouse: DuckDBResource, data_dir: DataDirectory
     ) -> MaterializeResult:
         unknown = set(config.settings) - set(SETTINGS)
         if unknown or not config.settings:
             raise ValueError(f"settings must be a non-empty subset of {list(SETTINGS)}, got {config.settings}")
         model_id = context.partition_key
-        source, train = _labelled(warehouse, model_id, train_corpus)
-        _, validation = _labelled(warehouse, model_id, corpus)
+        with warehouse.get_connection() as conn:
+            source = model_source(conn, model_id)
         spec = inspect_model(source)
         tokenizer = AutoTokenizer.from_pretrained(spec.resolved_path)
+        train_split = _task_split(data_dir, train_corpus, tokenizer, config)
+        validation_split = _task_split(data_dir, corpus, tokenizer, config)
+        train, validation = train_split.data, validation_split.data
+        context.log.info(
+            f"{task}: {len(train)} train and {len(validation)} validation examples; over {config.max_len} pieces "
+            f"({config.overlong}): {train_split.n_overlong} train, {validation_split.n_overlong} validation"
+        )
         pad_id, token_types = tokenizer.pad_token_id, spec.takes_token_types
         recipe = Recipe(
             learning_rate=config.learning_rate,
@@ -139,11 +159,19 @@ def build_finetuned_asset(task: str) -> AssetsDefinition:
             scores = glue_metrics(
                 task, predict_logits(model, validation, pad_id, token_types, config.eval_batch_size), validation.labels
             )
-            record = recipe_record(recipe, source, task, log) | {"setting": setting, "validation": scores}
+            record = recipe_record(recipe, source, task, log) | {
+                "setting": setting,
+                "validation": scores,
+                "max_len": config.max_len,
+                "overlong": config.overlong,
+                "validation_overlong": validation_split.n_overlong,
+            }
             tuned_model_id = None
             if setting == "pretrained_finetuned":
+                # recipe.json is also the checkpoint's registry entry (model_registry.checkpoint_entry)
+                entry = {"corpora": [corpus], "analyses": list(FINETUNED_ANALYSES)}
                 folder = save_checkpoint(
-                    model, tokenizer, models_cache_dir() / "finetuned" / f"{model_id}--{task}", record
+                    model, tokenizer, models_cache_dir() / "finetuned" / f"{model_id}--{task}", record | entry
                 )
                 tuned_model_id = register_model(str(folder), context.instance, warehouse).model_id
                 context.log.info(f"Saved {folder} and registered it as model partition '{tuned_model_id}'")
@@ -186,6 +214,7 @@ def build_finetuned_asset(task: str) -> AssetsDefinition:
                 "task_scores_rows": written["task_scores"],
                 "train_examples": len(train),
                 "validation_examples": len(validation),
+                f"validation_over_{config.max_len}_pieces_{config.overlong}": validation_split.n_overlong,
                 "scores": table_preview(scores_frame.select("setting", "metric", "score", "steps", "seconds"), rows=12),
             },
             check_results=[check_result(scores_in_range(task_scores))],
@@ -220,7 +249,7 @@ def build_ablation_asset(task: str, finetuned: AssetsDefinition) -> AssetsDefini
         ),
     )
     def ablation_asset(
-        context: AssetExecutionContext, config: AblationConfig, warehouse: DuckDBResource
+        context: AssetExecutionContext, config: AblationConfig, warehouse: DuckDBResource, data_dir: DataDirectory
     ) -> MaterializeResult:
         model_id = context.partition_key
         with warehouse.get_connection() as conn:
@@ -234,7 +263,9 @@ def build_ablation_asset(task: str, finetuned: AssetsDefinition) -> AssetsDefini
                 )
             tuned_model_id = tuned["tuned_model_id"][0]
             tuned_source = model_source(conn, tuned_model_id)
-        _, validation = _labelled(warehouse, model_id, corpus)
+        spec = inspect_model(tuned_source)
+        tokenizer = AutoTokenizer.from_pretrained(spec.resolved_path)
+        validation = _task_split(data_dir, corpus, tokenizer, config).data
         if config.max_examples:
             validation = TaskData(
                 *(
@@ -242,8 +273,7 @@ def build_ablation_asset(task: str, finetuned: AssetsDefinition) -> AssetsDefini
                     for field in (validation.example_ids, validation.token_ids, validation.segments, validation.labels)
                 )
             )
-        spec = inspect_model(tuned_source)
-        pad_id = AutoTokenizer.from_pretrained(spec.resolved_path).pad_token_id
+        pad_id = tokenizer.pad_token_id
         model = use_ablation_attention(load_classifier(spec.resolved_path))
         settings = ablation_settings(spec.n_layers, spec.n_heads)
         batches = length_sorted_batches(validation, config.eval_batch_size)

@@ -1,7 +1,12 @@
-"""DuckDB storage: schema and views from `sql/`, partition-replacing writes through Arrow.
+"""Warehouse storage: schema and views from `sql/`, partition-replacing writes through Arrow,
+on either backend (backend.py): a DuckDB file, or a DuckLake (lake.py) that many processes write.
 
-DuckDB allows one writer per file, so callers compute first and then hold a
-connection only for a short write transaction.
+Every write is a batch: its rows carry a `batch_id`, recorded in `batches` in the same
+transaction, and the stg_ views show each (table, model_id, corpus)'s current batch. On the
+DuckDB file (one writer per file, so callers compute first and hold a connection only for a
+short write transaction) the write also deletes the partition's older rows. On DuckLake it only
+appends, since a delete aborts concurrent inserts into the same table; `lake.maintain` removes
+replaced batches later, and DDL runs only when the lake's schema is behind sql/schema.
 """
 
 import hashlib
@@ -9,6 +14,7 @@ import logging
 import re
 import shutil
 import time
+import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 from graphlib import TopologicalSorter
@@ -20,6 +26,7 @@ import polars as pl
 
 from dagster_project.compute.models import ModelSpec
 from dagster_project.settings import SQL_DIR
+from dagster_project.storage.lake import is_lake, retry_on_conflict
 
 _log = logging.getLogger(__name__)
 
@@ -85,26 +92,117 @@ def sql_code_version() -> str:
     return digest.hexdigest()[:16]
 
 
-def ensure_schema(conn: duckdb.DuckDBPyConnection) -> None:
+BATCHES_TABLE = "batches"
+PARTITION_COLUMNS = ("model_id", "corpus")
+
+
+def _tables_with_columns(conn: duckdb.DuckDBPyConnection) -> dict[str, tuple[str, ...]]:
+    """The current database's tables with their columns in order."""
+    rows = conn.execute(
+        "SELECT table_name, list(column_name ORDER BY column_index) FROM duckdb_columns() "
+        "JOIN duckdb_tables() USING (database_name, schema_name, table_name) "
+        "WHERE database_name = current_database() AND schema_name = 'main' "
+        "GROUP BY table_name ORDER BY table_name"
+    ).fetchall()
+    return {table: tuple(columns) for table, columns in rows}
+
+
+def _partitioned(tables: dict[str, tuple[str, ...]]) -> list[str]:
+    return [table for table, columns in tables.items() if set(PARTITION_COLUMNS) <= set(columns)]
+
+
+def _run_schema_files(conn: duckdb.DuckDBPyConnection) -> list[str]:
+    """Run sql/schema and give every partitioned table (model_id and corpus) its `batch_id`
+    column; returns the partitioned tables, `batches` among them."""
     for path in schema_files():
         conn.execute(path.read_text())
+    partitioned = _partitioned(_tables_with_columns(conn))
+    for table in partitioned:
+        if table != BATCHES_TABLE:
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS batch_id VARCHAR")
+    return partitioned
+
+
+def ensure_schema(conn: duckdb.DuckDBPyConnection) -> None:
+    """Create the tables of sql/schema that are missing and add missing columns.
+
+    On DuckLake this is DDL, which conflicts with other processes' transactions, so it runs
+    only when the lake lacks a table or column, in one transaction (retried on a conflict, as
+    when two processes set up a new lake at once); new tables are partitioned by (model_id,
+    corpus), giving Parquet files under model_id=…/corpus=…."""
+    if not is_lake(conn):
+        _run_schema_files(conn)
+        return
+    if _schema_is_current(conn):
+        return
+
+    def set_up() -> None:
+        conn.execute("BEGIN TRANSACTION")
+        try:
+            existing = set(_tables_with_columns(conn))
+            for table in _run_schema_files(conn):
+                if table not in existing:
+                    conn.execute(f"ALTER TABLE {table} SET PARTITIONED BY ({', '.join(PARTITION_COLUMNS)})")
+            conn.execute("COMMIT")
+        except BaseException:
+            _roll_back(conn)
+            raise
+
+    retry_on_conflict(set_up, log=_log.info)
+
+
+def _schema_is_current(conn: duckdb.DuckDBPyConnection) -> bool:
+    present = _tables_with_columns(conn)
+    return all(set(columns) <= set(present.get(table, ())) for table, columns in schema_columns().items())
 
 
 # The tables written per (model_id, corpus) partition: every table of sql/schema with both
-# columns (all but `models`), so a new schema file is writable by replace_partition as it is.
+# columns (all but `models` and `batches`), so a new schema file is writable by replace_partition as it is.
 PARTITIONED_TABLES = frozenset(
-    table for table, columns in schema_columns().items() if {"model_id", "corpus"} <= set(columns)
+    table
+    for table, columns in schema_columns().items()
+    if set(PARTITION_COLUMNS) <= set(columns) and table != BATCHES_TABLE
 )
 
 
 def apply_views(conn: duckdb.DuckDBPyConnection) -> list[str]:
-    """(Re)create every view; idempotent. Returns the view names in creation order."""
+    """(Re)create every view in one transaction; idempotent. Returns the view names in creation
+    order. On the DuckDB file, rows written before batches existed become one batch per partition."""
     ensure_schema(conn)
-    created = []
-    for path in view_files():
-        conn.execute(path.read_text())
-        created.append(path.stem)
+    lake = is_lake(conn)
+    created: list[str] = []
+
+    def create() -> None:
+        created.clear()
+        conn.execute("BEGIN TRANSACTION")
+        try:
+            if not lake:
+                _carry_unbatched_rows(conn)
+            for path in view_files():
+                conn.execute(path.read_text())
+                created.append(path.stem)
+            conn.execute("COMMIT")
+        except BaseException:
+            _roll_back(conn)
+            raise
+
+    retry_on_conflict(create, log=_log.info) if lake else create()
     return created
+
+
+CARRIED_BATCH = "carried"
+
+
+def _carry_unbatched_rows(conn: duckdb.DuckDBPyConnection) -> None:
+    """Give rows without a batch (a warehouse written before batches) the batch `carried`,
+    recorded per partition, so the stg_ views keep showing them."""
+    for table in sorted(PARTITIONED_TABLES):
+        conn.execute(
+            f"INSERT INTO {BATCHES_TABLE} BY NAME SELECT ? AS table_name, model_id, corpus, ? AS batch_id, "
+            f"now()::TIMESTAMP AS written_at, count(*) AS n_rows FROM {table} WHERE batch_id IS NULL GROUP BY ALL",
+            [table, CARRIED_BATCH],
+        )
+        conn.execute(f"UPDATE {table} SET batch_id = ? WHERE batch_id IS NULL", [CARRIED_BATCH])
 
 
 DEFAULT_LOCK_TIMEOUT_SECONDS = 300.0
@@ -196,39 +294,99 @@ def _write_failure(
     )
 
 
+def new_batch_id() -> str:
+    return uuid.uuid4().hex
+
+
 def replace_partition(
-    conn: duckdb.DuckDBPyConnection, frames: dict[str, pl.DataFrame], model_id: str, corpus: str
+    conn: duckdb.DuckDBPyConnection,
+    frames: dict[str, pl.DataFrame],
+    model_id: str,
+    corpus: str,
+    batch_id: str | None = None,
 ) -> dict[str, int]:
-    """Replace the (model_id, corpus) rows of several tables in one transaction.
+    """Replace the (model_id, corpus) rows of several tables in one transaction: a new batch.
 
     Either every table gets its new rows or none changes; an empty frame clears the
-    partition's rows of its table. Returns rows written per table.
+    partition's rows of its table. Returns rows written per table. On the DuckDB file the
+    partition's older rows are deleted in the same transaction; on DuckLake the write only
+    appends (it never aborts a concurrent writer) and is retried if DuckLake reports a
+    conflict with another transaction.
     """
     unknown = set(frames) - PARTITIONED_TABLES
     if unknown:
         raise ValueError(f"not a partitioned warehouse table: {sorted(unknown)}")
-    ensure_schema(conn)
+    lake = is_lake(conn)
+    if not lake:
+        ensure_schema(conn)  # DDL on a lake is the setup step's (apply_views), never a writer's
     database = _database_file(conn)
-    conn.execute("BEGIN TRANSACTION")
-    try:
-        for table, frame in frames.items():
-            conn.execute(f"DELETE FROM {table} WHERE model_id = ? AND corpus = ?", [model_id, corpus])
-            if frame.is_empty():  # the partition now has no rows in this table
-                continue
-            incoming = frame.with_columns(model_id=pl.lit(model_id), corpus=pl.lit(corpus)).to_arrow()
-            conn.register("incoming_rows", incoming)
-            conn.execute(f"INSERT INTO {table} BY NAME SELECT * FROM incoming_rows")
-            conn.unregister("incoming_rows")
-        conn.execute("COMMIT")
-    except duckdb.Error as error:
-        _roll_back(conn)
-        if isinstance(error, duckdb.IOException) or _NO_SPACE.search(str(error)):
-            raise _write_failure(error, database, frames, model_id, corpus) from error
-        raise
-    except BaseException:
-        _roll_back(conn)
-        raise
+    batch_id = batch_id or new_batch_id()
+    batches = pl.DataFrame(
+        {
+            "table_name": list(frames),
+            "model_id": model_id,
+            "corpus": corpus,
+            "batch_id": batch_id,
+            "written_at": datetime.now(UTC).replace(tzinfo=None),
+            "n_rows": [frame.height for frame in frames.values()],
+        },
+        schema_overrides={"n_rows": pl.Int64},
+    )
+
+    def write() -> None:
+        conn.execute("BEGIN TRANSACTION")
+        try:
+            for table, frame in frames.items():
+                if not lake:
+                    conn.execute(f"DELETE FROM {table} WHERE model_id = ? AND corpus = ?", [model_id, corpus])
+                if not frame.is_empty():
+                    _insert(
+                        conn,
+                        table,
+                        frame.with_columns(model_id=pl.lit(model_id), corpus=pl.lit(corpus), batch_id=pl.lit(batch_id)),
+                    )
+            if not lake:
+                conn.execute(
+                    f"DELETE FROM {BATCHES_TABLE} WHERE model_id = ? AND corpus = ? AND list_contains(?, table_name)",
+                    [model_id, corpus, list(frames)],
+                )
+            _insert(conn, BATCHES_TABLE, batches)
+            conn.execute("COMMIT")
+        except duckdb.Error as error:
+            _roll_back(conn)
+            if isinstance(error, duckdb.IOException) or _NO_SPACE.search(str(error)):
+                raise _write_failure(error, database, frames, model_id, corpus) from error
+            if lake and isinstance(error, duckdb.CatalogException):
+                raise _lake_not_set_up(error) from error
+            raise
+        except BaseException:
+            _roll_back(conn)
+            raise
+
+    if lake:
+        retry_on_conflict(write, log=_log.warning)
+    else:
+        write()
     return {table: frame.height for table, frame in frames.items()}
+
+
+def _insert(conn: duckdb.DuckDBPyConnection, table: str, frame: pl.DataFrame) -> None:
+    conn.register("incoming_rows", frame.to_arrow())
+    try:
+        conn.execute(f"INSERT INTO {table} BY NAME SELECT * FROM incoming_rows")
+    finally:
+        conn.unregister("incoming_rows")
+
+
+class LakeNotSetUpError(RuntimeError):
+    """The lake lacks a table or view of sql/: its setup step has not run."""
+
+
+def _lake_not_set_up(error: duckdb.Error) -> LakeNotSetUpError:
+    return LakeNotSetUpError(
+        f"the DuckLake warehouse is not set up ({' '.join(str(error).split())}): materialize `warehouse_views` "
+        "once (it creates the tables, partitions them by (model_id, corpus) and creates the views), then re-run"
+    )
 
 
 def _roll_back(conn: duckdb.DuckDBPyConnection) -> None:
@@ -240,28 +398,55 @@ def _roll_back(conn: duckdb.DuckDBPyConnection) -> None:
         _log.warning("ROLLBACK after a failed warehouse write failed too: %s", error)
 
 
+_MODEL_COLUMNS = ("source", "resolved_path", "revision", "model_type", "n_layers", "n_heads", "takes_token_types")
+
+
 def upsert_model(conn: duckdb.DuckDBPyConnection, spec: ModelSpec) -> None:
-    """Record (or refresh) a model's row in the `models` mapping table."""
-    ensure_schema(conn)
-    conn.execute(
-        (SQL_DIR / "dml" / "upsert_model.sql").read_text(),
-        {
-            "model_id": spec.model_id,
-            "source": spec.source,
-            "resolved_path": spec.resolved_path,
-            "revision": spec.revision,
-            "model_type": spec.model_type,
-            "n_layers": spec.n_layers,
-            "n_heads": spec.n_heads,
-            "takes_token_types": spec.takes_token_types,
-            "registered_at": datetime.now(UTC).replace(tzinfo=None),
-        },
-    )
+    """Record (or refresh) a model's row in the `models` mapping table, keeping its first
+    registration time. An unchanged model writes nothing, so re-registering a model (every
+    `attn-warehouse run`) never touches a lake that other processes are writing."""
+    lake = is_lake(conn)
+    if not lake:
+        ensure_schema(conn)
+    values = {
+        "model_id": spec.model_id,
+        "source": spec.source,
+        "resolved_path": spec.resolved_path,
+        "revision": spec.revision,
+        "model_type": spec.model_type,
+        "n_layers": spec.n_layers,
+        "n_heads": spec.n_heads,
+        "takes_token_types": spec.takes_token_types,
+    }
+
+    def write() -> None:
+        conn.execute("BEGIN TRANSACTION")
+        try:
+            current = conn.execute(
+                f"SELECT registered_at, {', '.join(_MODEL_COLUMNS)} FROM models WHERE model_id = ?", [spec.model_id]
+            ).fetchall()
+            if len(current) == 1 and current[0][1:] == tuple(values[column] for column in _MODEL_COLUMNS):
+                conn.execute("ROLLBACK")
+                return
+            registered_at = min((row[0] for row in current), default=datetime.now(UTC).replace(tzinfo=None))
+            if current:
+                conn.execute("DELETE FROM models WHERE model_id = ?", [spec.model_id])
+            conn.execute((SQL_DIR / "dml" / "upsert_model.sql").read_text(), values | {"registered_at": registered_at})
+            conn.execute("COMMIT")
+        except duckdb.CatalogException as error:
+            _roll_back(conn)
+            raise (_lake_not_set_up(error) if lake else error) from error
+        except BaseException:
+            _roll_back(conn)
+            raise
+
+    retry_on_conflict(write, log=_log.warning) if lake else write()
 
 
 def model_source(conn: duckdb.DuckDBPyConnection, model_id: str) -> str:
     """The hub id or path registered for a partition key."""
-    ensure_schema(conn)
+    if not is_lake(conn):
+        ensure_schema(conn)
     row = conn.execute("SELECT source FROM models WHERE model_id = ?", [model_id]).fetchone()
     if row is None:
         raise LookupError(
@@ -278,9 +463,20 @@ def partition_rows(
     corpus: str | None = None,
     columns: tuple[str, ...] = (),
 ) -> pl.DataFrame:
-    """Rows of a table or view for one model (and corpus), through DuckDB's relational API."""
+    """Rows of a table or view for one model (and corpus), through DuckDB's relational API. A
+    partitioned table gives its current batch's rows (on DuckLake, where replaced batches stay
+    until maintenance), without the `batch_id` column."""
     condition = duckdb.ColumnExpression("model_id") == duckdb.ConstantExpression(model_id)
     if corpus is not None:
         condition = condition & (duckdb.ColumnExpression("corpus") == duckdb.ConstantExpression(corpus))
     rows = conn.table(relation).filter(condition)
+    if relation in PARTITIONED_TABLES:
+        if is_lake(conn):
+            current = (
+                conn.table("stg_batches")
+                .filter(duckdb.ColumnExpression("table_name") == duckdb.ConstantExpression(relation))
+                .select("batch_id")
+            )
+            rows = rows.join(current, "batch_id", how="semi")
+        columns = columns or tuple(column for column in rows.columns if column != "batch_id")
     return (rows.select(*columns) if columns else rows).pl()

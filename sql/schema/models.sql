@@ -1,6 +1,8 @@
--- One row per registered model: the partition key and where the weights come from.
+-- One row per registered model: the partition key and where the weights come from. model_id is
+-- unique by the write path (storage/warehouse.py upsert_model replaces the row in one transaction),
+-- not by a constraint: DuckLake has no PRIMARY KEY (warehouses created earlier keep theirs).
 CREATE TABLE IF NOT EXISTS models (
-    model_id VARCHAR PRIMARY KEY,      -- sanitized Dagster partition key
+    model_id VARCHAR NOT NULL,         -- sanitized Dagster partition key
     source VARCHAR NOT NULL,           -- hub id or local path, as the user gave it
     resolved_path VARCHAR NOT NULL,    -- where it was loaded from
     revision VARCHAR,                  -- hub commit, package version or config hash
@@ -8,5 +10,5 @@ CREATE TABLE IF NOT EXISTS models (
     n_layers SMALLINT NOT NULL,
     n_heads SMALLINT NOT NULL,
     takes_token_types BOOLEAN NOT NULL,
-    registered_at TIMESTAMP NOT NULL
+    registered_at TIMESTAMP NOT NULL  -- first registration (UTC)
 );

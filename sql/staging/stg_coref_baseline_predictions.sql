@@ -4,8 +4,9 @@
 CREATE OR REPLACE VIEW stg_coref_baseline_predictions AS
 SELECT
     m.source AS model,
-    t.*,
+    t.* EXCLUDE (batch_id),
     m.n_layers,
     m.n_heads
 FROM coref_baseline_predictions AS t
-JOIN models AS m USING (model_id);
+JOIN models AS m USING (model_id)
+WHERE t.batch_id IN (SELECT batch_id FROM stg_batches WHERE table_name = 'coref_baseline_predictions');

@@ -3,7 +3,8 @@
 --
 -- The staging layer has one stg_<table> view per table of sql/schema, and it is the only layer
 -- that reads the tables and the only one that joins `models`: each stg_<table> view keeps every
--- column of its table and adds the model's readable columns that the views above it show (model,
+-- column of its table but `batch_id`, keeps the rows of the partition's current batch only
+-- (stg_batches), and adds the model's readable columns that the views above it show (model,
 -- n_layers, n_heads). A staged row belongs to a registered model (inner join): facts are written
 -- only for registered models, and the result views have always shown registered models only.
 -- sql/intermediate (int_*) reads stg_* and int_* views; sql/results reads stg_* and int_* views.

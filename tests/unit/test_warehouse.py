@@ -128,8 +128,8 @@ def test_strip_sql_comments_keeps_code_and_quoted_identifiers():
 def test_partitioned_tables_come_from_the_schema_files():
     tables = schema_columns()
     assert len(tables) == len(list((Path(warehouse.SQL_DIR) / "schema").glob("*.sql")))
-    assert PARTITIONED_TABLES == set(tables) - {"models"}
-    assert all({"model_id", "corpus"} <= set(tables[table]) for table in PARTITIONED_TABLES)
+    assert PARTITIONED_TABLES == set(tables) - {"models", "batches"}
+    assert all({"model_id", "corpus", "batch_id"} <= set(tables[table]) for table in PARTITIONED_TABLES)
     assert "word_index" in tables["tokens"]  # columns added by an ALTER count too
 
 
@@ -137,10 +137,12 @@ def test_every_table_has_a_staging_view_with_all_its_columns(conn):
     staging = {path.stem: path for path in view_files() if path.parent.name == "staging"}
     tables = schema_columns()
     assert set(staging) == {f"stg_{table}" for table in tables}
-    for table, columns in tables.items():
-        assert _relations_read(staging[f"stg_{table}"]) <= {table, "models"}, table
+    assert _relations_read(staging["stg_batches"]) == {"batches"}
+    for table in PARTITIONED_TABLES:
+        # the rows of the current batch (stg_batches), with the model's readable columns and without batch_id
+        assert _relations_read(staging[f"stg_{table}"]) <= {table, "models", "stg_batches"}, table
         staged = [row[0] for row in conn.execute(f"DESCRIBE stg_{table}").fetchall()]
-        assert set(columns) | {"model"} <= set(staged), table
+        assert set(staged) >= set(tables[table]) - {"batch_id"} | {"model"} and "batch_id" not in staged, table
 
 
 def test_only_staging_reads_tables_and_joins_models():

@@ -1,0 +1,250 @@
+"""The DuckLake backend: a catalog (a DuckDB file, a SQLite file or a PostgreSQL database) and
+a data path (a local folder or s3://) shared by many writers and readers.
+
+Extensions come from the pip packages `duckdb-extension-<name>` and are loaded from their
+installed files; DuckDB's automatic install and load are switched off, so nothing is
+downloaded at run time. S3 endpoint and credentials come from the standard AWS environment
+variables. Every failure to reach the catalog or the data path is raised as LakeConfigError
+naming the catalog (password masked) or the path, before anything is written.
+"""
+
+import importlib.util
+import os
+import re
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import duckdb
+
+LAKE_NAME = "lake"  # the database name the lake is attached under (`USE lake`)
+_SECRET_NAME = "attn_lake"
+# DuckDB extension -> the pip package shipping it (its files under <package>/extensions/v<duckdb version>/).
+EXTENSION_PACKAGES = {
+    "ducklake": "duckdb-extension-ducklake",
+    "postgres_scanner": "duckdb-extension-postgres-scanner",
+    "sqlite_scanner": "duckdb-extension-sqlite-scanner",
+    "httpfs": "duckdb-extension-httpfs",
+}
+# Never download or auto-load an extension: a missing package is a configuration error.
+NO_DOWNLOADS = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
+_PASSWORD_IN_URL = re.compile(r"(?P<head>[a-z][a-z0-9+.-]*://[^:/@\s]*:)(?P<password>[^@\s]*)(?P<tail>@)", re.I)
+_PASSWORD_IN_DSN = re.compile(r"(?P<head>\bpassword\s*=\s*)(?P<password>'(?:[^']|\\')*'|\S+)(?P<tail>)", re.I)
+# DuckLake's message for a logical conflict between two transactions (e.g. an insert into a
+# table another transaction deleted from); such a transaction can be retried as it was.
+TRANSACTION_CONFLICT = re.compile(r"transaction conflict|conflict on .* commit", re.IGNORECASE)
+
+
+class LakeConfigError(RuntimeError):
+    """The lake cannot be used as configured (catalog, extensions, data path); nothing was written."""
+
+
+def mask_password(text: str) -> str:
+    """`text` with the password of any URL (user:password@) or libpq `password=` replaced by ***."""
+    text = _PASSWORD_IN_URL.sub(lambda m: f"{m['head']}***{m['tail']}", text)
+    return _PASSWORD_IN_DSN.sub(lambda m: f"{m['head']}***", text)
+
+
+@dataclass(frozen=True)
+class S3Settings:
+    """S3 access from the standard AWS variables; `endpoint` for S3-compatible stores (MinIO, moto, R2)."""
+
+    key_id: str | None
+    secret: str | None
+    session_token: str | None
+    region: str
+    endpoint: str | None  # host:port, without the scheme
+    use_ssl: bool
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] = os.environ) -> "S3Settings":
+        url = env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL") or ""
+        parts = urlsplit(url if "://" in url else f"https://{url}") if url else None
+        return cls(
+            key_id=env.get("AWS_ACCESS_KEY_ID") or None,
+            secret=env.get("AWS_SECRET_ACCESS_KEY") or None,
+            session_token=env.get("AWS_SESSION_TOKEN") or None,
+            region=env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or "us-east-1",
+            endpoint=parts.netloc if parts else None,
+            use_ssl=parts is None or parts.scheme == "https",
+        )
+
+
+@dataclass(frozen=True)
+class LakeConfig:
+    """Where the lake lives. `catalog`: postgresql://user:password@host:port/db (or postgres://),
+    a SQLite file (.sqlite, .sqlite3, .db) or a DuckDB file (anything else, e.g. lake.ducklake).
+    `data_path`: a folder or s3://bucket/prefix/. Tables are partitioned by (model_id, corpus), so
+    their Parquet files lie under <data_path>/main/<table>/model_id=…/corpus=…/."""
+
+    catalog: str
+    data_path: str
+
+    @property
+    def catalog_kind(self) -> str:
+        scheme = urlsplit(self.catalog).scheme.lower()
+        if scheme in ("postgres", "postgresql"):
+            return "postgres"
+        if Path(self.catalog).suffix.lower() in (".sqlite", ".sqlite3", ".db"):
+            return "sqlite"
+        return "duckdb"
+
+    @property
+    def on_s3(self) -> bool:
+        return self.data_path.lower().startswith("s3://")
+
+    def metadata_path(self) -> str:
+        """DuckLake's METADATA_PATH: `postgres:<url>`, `sqlite:<file>` or the DuckDB file."""
+        if self.catalog_kind == "duckdb":
+            return str(Path(self.catalog).expanduser().resolve())
+        if self.catalog_kind == "sqlite":
+            return f"sqlite:{Path(self.catalog).expanduser().resolve()}"
+        return f"postgres:{self.catalog}"
+
+    def normalized_data_path(self) -> str:
+        path = self.data_path if self.on_s3 else str(Path(self.data_path).expanduser().resolve())
+        return path if path.endswith("/") else path + "/"
+
+    def extensions(self) -> list[str]:
+        needed = ["ducklake"]
+        needed += {"postgres": ["postgres_scanner"], "sqlite": ["sqlite_scanner"], "duckdb": []}[self.catalog_kind]
+        return needed + (["httpfs"] if self.on_s3 else [])
+
+    def describe(self) -> str:
+        return f"catalog {mask_password(self.catalog)}, data {self.data_path}"
+
+
+def extension_file(name: str) -> Path:
+    """The extension's file inside its pip package, for this DuckDB version. Raises
+    LakeConfigError naming the package to install when it is missing."""
+    package = EXTENSION_PACKAGES[name]
+    install = f"pip install '{package}=={duckdb.__version__}'"
+    spec = importlib.util.find_spec(package.replace("-", "_"))
+    if spec is None or not spec.submodule_search_locations:
+        raise LakeConfigError(
+            f"the DuckLake backend needs the DuckDB extension `{name}`, from the pip package {package}, "
+            f"which is not installed: {install} (extensions are loaded from their packages, never downloaded)"
+        )
+    folder = Path(next(iter(spec.submodule_search_locations))) / "extensions" / f"v{duckdb.__version__}"
+    file = folder / f"{name}.duckdb_extension"
+    if not file.exists():
+        found = sorted(p.name for p in folder.parent.glob("v*"))
+        raise LakeConfigError(
+            f"{package} has no `{name}` extension for DuckDB {duckdb.__version__} (it has {found or 'none'}): {install}"
+        )
+    return file
+
+
+def load_extensions(conn: duckdb.DuckDBPyConnection, names: list[str]) -> None:
+    for name in names:
+        conn.load_extension(str(extension_file(name)))
+
+
+def _create_s3_secret(conn: duckdb.DuckDBPyConnection, s3: S3Settings) -> None:
+    options = {"REGION": s3.region, "USE_SSL": s3.use_ssl}
+    if s3.key_id:
+        options |= {"KEY_ID": s3.key_id, "SECRET": s3.secret or ""}
+    if s3.session_token:
+        options["SESSION_TOKEN"] = s3.session_token
+    if s3.endpoint:
+        options |= {"ENDPOINT": s3.endpoint, "URL_STYLE": "path"}
+    names = ", ".join(f"{key} ?" for key in options)  # option names are fixed here; values are parameters
+    conn.execute(f"CREATE OR REPLACE SECRET attn_s3 (TYPE s3, {names})", list(options.values()))
+
+
+def _check_data_path(conn: duckdb.DuckDBPyConnection, config: LakeConfig) -> None:
+    """Fail before writing when the data path cannot take files: a local folder that cannot be
+    created or written, an S3 bucket that is missing or refuses the credentials."""
+    path = config.normalized_data_path()
+    if not config.on_s3:
+        try:
+            Path(path).mkdir(parents=True, exist_ok=True)
+            probe = Path(path) / f".write-probe-{uuid.uuid4().hex}"
+            probe.write_bytes(b"")
+            probe.unlink()
+        except OSError as error:
+            raise LakeConfigError(
+                f"the DuckLake data path {path} is not writable ({error.strerror or error}): "
+                "point ATTN_LAKE_DATA_PATH at a folder this user can write, or fix its permissions"
+            ) from None
+        return
+    try:
+        # Lists one prefix that does not exist: a request that needs the bucket and valid credentials.
+        conn.execute("SELECT count(*) FROM glob(?)", [f"{path}.attn-access-check-{uuid.uuid4().hex}*"]).fetchone()
+    except duckdb.Error as error:
+        cause = " ".join(str(error).split())
+        raise LakeConfigError(
+            f"the DuckLake data path {path} cannot be used: {cause}. Check AWS_ACCESS_KEY_ID / "
+            "AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN), AWS_REGION, AWS_ENDPOINT_URL_S3 for an "
+            "S3-compatible store, and that the bucket exists"
+        ) from None
+
+
+def connect_lake(
+    config: LakeConfig, read_only: bool = False, check_data_path: bool = True
+) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB with the lake attached as `lake` and in use (`USE lake`), so table and
+    view names resolve in the lake. A writer's connection first checks the data path."""
+    if config.catalog_kind != "postgres" and not read_only:
+        folder = Path(config.catalog).expanduser().resolve().parent
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise LakeConfigError(
+                f"cannot create the folder {folder} of the DuckLake catalog {config.catalog}: {error.strerror or error}"
+            ) from None
+    conn = duckdb.connect(":memory:", config=dict(NO_DOWNLOADS))
+    try:
+        load_extensions(conn, config.extensions())
+        if config.on_s3:
+            _create_s3_secret(conn, S3Settings.from_env())
+        secret = {"METADATA_PATH": config.metadata_path(), "DATA_PATH": config.normalized_data_path()}
+        conn.execute(
+            f"CREATE OR REPLACE SECRET {_SECRET_NAME} (TYPE ducklake, METADATA_PATH ?, DATA_PATH ?)",
+            list(secret.values()),
+        )
+        # Inlining off: every batch is a Parquet file under model_id=…/corpus=…, and writers
+        # never touch a shared inlined-data table.
+        mode = "READ_ONLY" if read_only else "DATA_INLINING_ROW_LIMIT 0"
+        try:
+            conn.execute(f"ATTACH 'ducklake:{_SECRET_NAME}' AS {LAKE_NAME} ({mode})")
+        except duckdb.Error as error:
+            cause = mask_password(" ".join(str(error).split()))
+            raise LakeConfigError(
+                f"cannot open the DuckLake catalog {mask_password(config.catalog)}: {cause}. "
+                "Check ATTN_LAKE_CATALOG (is the server up, the database created, the password right?)"
+            ) from None
+        conn.execute(f"USE {LAKE_NAME}")
+        if check_data_path and not read_only:
+            _check_data_path(conn, config)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def is_lake(conn: duckdb.DuckDBPyConnection) -> bool:
+    """Whether the connection's current database is a DuckLake."""
+    row = conn.execute("SELECT type FROM duckdb_databases() WHERE database_name = current_database()").fetchone()
+    return bool(row) and row[0] == "ducklake"
+
+
+def retry_on_conflict(
+    transaction: Callable[[], None], attempts: int = 8, log: Callable[[str], None] | None = None
+) -> int:
+    """Run `transaction` (which rolls itself back on failure) again while DuckLake reports a
+    conflict with a concurrent transaction; returns how many retries it took."""
+    for attempt in range(attempts):
+        try:
+            transaction()
+            return attempt
+        except duckdb.Error as error:
+            if attempt == attempts - 1 or not TRANSACTION_CONFLICT.search(str(error)):
+                raise
+            if log:
+                log(f"DuckLake transaction conflict, retrying ({attempt + 1}/{attempts - 1}): {error}")
+            time.sleep(0.05 * 2**attempt)
+    raise AssertionError("unreachable")

@@ -67,11 +67,16 @@ _CHART_KEYS = frozenset(asset.key for asset in chart_assets_by_name.values())
 
 
 def analysis_targets(analysis: Analysis, corpora: Collection[str]) -> list[AssetsDefinition]:
-    """The assets tagged with `analysis` that its run for `corpora` targets."""
+    """The assets tagged with `analysis` that its run for `corpora` targets: those of a chosen
+    corpus, and the ones without a corpus tag that a chart drawn from a chosen corpus reads."""
     charts = [spec for spec in CHARTS if spec.analysis == analysis.name and set(spec.corpora) & set(corpora)]
     read = {key for spec in charts for asset in analysis_inputs(spec) for key in asset.keys}
     tagged = AssetSelection.tag(ANALYSIS, analysis.name).resolve(all_assets)
-    chosen = {key for key in tagged if _SPECS[key].tags.get(CORPUS) in corpora or key in read}
+    chosen = {
+        key
+        for key in tagged
+        if _SPECS[key].tags.get(CORPUS) in corpora or (key in read and CORPUS not in _SPECS[key].tags)
+    }
     return [
         *(asset for asset in all_assets if set(asset.keys) & chosen and asset.key not in _CHART_KEYS),
         *(chart_assets_by_name[spec.name] for spec in charts),
@@ -81,7 +86,8 @@ def analysis_targets(analysis: Analysis, corpora: Collection[str]) -> list[Asset
 def analysis_asset_keys(analysis: Analysis, corpora: Collection[str], present: Collection[str]) -> list[AssetKey]:
     """What the run of `analysis` for an entry with `corpora` materializes: its targets and
     the per-model assets upstream of the non-chart ones. A target needing a corpus that is
-    not `present` (files missing) is left out, with the charts drawn from it."""
+    not `present` (files missing), or reading none of `corpora`, is left out, with the charts
+    drawn from it."""
     selected: set[AssetKey] = set()
     for target in analysis_targets(analysis, corpora):
         keys = set(target.keys)
@@ -89,7 +95,8 @@ def analysis_asset_keys(analysis: Analysis, corpora: Collection[str], present: C
             upstream = AssetSelection.assets(target).upstream().resolve(all_assets)
             keys = {key for key in upstream if _SPECS[key].partitions_def == model_partitions}
         needed = {_SPECS[key].tags[CORPUS] for key in keys if CORPUS in _SPECS[key].tags}
-        if needed <= set(present):
+        # An analysis asset without a corpus of its own (a chart's input) comes when it reads a chosen corpus.
+        if needed <= set(present) and (not needed or needed & set(corpora)):
             selected |= keys
     charts = selected & _CHART_KEYS
     return sorted((selected - charts) | {key for key in charts if _chart_drawable(key, selected)})

@@ -10,10 +10,12 @@ import duckdb
 import polars as pl
 
 from dagster_project.compute.finetuning import FINETUNE_TASKS
-from dagster_project.corpora import GLUE_TASKS
+from dagster_project.corpora import CORPORA, GLUE_TASKS
 from dagster_project.presentation import charts as draw
 from dagster_project.storage.warehouse import partition_rows
 
+# Corpora with gold coreference mentions: Table 2 is drawn for each one with rows.
+COREFERENCE_CORPORA = tuple(name for name, spec in CORPORA.items() if "coref_mentions" in spec.annotations)
 PAPER_AUTHORS = {"clark": "Clark et al.", "kovaleva": "Kovaleva et al.", "pascual": "Pascual et al."}
 ANALYSES = ("attention", "hta", "clark", "finetuning")
 
@@ -188,13 +190,15 @@ CHARTS = (
         "clark",
         "Table 2",
         "clark_coreference_heads",
-        ("ontogum",),
+        COREFERENCE_CORPORA,
         draw.clark_coreference_chart,
         analysis="clark",
         reads=("coref_baseline_predictions",),
         when_empty=(
-            "materialize ontogum_examples, ontogum_attention_facts (relation hits) and coreference_baselines first"
+            "materialize <corpus>_examples, <corpus>_attention_facts (relation hits) and "
+            "<corpus>_coreference_baselines for a coreference corpus (ontogum, conll2012, gap_*) first"
         ),
+        all_corpora=True,
     ),
     ChartSpec(
         "clark_table3_probes",

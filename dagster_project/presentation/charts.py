@@ -138,9 +138,9 @@ def clark_grad_importance_chart(rows: pl.DataFrame, title: str) -> alt.Chart:
     )
 
 
-def clark_coreference_chart(rows: pl.DataFrame, title: str) -> alt.Chart:
+def clark_coreference_chart(rows: pl.DataFrame, title: str) -> alt.FacetChart:
     """Clark Table 2: antecedent selection accuracy of the baselines and the best head,
-    grouped by mention type."""
+    grouped by mention type, one panel per corpus."""
     systems = rows.unique("system", maintain_order=True)["system"].to_list()  # the view's order
     return (
         alt.Chart(rows)
@@ -150,9 +150,11 @@ def clark_coreference_chart(rows: pl.DataFrame, title: str) -> alt.Chart:
             xOffset=alt.XOffset("system:N", sort=systems),
             y=alt.Y("accuracy:Q", title="antecedent selection accuracy", scale=alt.Scale(domain=[0, 1])),
             color=alt.Color("system:N", sort=systems, title="system"),
-            tooltip=["system", "mention_type", alt.Tooltip("accuracy:Q", format=".3f"), "n"],
+            tooltip=["corpus", "system", "mention_type", alt.Tooltip("accuracy:Q", format=".3f"), "n"],
         )
-        .properties(width=420, height=260, title=f"{title}: coreference antecedent selection")
+        .properties(width=420, height=260)
+        .facet(column=alt.Column("corpus:N", title=None, sort=_in_order(rows, "corpus")))
+        .properties(title=f"{title}: coreference antecedent selection")
     )
 
 

@@ -62,3 +62,15 @@ def test_the_pattern_example_maps_chart_is_drawn_by_the_attention_analysis() -> 
     # Its name ends in "_examples", which the key-suffix rule used to take for a corpus asset.
     keys = names(analysis_asset_keys(ANALYSES["attention"], ["demo"], ["demo"]))
     assert "kovaleva_fig1_pattern_examples" in keys
+
+
+def test_a_chart_reading_per_corpus_tables_brings_only_the_chosen_corpora_assets() -> None:
+    present = ["ontogum", "conll2012", "glue_mrpc", "glue_mrpc_train", "glue_rte", "glue_rte_train"]
+    clark = names(analysis_asset_keys(ANALYSES["clark"], ["conll2012"], present))
+    assert {"conll2012_examples", "conll2012_coreference_baselines", "clark_table2_coreference"} <= clark
+    assert not {key for key in clark if key.startswith("ontogum")}
+    both = names(analysis_asset_keys(ANALYSES["clark"], ["conll2012", "ontogum"], present))
+    assert {"conll2012_coreference_baselines", "ontogum_coreference_baselines"} <= both
+    tuning = names(analysis_asset_keys(ANALYSES["finetuning"], ["glue_mrpc"], present))
+    assert {"finetuned_mrpc", "glue_mrpc_train_examples", "mrpc_ablation"} <= tuning
+    assert not {key for key in tuning if "rte" in key}

@@ -16,7 +16,7 @@ from dagster_project.defs.assets import (
     hta_assets_by_corpus,
     warehouse_views,
 )
-from dagster_project.defs.assets.coreference import coreference_baselines
+from dagster_project.defs.assets.coreference import coreference_baselines_by_corpus
 from dagster_project.defs.assets.head_clustering import head_mds
 from dagster_project.defs.assets.probes import dependency_probes
 from dagster_project.defs.registration import register_model
@@ -36,7 +36,7 @@ SLICE = {
     "gap_development": 4,
     "framenet": 10,
 }
-ANALYSES = [hta_assets_by_corpus["xnli_en"], head_mds, dependency_probes, coreference_baselines]
+ANALYSES = [hta_assets_by_corpus["xnli_en"], head_mds, dependency_probes, coreference_baselines_by_corpus["ontogum"]]
 # Views a MiniLM warehouse leaves empty: no loss head for gradients, no fine-tuned model.
 EMPTY_VIEWS = {
     "stg_grad_importance",

@@ -1,6 +1,8 @@
 """Clark §4.3 views on hand-built tables (the document of test_coreference_baselines), and the
-coreference_baselines asset writing the predictions the views judge."""
+per-corpus coreference baselines assets writing the predictions the views judge, and Table 2
+drawn for every coreference corpus with rows."""
 
+import logging
 from datetime import datetime
 from pathlib import Path
 
@@ -10,8 +12,9 @@ import pytest
 from dagster import DagsterInstance, materialize
 from dagster_duckdb import DuckDBResource
 
-from dagster_project.defs.assets.coreference import coreference_baselines
+from dagster_project.defs.assets.coreference import coreference_baselines_by_corpus
 from dagster_project.presentation import charts
+from dagster_project.presentation.chart_registry import CHARTS
 from dagster_project.storage.warehouse import apply_views, partition_rows, replace_partition
 from tests.unit.test_coreference_baselines import EXPECTED, document_frames
 
@@ -55,8 +58,12 @@ def _predictions() -> pl.DataFrame:
     )
 
 
-def _fill(conn: duckdb.DuckDBPyConnection, predictions: bool = True) -> None:
+def _fill(
+    conn: duckdb.DuckDBPyConnection, predictions: bool = True, corpora: tuple[str, ...] = (CORPUS,), pos: bool = True
+) -> None:
     mentions, words = document_frames()
+    if not pos:  # a corpus without a POS column: every type from the word rules came out nominal
+        mentions = mentions.with_columns(mention_type=pl.lit("nominal"), head_xpos=pl.lit(None, dtype=pl.String))
     conn.execute(
         "INSERT INTO models VALUES (?, 'org/tiny-bert', '/tmp/tiny', NULL, 'bert', 2, 4, TRUE, ?)",
         [MODEL, datetime(2026, 1, 1)],
@@ -65,7 +72,8 @@ def _fill(conn: duckdb.DuckDBPyConnection, predictions: bool = True) -> None:
     tables = {"coref_mentions": mentions, "words": words, "relation_hits": _hits()}
     if predictions:
         tables["coref_baseline_predictions"] = _predictions()
-    replace_partition(conn, tables, MODEL, CORPUS)
+    for corpus in corpora:
+        replace_partition(conn, tables, MODEL, corpus)
 
 
 def _accuracies(conn: duckdb.DuckDBPyConnection, view: str, key: str) -> dict[tuple, tuple[float, int]]:
@@ -132,36 +140,69 @@ def warehouse_file(tmp_path: Path) -> Path:
     return path
 
 
-def test_asset_writes_predictions_the_views_judge(warehouse_file: Path):
-    instance = DagsterInstance.ephemeral()
+def _materialize_baselines(warehouse: Path, corpus: str = CORPUS, instance: DagsterInstance | None = None):
+    instance = instance or DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("models", [MODEL])
-    resources = {"warehouse": DuckDBResource(database=str(warehouse_file))}
+    resources = {"warehouse": DuckDBResource(database=str(warehouse))}
+    asset = coreference_baselines_by_corpus[corpus]
+    return materialize([asset], partition_key=MODEL, instance=instance, resources=resources)
+
+
+def test_asset_writes_predictions_the_views_judge(warehouse_file: Path):
     for _ in range(2):  # a second run replaces the partition's rows
-        assert materialize([coreference_baselines], partition_key=MODEL, instance=instance, resources=resources).success
+        result = _materialize_baselines(warehouse_file)
+        assert result.success
     with duckdb.connect(str(warehouse_file), read_only=True) as conn:
         assert conn.execute("SELECT count(*) FROM coref_baseline_predictions").fetchone()[0] == 3 * 8
         accuracy = _accuracies(conn, "int_coref_baseline_accuracy", "system")
     assert accuracy[("nearest", "all")] == (0.2, 5)
     assert accuracy[("rule-based", "all")] == (1.0, 5)
+    metadata = result.asset_materializations_for_node("ontogum_coreference_baselines")[0].metadata
+    assert metadata["mention_type_source"].value.startswith("POS column")
+    assert [metadata[f"{kind}_mentions"].value for kind in ("pronoun", "proper", "nominal")] == [1, 4, 4]
+
+
+def test_every_coreference_corpus_has_its_baselines_and_table2_panel(tmp_path: Path):
+    path = tmp_path / "warehouse.duckdb"
+    with duckdb.connect(str(path)) as conn:
+        apply_views(conn)
+        _fill(conn, predictions=False, corpora=("ontogum", "conll2012"))
+    assert {"ontogum", "conll2012", "gap_development", "gap_validation", "gap_test"} == set(
+        coreference_baselines_by_corpus
+    )
+    assert _materialize_baselines(path, "ontogum").success and _materialize_baselines(path, "conll2012").success
+    table2 = next(spec for spec in CHARTS if spec.name == "clark_table2_coreference")
+    with duckdb.connect(str(path), read_only=True) as conn:
+        corpus, rows = table2.rows(conn, MODEL)
+    assert corpus == "ontogum, conll2012" and rows["corpus"].unique(maintain_order=True).to_list() == [
+        "ontogum",
+        "conll2012",
+    ]
+    chart = table2.draw(rows, table2.title(rows, corpus)).to_dict()
+    assert chart["facet"]["column"]["field"] == "corpus"
+
+
+def test_a_corpus_without_pronouns_or_proper_mentions_gets_a_warning(tmp_path: Path):
+    path = tmp_path / "warehouse.duckdb"
+    with duckdb.connect(str(path)) as conn:
+        apply_views(conn)
+        _fill(conn, predictions=False, corpora=("conll2012",), pos=False)
+    instance = DagsterInstance.ephemeral()
+    result = _materialize_baselines(path, "conll2012", instance)
+    metadata = result.asset_materializations_for_node("conll2012_coreference_baselines")[0].metadata
+    assert metadata["mention_type_source"].value.startswith("the head word")
+    warnings = [entry.user_message for entry in instance.all_logs(result.run_id) if entry.level == logging.WARNING]
+    assert any("conll2012: 0 pronoun and 0 proper mentions of 9" in message for message in warnings), warnings
 
 
 def test_asset_without_mentions_says_what_to_materialize(warehouse_file: Path):
-    instance = DagsterInstance.ephemeral()
-    instance.add_dynamic_partitions("models", [MODEL])
-    resources = {"warehouse": DuckDBResource(database=str(warehouse_file))}
     with pytest.raises(ValueError, match="materialize conll2012_examples first"):
-        materialize(
-            [coreference_baselines],
-            partition_key=MODEL,
-            instance=instance,
-            resources=resources,
-            run_config={"ops": {"coreference_baselines": {"config": {"corpus": "conll2012"}}}},
-        )
+        _materialize_baselines(warehouse_file, "conll2012")
 
 
 def test_chart_groups_systems_in_the_view_order(conn: duckdb.DuckDBPyConnection):
     _fill(conn)
     rows = partition_rows(conn, "clark_coreference_heads", MODEL, CORPUS)
     spec = charts.clark_coreference_chart(rows, "tiny").to_dict()
-    assert spec["encoding"]["xOffset"]["sort"] == ["nearest", "head match", "rule-based", "head 1-2"]
+    assert spec["spec"]["encoding"]["xOffset"]["sort"] == ["nearest", "head match", "rule-based", "head 1-2"]
     assert len(spec["datasets"][next(iter(spec["datasets"]))]) == 16

@@ -1,5 +1,5 @@
 from dagster_project.defs.assets.charts import chart_assets
-from dagster_project.defs.assets.coreference import coreference_baselines
+from dagster_project.defs.assets.coreference import coreference_baselines_assets, coreference_baselines_by_corpus
 from dagster_project.defs.assets.corpora import corpus_assets, corpus_assets_by_name
 from dagster_project.defs.assets.facts import fact_assets, fact_assets_by_corpus
 from dagster_project.defs.assets.finetuning import ablation_assets_by_task, finetuned_assets_by_task, finetuning_assets
@@ -18,7 +18,7 @@ all_assets = [
     warehouse_views,
     *corpus_assets,
     *fact_assets,
-    coreference_baselines,
+    *coreference_baselines_assets,
     grad_importance,
     dependency_probes,
     head_mds,
@@ -35,7 +35,7 @@ __all__ = [
     "all_assets",
     "chart_assets",
     "corpus_assets_by_name",
-    "coreference_baselines",
+    "coreference_baselines_by_corpus",
     "dependency_probes",
     "encoder_model",
     "ablation_assets_by_task",

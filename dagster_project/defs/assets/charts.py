@@ -6,7 +6,7 @@ import base64
 from dagster import AssetExecutionContext, AssetsDefinition, MaterializeResult, MetadataValue, asset
 from dagster_duckdb import DuckDBResource
 
-from dagster_project.defs.assets.coreference import coreference_baselines
+from dagster_project.defs.assets.coreference import coreference_baselines_assets
 from dagster_project.defs.assets.facts import fact_assets
 from dagster_project.defs.assets.finetuning import ablation_assets_by_task
 from dagster_project.defs.assets.gradients import grad_importance
@@ -24,7 +24,7 @@ from dagster_project.presentation.charts import save_chart
 TABLE_WRITERS: dict[str, list[AssetsDefinition]] = {
     "head_mds": [head_mds],
     "grad_importance": [grad_importance],
-    "coref_baseline_predictions": [coreference_baselines],
+    "coref_baseline_predictions": coreference_baselines_assets,
     "probe_scores": [dependency_probes],
     "ablation_scores": list(ablation_assets_by_task.values()),
     "finetune_cosines": similarity_assets,

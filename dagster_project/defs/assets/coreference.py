@@ -50,8 +50,9 @@ def build_coreference_baselines(corpus: str) -> AssetsDefinition:
             mentions = partition_rows(conn, "coref_mentions", model_id, corpus)
             words = partition_rows(conn, "words", model_id, corpus, ("example_id", "word_index", "word"))
         if mentions.is_empty():
-            raise ValueError(f"No coref_mentions for model '{model_id}' and corpus '{corpus}': materialize "
-                             f"{corpus}_examples first.")
+            raise ValueError(
+                f"No coref_mentions for model '{model_id}' and corpus '{corpus}': materialize {corpus}_examples first."
+            )
         types = dict(mentions["mention_type"].value_counts().iter_rows())
         source = mention_type_source(mentions)
         if not types.get("pronoun") and not types.get("proper"):

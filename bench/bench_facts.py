@@ -12,6 +12,7 @@ The naive baseline inserts ~10,000 rows one at a time per example, so it runs on
 --naive-examples of the same examples; ratios compare throughput (examples/s).
 
 Usage: OMP_WAIT_POLICY=PASSIVE python bench/bench_facts.py [--examples 512] [--naive-examples 16]
+The device and forward dtype come from ATTN_DEVICE / ATTN_DTYPE (README "Devices").
 Targets (issue 2): project >= 0.8x bare throughput, >= 20x naive.
 """
 
@@ -27,19 +28,22 @@ import polars as pl  # noqa: E402
 import torch  # noqa: E402
 
 from dagster_project.compute.attention_pass import AttentionFacts, extract_attention_facts  # noqa: E402
-from dagster_project.compute.batching import DEFAULT_BATCH_TOKENS, length_batches  # noqa: E402
+from dagster_project.compute.batching import length_batches  # noqa: E402
+from dagster_project.compute.devices import resolve  # noqa: E402
 from dagster_project.compute.models import DEFAULT_MODEL, load_encoder  # noqa: E402
 from dagster_project.corpora import CORPORA, encode_corpus  # noqa: E402
-from dagster_project.settings import data_dir  # noqa: E402
+from dagster_project.settings import compute_device, compute_dtype, data_dir  # noqa: E402
 from dagster_project.storage.warehouse import ensure_schema, replace_partition  # noqa: E402
 
 
 def bare_forward(encoder, tokens) -> None:
     with torch.inference_mode():
         for batch in length_batches(
-            tokens, encoder.tokenizer.pad_token_id, DEFAULT_BATCH_TOKENS, encoder.spec.takes_token_types
+            tokens, encoder.tokenizer.pad_token_id, encoder.compute.batch_tokens(), encoder.spec.takes_token_types
         ):
-            encoder.model(**batch.inputs, output_attentions=False)
+            encoder.model(**batch.to(encoder.compute.device).inputs, output_attentions=False)
+    if encoder.compute.device.type == "cuda":
+        torch.cuda.synchronize()  # the statistics' copies back to the CPU synchronize `extract` alike
 
 
 def extract(encoder, tokens) -> AttentionFacts:
@@ -56,15 +60,15 @@ def naive(encoder, tokens) -> None:
     conn = duckdb.connect(":memory:")
     ensure_schema(conn)
     for (example_id,), rows in tokens.sort("position").group_by("example_id"):
-        ids = torch.tensor([rows["token_id"].to_list()])
-        types = torch.tensor([rows["segment"].to_list()])
+        ids = torch.tensor([rows["token_id"].to_list()], device=encoder.compute.device)
+        types = torch.tensor([rows["segment"].to_list()], device=encoder.compute.device)
         with torch.no_grad():
             attentions = encoder.model(input_ids=ids, token_type_ids=types, output_attentions=True).attentions
         classes = np.array(rows["token_class"].to_list())
         n = len(classes)
         for layer, attention in enumerate(attentions):
             for head in range(attention.shape[1]):
-                a = attention[0, head].numpy()
+                a = attention[0, head].float().cpu().numpy()
                 logs = np.log(np.where(a > 0, a, 1.0))
                 stats = [
                     a[:, classes == "cls"].sum(1).mean(),
@@ -117,13 +121,14 @@ def main() -> None:
     parser.add_argument("--model", default=DEFAULT_MODEL)
     args = parser.parse_args()
     spec = CORPORA[args.corpus]
-    encoder = load_encoder(args.model)
+    encoder = load_encoder(args.model, resolve(compute_device(), compute_dtype()))
     tokens = encode_corpus(spec.read(data_dir()), encoder.tokenizer, spec.max_len, args.examples, spec.seed).tokens
     naive_tokens = tokens.filter(
         pl.col("example_id").is_in(tokens["example_id"].unique().sort()[: args.naive_examples].implode())
     )
     print(
-        f"model {args.model}, corpus {args.corpus}, {tokens.height} tokens, {torch.get_num_threads()} threads",
+        f"model {args.model}, corpus {args.corpus}, {tokens.height} tokens, {encoder.compute}, "
+        f"{torch.get_num_threads()} threads",
         flush=True,
     )
     bare_forward(encoder, tokens)  # warm-up

@@ -34,3 +34,13 @@ def models_cache_dir() -> Path:
 def dagster_home() -> Path:
     """Instance directory holding run history and the dynamic model partitions."""
     return _env_path("DAGSTER_HOME", PROJECT_ROOT / ".dagster")
+
+
+def compute_device() -> str:
+    """Where the passes compute (ATTN_DEVICE): auto (default: cuda, else mps, else cpu), cpu, cuda, cuda:N, mps."""
+    return os.environ.get("ATTN_DEVICE", "").strip() or "auto"
+
+
+def compute_dtype() -> str:
+    """Forward dtype of forward-only passes (ATTN_DTYPE): float32 (default), bfloat16, float16."""
+    return os.environ.get("ATTN_DTYPE", "").strip() or "float32"

@@ -49,7 +49,7 @@ def uniform_ablation_attention(
         n_settings = disabled_heads.shape[0]
         rows, heads, length = weights.shape[0], weights.shape[1], weights.shape[-1]
         if attention_mask is None:
-            valid = torch.ones(rows, 1, 1, length, dtype=weights.dtype)
+            valid = torch.ones(rows, 1, 1, length, dtype=weights.dtype, device=weights.device)
         else:
             valid = (attention_mask > torch.finfo(attention_mask.dtype).min / 2).to(weights.dtype)
         uniform = valid / valid.sum(-1, keepdim=True)
@@ -90,14 +90,16 @@ def use_ablation_attention(model: PreTrainedModel) -> PreTrainedModel:
 
 @torch.no_grad()
 def ablated_logits(model: PreTrainedModel, inputs: dict[str, torch.Tensor], disabled: torch.Tensor) -> torch.Tensor:
-    """Logits (S, B, C) of B examples under S settings of disabled heads, in one forward pass."""
+    """Logits (S, B, C) of B examples under S settings of disabled heads, in one forward pass on the
+    model's device; returned in float32 on the CPU."""
     if model.config._attn_implementation != ABLATION_ATTENTION:
         raise ValueError(
             f"model uses '{model.config._attn_implementation}' attention: call use_ablation_attention(model) first"
         )
     n_settings, batch = disabled.shape[0], next(iter(inputs.values())).shape[0]
-    repeated = {name: tensor.repeat(n_settings, 1) for name, tensor in inputs.items()}
-    return model(**repeated, disabled_heads=disabled).logits.view(n_settings, batch, -1)
+    repeated = {name: tensor.to(model.device).repeat(n_settings, 1) for name, tensor in inputs.items()}
+    logits = model(**repeated, disabled_heads=disabled.to(model.device)).logits
+    return logits.view(n_settings, batch, -1).float().cpu()
 
 
 def settings_logits(

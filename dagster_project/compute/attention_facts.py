@@ -87,7 +87,7 @@ def feature_pair_columns(attn: torch.Tensor, batch: Batch) -> list[dict[str, np.
     allowed = (
         pair_mask(real, real)
         & (segment[:, :, None] == segment[:, None, :])
-        & ~torch.eye(real.shape[1], dtype=torch.bool)
+        & ~torch.eye(real.shape[1], dtype=torch.bool, device=real.device)
     )
     word_maps = word_level_maps(attn, membership, "mean")
     parts = []
@@ -113,15 +113,15 @@ def frame_link_columns(attn: torch.Tensor, batch: Batch, links: pl.DataFrame) ->
     the pieces of the lexical unit and those of the frame element, both directions.
 
     links: example_id and FRAME_LINK_COLUMNS ([start, end) word spans); None if the batch has none."""
-    rows = pl.DataFrame({"example_id": batch.example_ids.numpy(), "row": np.arange(len(batch.example_ids))})
+    rows = pl.DataFrame({"example_id": batch.example_ids.cpu().numpy(), "row": np.arange(len(batch.example_ids))})
     links = links.join(rows, on="example_id", maintain_order="left")
     if links.height == 0:
         return None
     spans = batch.word_spans
     membership = word_piece_matrix(spans[..., 0], spans[..., 1], attn.shape[-1])
-    row = torch.tensor(links["row"].to_numpy())
-    words = torch.arange(spans.shape[1])
-    bounds = {name: torch.tensor(links[name].to_numpy())[:, None] for name in FRAME_LINK_COLUMNS}
+    row = torch.tensor(links["row"].to_numpy(), device=spans.device)
+    words = torch.arange(spans.shape[1], device=spans.device)
+    bounds = {name: torch.tensor(links[name].to_numpy(), device=spans.device)[:, None] for name in FRAME_LINK_COLUMNS}
 
     def pieces(start: torch.Tensor, end: torch.Tensor) -> torch.Tensor:
         in_span = ((words >= start) & (words < end)).to(membership.dtype)
@@ -163,9 +163,7 @@ def pick_pattern_examples(
             layer, head = is_class[b].nonzero()[0].tolist()
             n = int(n_tokens[b])
             cells = attn[b, layer, head, :n, :n]
-            query, key = torch.meshgrid(
-                torch.arange(n, dtype=torch.int16), torch.arange(n, dtype=torch.int16), indexing="ij"
-            )
+            query, key = np.meshgrid(np.arange(n, dtype=np.int16), np.arange(n, dtype=np.int16), indexing="ij")
             chosen.append(
                 pl.DataFrame(
                     {
@@ -173,9 +171,9 @@ def pick_pattern_examples(
                         "pattern": pattern,
                         "layer": np.full(n * n, layer + 1, dtype=np.int16),
                         "head": np.full(n * n, head + 1, dtype=np.int16),
-                        "query": query.reshape(-1).numpy(),
-                        "key": key.reshape(-1).numpy(),
-                        "attention": cells.reshape(-1).numpy(),
+                        "query": query.reshape(-1),
+                        "key": key.reshape(-1),
+                        "attention": cells.reshape(-1).cpu().numpy(),
                     }
                 )
             )

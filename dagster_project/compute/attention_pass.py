@@ -1,7 +1,8 @@
 """One forward pass per (model, corpus) -> every fact kind the corpus gets (METHODS §3).
 
 The statistics run on the whole batch x layer x head block at once; each kind's collector
-(compute.fact_kinds) takes the batch's attention maps and its head summaries.
+(compute.fact_kinds) takes the batch's attention maps and its head summaries. They run on the
+encoder's device, in float32 whatever the forward dtype, and their rows come back to the CPU.
 """
 
 import time
@@ -12,7 +13,8 @@ import polars as pl
 import torch
 
 from dagster_project.compute.attention_facts import summary_columns
-from dagster_project.compute.batching import DEFAULT_BATCH_TOKENS, length_batches
+from dagster_project.compute.batching import length_batches
+from dagster_project.compute.devices import float32_maps
 from dagster_project.compute.fact_kinds import ALWAYS, FACT_KINDS, FactKind, PassInputs
 from dagster_project.compute.models import LoadedEncoder
 
@@ -37,14 +39,15 @@ def extract_attention_facts(
     tokens: pl.DataFrame,
     kinds: Sequence[FactKind] = (FACT_KINDS["head_summaries"], FACT_KINDS["position_histograms"]),
     inputs: PassInputs | None = None,
-    batch_tokens: int = DEFAULT_BATCH_TOKENS,
+    batch_tokens: int | None = None,
     progress: Callable[[int, int, float], None] | None = None,
 ) -> AttentionFacts:
     """Run the model once over a tokenized corpus and collect every kind's rows.
 
     `tokens` has the columns of the warehouse `tokens` table for one (model, corpus); `inputs`
     (default: `pass_inputs` without words) carries what kinds read besides the maps.
-    `progress(done, total, seconds)` is called after each batch.
+    `progress(done, total, seconds)` is called after each batch. `batch_tokens` (padded positions
+    per batch) defaults by the encoder's device.
     """
     inputs = inputs or pass_inputs(encoder, tokens)
     kinds = [*(FACT_KINDS[name] for name in ALWAYS if FACT_KINDS[name] not in kinds), *kinds]
@@ -52,11 +55,16 @@ def extract_attention_facts(
     started = time.perf_counter()
     done = 0
     batches = length_batches(
-        tokens, encoder.tokenizer.pad_token_id or 0, batch_tokens, encoder.spec.takes_token_types, inputs.words
+        tokens,
+        encoder.tokenizer.pad_token_id or 0,
+        batch_tokens or encoder.compute.batch_tokens(),
+        encoder.spec.takes_token_types,
+        inputs.words,
     )
     with torch.inference_mode():
         for batch in batches:
-            attn = torch.stack(encoder.model(**batch.inputs, output_attentions=True).attentions, dim=1)
+            batch = batch.to(encoder.compute.device)
+            attn = float32_maps(encoder.model(**batch.inputs, output_attentions=True).attentions)
             summaries = summary_columns(attn, batch, inputs.thresholds)
             for collector in collectors.values():
                 collector.add(attn, batch, summaries)

@@ -1,11 +1,12 @@
 """Length-bucketed batches of a tokenized corpus, and the flat-column helpers every pass
 uses to turn (batch, layer, head, ...) tensors into warehouse rows.
 
-Examples are batched by length (a token budget per batch) so padding stays small.
+Examples are batched by length (a token budget per batch) so padding stays small. Batches are
+built on the CPU and moved to the pass's device (`Batch.to`); rows come back to the CPU (`flat`).
 """
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 import polars as pl
@@ -16,7 +17,7 @@ from dagster_project.compute.metrics import TokenMasks, pair_mask, relative_posi
 SCOPES = ("all", "content")
 SCOPE = pl.Enum(SCOPES)
 KIND = pl.Enum(["attention", "contribution"])  # contribution: HTA input contribution
-DEFAULT_BATCH_TOKENS = 4096
+BUILT_ON = torch.device("cpu")  # batches are built here, then moved to the pass's device (Batch.to)
 # spaCy flags of `word_features` (Kovaleva §4.4), carried per word in a batch.
 WORD_FEATURES = ("is_noun", "is_verb", "is_pronoun", "is_subject", "is_object", "is_negation")
 
@@ -31,6 +32,25 @@ class Batch:
     word_spans: torch.Tensor | None = None
     # (B, W, len(WORD_FEATURES)) spaCy flags by word_index; present when words carried them.
     word_features: torch.Tensor | None = None
+
+    def to(self, device: torch.device) -> "Batch":
+        """The batch with every tensor on `device` (itself when they are there already)."""
+        if self.example_ids.device == device:
+            return self
+
+        def move(value: torch.Tensor | None) -> torch.Tensor | None:
+            return None if value is None else value.to(device)
+
+        return replace(
+            self,
+            example_ids=move(self.example_ids),
+            inputs={name: move(value) for name, value in self.inputs.items()},
+            masks=replace(
+                self.masks, **{field.name: move(getattr(self.masks, field.name)) for field in fields(self.masks)}
+            ),
+            word_spans=move(self.word_spans),
+            word_features=move(self.word_features),
+        )
 
 
 _CLASS_CODES = {"cls": 1, "sep": 2, "punct": 3}
@@ -77,7 +97,7 @@ def length_batches(
 
 def _pad(chunk: pl.DataFrame, pad_token_id: int, with_token_types: bool) -> Batch:
     def padded(column: str, fill: int) -> torch.Tensor:
-        rows = [torch.tensor(values) for values in chunk[column].to_list()]
+        rows = [torch.tensor(values, device=BUILT_ON) for values in chunk[column].to_list()]
         return torch.nn.utils.rnn.pad_sequence(rows, batch_first=True, padding_value=fill)
 
     codes = padded("class_code", _PAD_CODE)
@@ -100,7 +120,7 @@ def _pad(chunk: pl.DataFrame, pad_token_id: int, with_token_types: bool) -> Batc
         _by_word_index(chunk, list(WORD_FEATURES), torch.bool) if WORD_FEATURES[0] in chunk.columns else None
     )
     return Batch(
-        example_ids=torch.tensor(chunk["example_id"].to_numpy()),
+        example_ids=torch.tensor(chunk["example_id"].to_numpy(), device=BUILT_ON),
         inputs=inputs,
         masks=masks,
         word_spans=word_spans,
@@ -113,25 +133,28 @@ def _by_word_index(chunk: pl.DataFrame, columns: list[str], dtype: torch.dtype) 
     without words, and padded word slots: zeros)."""
     indexes = [value or [] for value in chunk["word_index"].to_list()]
     width = max((max(index) + 1 for index in indexes if index), default=0)
-    placed = torch.zeros(len(indexes), width, len(columns), dtype=dtype)
+    placed = torch.zeros(len(indexes), width, len(columns), dtype=dtype, device=BUILT_ON)
     for row, (index, *values) in enumerate(zip(indexes, *(chunk[column].to_list() for column in columns))):
         if index:
-            placed[row, index] = torch.tensor(values, dtype=dtype).T
+            placed[row, index] = torch.tensor(values, dtype=dtype, device=BUILT_ON).T
     return placed
 
 
-def _grid(batch_size: int, n_layers: int, n_heads: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _grid(
+    batch_size: int, n_layers: int, n_heads: int, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Broadcastable (B, L, H) index tensors: example row, 1-based layer, 1-based head."""
-    rows = torch.arange(batch_size)[:, None, None]
-    layers = torch.arange(1, n_layers + 1, dtype=torch.int16)[None, :, None]
-    heads = torch.arange(1, n_heads + 1, dtype=torch.int16)[None, None, :]
+    rows = torch.arange(batch_size, device=device)[:, None, None]
+    layers = torch.arange(1, n_layers + 1, dtype=torch.int16, device=device)[None, :, None]
+    heads = torch.arange(1, n_heads + 1, dtype=torch.int16, device=device)[None, None, :]
     return rows, layers, heads
 
 
 def head_columns(values: dict[str, torch.Tensor], example_ids: torch.Tensor) -> dict[str, np.ndarray]:
     """Flat (example, layer, head) rows from (B, L, H) tensors of per-head values."""
-    shape = next(iter(values.values())).shape
-    rows, layers, heads = _grid(*shape)
+    first = next(iter(values.values()))
+    shape = first.shape
+    rows, layers, heads = _grid(*shape, first.device)
     return flat(
         {
             "example_id": example_ids[rows].expand(shape),
@@ -166,7 +189,8 @@ def histogram_columns(
 
 
 def flat(columns: dict[str, torch.Tensor]) -> dict[str, np.ndarray]:
-    return {name: value.reshape(-1).numpy() for name, value in columns.items()}
+    """Flat numpy columns, brought back to the CPU from the pass's device."""
+    return {name: value.reshape(-1).cpu().numpy() for name, value in columns.items()}
 
 
 def frame(parts: list[dict[str, np.ndarray]]) -> pl.DataFrame:

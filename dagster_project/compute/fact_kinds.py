@@ -101,7 +101,7 @@ class HeadDistances:
     tokens: int = 0
 
     def add(self, attn: torch.Tensor, batch: Batch, summaries: dict[str, np.ndarray]) -> None:
-        self.js_sums += head_js_divergence(attn, batch.masks.valid)
+        self.js_sums += head_js_divergence(attn, batch.masks.valid).cpu()
         self.tokens += int(batch.masks.valid.sum())
 
     def finish(self) -> pl.DataFrame:
@@ -219,7 +219,7 @@ FACT_KINDS: dict[str, FactKind] = {
             "head_distances",
             "Per pair of heads: Jensen-Shannon divergence summed over the corpus's query tokens (Clark §6).",
             lambda inputs: HeadDistances(
-                inputs.n_heads, torch.zeros(_heads(inputs), _heads(inputs), dtype=torch.float64)
+                inputs.n_heads, torch.zeros(_heads(inputs), _heads(inputs), dtype=torch.float64, device="cpu")
             ),
             checks=(
                 FactCheck(

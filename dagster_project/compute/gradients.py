@@ -7,6 +7,7 @@ masked-LM cross-entropy (BERT pre-training masking) or, for a fine-tuned classif
 cross-entropy (MSE for one-output regression) against the corpus's labels. Each example's
 loss is its own mean, and the batch loss is their sum, so an example's gradients do not
 depend on which other examples share its batch (padding is masked out of attention).
+Gradients are taken in float32 on the device the model is loaded to.
 """
 
 import time
@@ -25,6 +26,7 @@ from transformers import (
 )
 
 from dagster_project.compute.batching import Batch, frame, length_batches
+from dagster_project.compute.devices import CPU, ComputeDevice
 from dagster_project.compute.metrics import TokenMasks
 from dagster_project.compute.models import inspect_model
 from dagster_project.settings import models_cache_dir
@@ -34,20 +36,20 @@ TARGET_TYPE = pl.Enum(TARGET_TYPES)
 MASKED_LM, CLASSIFICATION, REGRESSION = "masked_lm", "sequence_classification", "sequence_regression"
 MASK_PROBABILITY = 0.15
 IGNORE_LABEL = -100  # cross_entropy's ignore_index: positions that are not predicted
-DEFAULT_BATCH_TOKENS = 2048  # backward keeps every layer's activations: half the forward-only budget
 _NOT_MASKABLE = ("cls", "sep", "special")
 _MLM_ARCHITECTURES = ("ForMaskedLM", "ForPreTraining")
 
 
 @dataclass(frozen=True)
 class LossModel:
-    """A model with the head of its training loss, eval mode, eager attention, fp32."""
+    """A model with the head of its training loss, eval mode, eager attention, fp32, on `compute`'s device."""
 
     model: PreTrainedModel
     loss_name: str  # masked_lm | sequence_classification | sequence_regression
     takes_token_types: bool
     pad_token_id: int
     mask_token_id: int | None  # masked_lm only
+    compute: ComputeDevice = CPU  # always float32
 
 
 @dataclass(frozen=True)
@@ -74,8 +76,8 @@ def loss_name_for(architectures: list[str] | None, num_labels: int) -> str | Non
     return None
 
 
-def load_loss_model(source: str) -> LossModel | NoLossHead:
-    """Load `source` with the head of its training loss; NoLossHead when it has none."""
+def load_loss_model(source: str, device: torch.device = CPU.device) -> LossModel | NoLossHead:
+    """Load `source` with the head of its training loss, in float32 onto `device`; NoLossHead when it has none."""
     spec = inspect_model(source)
     config = AutoConfig.from_pretrained(spec.resolved_path, cache_dir=models_cache_dir())
     loss_name = loss_name_for(config.architectures, config.num_labels)
@@ -107,11 +109,12 @@ def load_loss_model(source: str) -> LossModel | NoLossHead:
     if loss_name == MASKED_LM and tokenizer.mask_token_id is None:
         return NoLossHead(f"Model '{source}' has a masked-LM head but its tokenizer defines no mask token.")
     return LossModel(
-        model=model.eval(),
+        model=model.to(device).eval(),
         loss_name=loss_name,
         takes_token_types=spec.takes_token_types,
         pad_token_id=tokenizer.pad_token_id or 0,
         mask_token_id=tokenizer.mask_token_id,
+        compute=ComputeDevice(device),
     )
 
 
@@ -207,7 +210,7 @@ def grad_columns(sums: torch.Tensor, counts: torch.Tensor, example_ids: torch.Te
         "grad_sum": sums[b, layer, head, kind].to(torch.float64),
         "weight_count": counts[b, kind].to(torch.int32),
     }
-    return {name: value.numpy() for name, value in columns.items()}
+    return {name: value.cpu().numpy() for name, value in columns.items()}
 
 
 def _padded_targets(batch: Batch, per_example: dict[int, torch.Tensor]) -> torch.Tensor:
@@ -257,14 +260,15 @@ def extract_grad_importance(
     tokens: pl.DataFrame,
     seed: int,
     labels: pl.DataFrame | None = None,
-    batch_tokens: int = DEFAULT_BATCH_TOKENS,
+    batch_tokens: int | None = None,
     progress: Callable[[int, int, float], None] | None = None,
 ) -> GradImportance:
     """Per (example, layer, head, target type) the summed |d loss / d attention| and its weight count.
 
     `tokens` has the columns of the warehouse `tokens` table; `labels` (example_id, label)
     is needed for the sequence-classification losses and restricts the examples to those
-    it lists. `seed` draws the masked-LM masking (unused by the other losses).
+    it lists. `seed` draws the masked-LM masking (unused by the other losses). `batch_tokens`
+    defaults to the backward budget of the model's device.
     """
     if loss_model.loss_name != MASKED_LM and labels is None:
         raise ValueError(
@@ -274,8 +278,11 @@ def extract_grad_importance(
     total = tokens["example_id"].n_unique() if labels is None else labels.height
     parts: list[dict[str, np.ndarray]] = []
     done = 0
-    for batch, targets in _batches_with_targets(loss_model, tokens, labels, seed, batch_tokens):
-        gradients = attention_gradients(loss_model.model, batch.inputs, targets, loss_model.loss_name)
+    budget = batch_tokens or loss_model.compute.batch_tokens(backward=True)
+    device = loss_model.compute.device
+    for batch, targets in _batches_with_targets(loss_model, tokens, labels, seed, budget):
+        batch = batch.to(device)
+        gradients = attention_gradients(loss_model.model, batch.inputs, targets.to(device), loss_model.loss_name)
         parts.append(grad_columns(*grad_sums(gradients.detach(), batch.masks), batch.example_ids))
         done += len(batch.example_ids)
         if progress:

@@ -72,7 +72,8 @@ def head_js_divergence(attn: torch.Tensor, valid: torch.Tensor, chunk_bytes: int
 def distance_rows(js_sums: torch.Tensor, tokens: int, heads: int) -> pl.DataFrame:
     """`head_distances` rows (without model_id/corpus) of a head_js_divergence matrix summed over a
     corpus: one row per unordered pair, head a before head b, 1-based layers and heads."""
-    first, second = torch.triu_indices(js_sums.shape[0], js_sums.shape[0], offset=1)
+    js_sums = js_sums.cpu()
+    first, second = torch.triu_indices(js_sums.shape[0], js_sums.shape[0], offset=1, device=js_sums.device)
     return pl.DataFrame(
         {
             "layer_a": (first // heads + 1).numpy(),

@@ -173,14 +173,16 @@ def input_norms(
     """
     n_tokens, width = e0.shape
     if method.probes is None:
-        tangents = torch.eye(n_tokens * width).view(n_tokens * width, n_tokens, width)
+        tangents = torch.eye(n_tokens * width, device=e0.device).view(n_tokens * width, n_tokens, width)
         per_token = width
     else:
-        tangents = orthogonal_probes(n_tokens, width, method.probes, generator or torch.Generator().manual_seed(0))
+        # Drawn on the CPU (the same probes on every device), then moved to e0's.
+        generator = generator or torch.Generator().manual_seed(0)
+        tangents = orthogonal_probes(n_tokens, width, method.probes, generator).to(e0.device)
         per_token = method.probes
     contexts = context_function(model)
     primal = e0[None]
-    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=method.bf16):
+    with torch.no_grad(), torch.autocast(e0.device.type, dtype=torch.bfloat16, enabled=method.bf16):
         outputs = vmap(lambda tangent: jvp(contexts, (primal,), (tangent[None],))[1], chunk_size=PROBE_CHUNK)(tangents)
     outputs = outputs.float()
     # outputs: (T, L, n_j, H, dh); tangents are grouped by input token i. Summed over a

@@ -71,18 +71,16 @@ def example_maps(encoder: LoadedEncoder, inputs: dict[str, torch.Tensor], method
 def _map_rows(maps: ExampleMaps, example_id: int, pattern: str) -> pl.DataFrame:
     """Every (layer, head, query, key) cell of an example's three maps."""
     layers, heads, n, _ = maps.attention.shape
-    index = torch.stack(torch.meshgrid(*(torch.arange(size) for size in (layers, heads, n, n)), indexing="ij")).reshape(
-        4, -1
-    )
+    index = np.stack(np.meshgrid(*(np.arange(size) for size in (layers, heads, n, n)), indexing="ij")).reshape(4, -1)
     return pl.DataFrame(
         {
             "example_id": np.full(index.shape[1], example_id, dtype=np.int32),
             "pattern": pattern,
-            "layer": (index[0] + 1).to(torch.int16).numpy(),
-            "head": (index[1] + 1).to(torch.int16).numpy(),
-            "query": index[2].to(torch.int16).numpy(),
-            "key": index[3].to(torch.int16).numpy(),
-            **{kind: getattr(maps, kind).reshape(-1).numpy() for kind in ("attention", *CONTRIBUTION_KINDS)},
+            "layer": (index[0] + 1).astype(np.int16),
+            "head": (index[1] + 1).astype(np.int16),
+            "query": index[2].astype(np.int16),
+            "key": index[3].astype(np.int16),
+            **{kind: getattr(maps, kind).reshape(-1).cpu().numpy() for kind in ("attention", *CONTRIBUTION_KINDS)},
         }
     )
 
@@ -102,6 +100,11 @@ def extract_hta_facts(
     class are kept (a few MB): the example with the most heads of that class (rules of
     `pattern_classes`).
     """
+    if encoder.compute.low_precision:
+        raise ValueError(
+            f"HTA takes derivatives, so it needs the encoder in float32, not {encoder.compute}: "
+            "load it with load_encoder(source, compute.float32())."
+        )
     started = time.perf_counter()
     total = tokens["example_id"].n_unique()
     correlation_parts: list[dict[str, np.ndarray]] = []
@@ -110,6 +113,7 @@ def extract_hta_facts(
     for done, batch in enumerate(
         length_batches(tokens, encoder.tokenizer.pad_token_id or 0, 1, encoder.spec.takes_token_types), 1
     ):
+        batch = batch.to(encoder.compute.device)
         maps = example_maps(encoder, batch.inputs, method, seed + int(batch.example_ids[0]))
         for kind in CONTRIBUTION_KINDS:
             pearson, spearman = row_correlations(maps.attention, getattr(maps, kind))

@@ -73,9 +73,9 @@ def head_summaries(attn: torch.Tensor, masks: TokenMasks) -> dict[str, torch.Ten
     }
 
 
-def offset_bins(size: int) -> torch.Tensor:
+def offset_bins(size: int, device: torch.device | None = None) -> torch.Tensor:
     """Bin of every (query, key) pair of a size x size map, flattened: key - query + size - 1."""
-    positions = torch.arange(size)
+    positions = torch.arange(size, device=device)
     return (positions[None, :] - positions[:, None] + size - 1).reshape(-1)
 
 
@@ -93,10 +93,10 @@ def relative_position_histogram(attn: torch.Tensor, pairs: torch.Tensor) -> tupl
     """
     n_examples, n_layers, n_heads, size = attn.shape[:4]
     n_bins = 2 * size - 1
-    bins = torch.where(pairs.reshape(n_examples, -1), offset_bins(size), n_bins)
-    sums = torch.zeros(n_examples, n_layers, n_heads, n_bins + 1, dtype=attn.dtype)
+    bins = torch.where(pairs.reshape(n_examples, -1), offset_bins(size, attn.device), n_bins)
+    sums = torch.zeros(n_examples, n_layers, n_heads, n_bins + 1, dtype=attn.dtype, device=attn.device)
     sums.scatter_add_(-1, bins[:, None, None].expand(-1, n_layers, n_heads, -1), attn.reshape(*sums.shape[:3], -1))
-    counts = torch.zeros(n_examples, n_bins + 1, dtype=torch.int32)
+    counts = torch.zeros(n_examples, n_bins + 1, dtype=torch.int32, device=attn.device)
     counts.scatter_add_(-1, bins, torch.ones_like(bins, dtype=torch.int32))
     return sums[..., :n_bins], counts[..., :n_bins]
 
@@ -144,7 +144,7 @@ def word_piece_matrix(piece_start: torch.Tensor, piece_end: torch.Tensor, width:
 
     Padded word slots (and words without pieces) have start == end and so no pieces.
     """
-    positions = torch.arange(width)
+    positions = torch.arange(width, device=piece_start.device)
     return ((positions >= piece_start[..., None]) & (positions < piece_end[..., None])).float()
 
 
@@ -167,7 +167,7 @@ def word_level_maps(attn: torch.Tensor, membership: torch.Tensor, mode: str = "m
         # Gather each word's piece rows (at most P per word), padded slots at -inf.
         most = int(counts.max().item()) if counts.numel() else 0
         order = membership.argsort(dim=-1, descending=True, stable=True)[..., : max(most, 1)]  # (B, W, P)
-        taken = torch.arange(order.shape[-1]) < counts  # (B, W, P)
+        taken = torch.arange(order.shape[-1], device=order.device) < counts  # (B, W, P)
         b, layers, h, _, width = to_words.shape
         flat = order.reshape(b, 1, 1, -1, 1).expand(b, layers, h, -1, width)
         gathered = to_words.gather(-2, flat).reshape(b, layers, h, *order.shape[1:], width)
@@ -181,7 +181,7 @@ def most_attended_words(word_maps: torch.Tensor, words: torch.Tensor) -> torch.T
     keys excluding itself and padded words, ties to the lower index. (B, L, H, W) int64;
     -1 where the example has a single word. `words` (B, W) marks real word slots."""
     width = word_maps.shape[-1]
-    allowed = words[:, None, :] & ~torch.eye(width, dtype=torch.bool)[None]
+    allowed = words[:, None, :] & ~torch.eye(width, dtype=torch.bool, device=words.device)[None]
     scores = word_maps.masked_fill(~allowed[:, None, None], float("-inf"))
     best = scores.argmax(-1)
     return torch.where(allowed.any(-1)[:, None, None], best, -1)

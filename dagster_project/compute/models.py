@@ -29,6 +29,7 @@ from transformers.models.auto.modeling_auto import (
     MODEL_MAPPING_NAMES,
 )
 
+from dagster_project.compute.devices import CPU, ComputeDevice
 from dagster_project.settings import models_cache_dir
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
@@ -74,6 +75,7 @@ class LoadedEncoder:
     spec: ModelSpec
     model: PreTrainedModel
     tokenizer: PreTrainedTokenizerBase
+    compute: ComputeDevice = CPU  # where the model's weights are and in which dtype: the passes follow it
 
 
 def is_local_checkpoint(source: str) -> bool:
@@ -246,20 +248,25 @@ def _numeric(layer: str) -> list[int]:
 
 
 @lru_cache(maxsize=2)
-def load_encoder(source: str) -> LoadedEncoder:
-    """Load weights with eager attention, fp32, eval mode, and check attentions come back."""
+def load_encoder(source: str, compute: ComputeDevice = CPU) -> LoadedEncoder:
+    """Load weights with eager attention in `compute`'s dtype onto its device, eval mode, and
+    check attentions come back."""
     spec = inspect_model(source)
     try:
-        model = AutoModel.from_pretrained(
-            spec.resolved_path,
-            cache_dir=models_cache_dir(),
-            attn_implementation="eager",
-            dtype=torch.float32,
-        ).eval()
+        model = (
+            AutoModel.from_pretrained(
+                spec.resolved_path,
+                cache_dir=models_cache_dir(),
+                attn_implementation="eager",
+                dtype=compute.dtype,
+            )
+            .to(compute.device)
+            .eval()
+        )
         tokenizer = AutoTokenizer.from_pretrained(spec.resolved_path, cache_dir=models_cache_dir())
     except Exception as error:
         raise _load_failure(source, error) from error
-    probe = tokenizer("attention probe", return_tensors="pt")
+    probe = tokenizer("attention probe", return_tensors="pt").to(compute.device)
     with torch.no_grad():
         attentions = model(**probe, output_attentions=True).attentions
     if not attentions or attentions[0] is None:
@@ -267,4 +274,4 @@ def load_encoder(source: str) -> LoadedEncoder:
             f"Model '{source}' returned no attention maps with output_attentions=True. "
             "Only encoders whose eager attention exposes its weights can be analysed."
         )
-    return LoadedEncoder(spec=spec, model=model, tokenizer=tokenizer)
+    return LoadedEncoder(spec=spec, model=model, tokenizer=tokenizer, compute=compute)

@@ -23,6 +23,7 @@ import torch
 from transformers import AutoModel, PreTrainedModel
 
 from dagster_project.compute.batching import length_batches
+from dagster_project.compute.devices import float32_maps
 from dagster_project.compute.metrics import word_level_maps, word_piece_matrix
 
 ROOT = 0  # candidate index of ROOT; word j is candidate j + 1
@@ -45,7 +46,7 @@ class ProbeBatch:
     def candidates(self) -> torch.Tensor:
         """(B, W, W + 1) allowed heads: ROOT, and every other real word."""
         width = self.words.shape[1]
-        others = self.words[:, None, :] & ~torch.eye(width, dtype=torch.bool)[None]
+        others = self.words[:, None, :] & ~torch.eye(width, dtype=torch.bool, device=self.words.device)[None]
         return torch.cat([torch.ones_like(others[..., :1]), others], -1)
 
 
@@ -93,10 +94,10 @@ class HeadProbe(torch.nn.Module):
 
 
 def probe_for(batch: ProbeBatch, use_words: bool, both_directions: bool) -> HeadProbe:
-    """A zero-initialised probe sized for the features of `batch`."""
+    """A zero-initialised probe sized for the features of `batch`, on their device."""
     return HeadProbe(
         batch.pair.shape[1], batch.root.shape[1], batch.vectors.shape[-1] if use_words else None, both_directions
-    )
+    ).to(batch.pair.device)
 
 
 def train_probe(
@@ -143,7 +144,7 @@ def right_branching(batch: ProbeBatch) -> torch.Tensor:
     """(B, W) baseline heads: the next word; the last word of a sentence is the root."""
     width = batch.words.shape[1]
     following = torch.cat([batch.words[:, 1:], torch.zeros_like(batch.words[:, :1])], 1)
-    return torch.where(following, torch.arange(2, width + 2)[None], ROOT)
+    return torch.where(following, torch.arange(2, width + 2, device=following.device)[None], ROOT)
 
 
 def attachment_counts(predictions: Sequence[torch.Tensor], batches: Sequence[ProbeBatch]) -> tuple[int, int]:
@@ -160,21 +161,22 @@ def uas(predictions: Sequence[torch.Tensor], batches: Sequence[ProbeBatch]) -> f
     return correct / total
 
 
-def offset_features(width: int) -> torch.Tensor:
+def offset_features(width: int, device: torch.device | None = None) -> torch.Tensor:
     """(1, 2 * MAX_OFFSET, W, W) one-hot of the clipped offset j - i (j the candidate), 0 excluded."""
-    positions = torch.arange(width)
+    positions = torch.arange(width, device=device)
     offsets = (positions[None, :] - positions[:, None]).clamp(-MAX_OFFSET, MAX_OFFSET)
-    bins = torch.cat([torch.arange(-MAX_OFFSET, 0), torch.arange(1, MAX_OFFSET + 1)])
+    bins = torch.cat([torch.arange(-MAX_OFFSET, 0, device=device), torch.arange(1, MAX_OFFSET + 1, device=device)])
     return (offsets[None] == bins[:, None, None]).float()[None]
 
 
 def with_offset_features(batch: ProbeBatch) -> ProbeBatch:
     """The distance probe's inputs: offset one-hots instead of attention, a constant ROOT feature."""
     size, width = batch.words.shape
+    device = batch.words.device
     return replace(
         batch,
-        pair=offset_features(width).expand(size, -1, -1, -1),
-        root=torch.ones(size, 1, width),
+        pair=offset_features(width, device).expand(size, -1, -1, -1),
+        root=torch.ones(size, 1, width, device=device),
     )
 
 
@@ -252,7 +254,8 @@ def probe_batches(
     """Forward passes over a gold-parsed corpus, kept as probe inputs batched by length.
 
     `tokens`, `words`, `dependencies` are one (model, corpus) partition of those tables.
-    Word vectors are the model's own input embeddings (mean over each word's pieces).
+    Word vectors are the model's own input embeddings (mean over each word's pieces). The forward
+    runs on the model's device and dtype; the probe inputs are float32 on that device.
     """
     per_example = (
         words.sort("example_id", "word_index")
@@ -273,27 +276,29 @@ def probe_batches(
             f"{len(missing)} examples have tokens but no words (e.g. example_id {min(missing)}): "
             "re-materialize the corpus asset."
         )
-    embeddings = model.get_input_embeddings().weight.detach()
+    device = model.device
+    embeddings = model.get_input_embeddings().weight.detach().float()
     total = tokens["example_id"].n_unique()
     started, done, batches = time.perf_counter(), 0, []
     with torch.no_grad():  # not inference_mode: the probes train on these tensors
         for batch in length_batches(tokens, pad_token_id, batch_tokens, takes_token_types):
+            batch = batch.to(device)
             rows = [by_id[example_id] for example_id in batch.example_ids.tolist()]
             membership = word_piece_matrix(
-                _padded([row["start"] for row in rows], 0, torch.int64),
-                _padded([row["end"] for row in rows], 0, torch.int64),
+                _padded([row["start"] for row in rows], 0, torch.int64).to(device),
+                _padded([row["end"] for row in rows], 0, torch.int64).to(device),
                 batch.masks.valid.shape[1],
             )
-            attn = torch.stack(model(**batch.inputs, output_attentions=True).attentions, dim=1)
+            attn = float32_maps(model(**batch.inputs, output_attentions=True).attentions)
             pair, root = attention_features(attn, membership, batch.masks.cls, batch.masks.sep, word_mode)
             batches.append(
                 ProbeBatch(
                     pair=pair,
                     root=root,
                     vectors=word_vectors(batch.inputs["input_ids"], membership, embeddings),
-                    gold=_padded([row["gold"] for row in rows], IGNORE, torch.int64),
-                    scored=_padded([row["scored"] for row in rows], False, torch.bool),
-                    words=_padded([row["real"] for row in rows], False, torch.bool),
+                    gold=_padded([row["gold"] for row in rows], IGNORE, torch.int64).to(device),
+                    scored=_padded([row["scored"] for row in rows], False, torch.bool).to(device),
+                    words=_padded([row["real"] for row in rows], False, torch.bool).to(device),
                 )
             )
             done += len(rows)
@@ -304,7 +309,8 @@ def probe_batches(
 
 def random_init_encoder(model: PreTrainedModel, seed: int) -> PreTrainedModel:
     """The same architecture with the pre-trained embedding module (word, position, token-type
-    embeddings and their LayerNorm) and every other weight freshly initialised from `seed`."""
+    embeddings and their LayerNorm) and every other weight freshly initialised from `seed` (on the
+    CPU, so the same weights on every device), on `model`'s device and dtype."""
     pretrained = {name: value for name, value in model.state_dict().items() if name.startswith("embeddings.")}
     if not pretrained:
         raise ValueError(
@@ -314,7 +320,7 @@ def random_init_encoder(model: PreTrainedModel, seed: int) -> PreTrainedModel:
         torch.manual_seed(seed)
         fresh = AutoModel.from_config(copy.deepcopy(model.config), attn_implementation="eager")
     fresh.load_state_dict(pretrained, strict=False)
-    return fresh.eval()
+    return fresh.to(model.device, model.dtype).eval()
 
 
 def keep_first_examples(frames: dict[str, pl.DataFrame], count: int | None) -> dict[str, pl.DataFrame]:

@@ -12,6 +12,8 @@ from dagster_duckdb import DuckDBResource
 from pydantic import Field
 
 from dagster_project import settings
+from dagster_project.compute import devices
+from dagster_project.compute.devices import DEVICE_SETTING, DTYPE_SETTING, ComputeDevice
 from dagster_project.storage.warehouse import DEFAULT_LOCK_TIMEOUT_SECONDS, connect_for_writing
 
 LOCK_TIMEOUT_ENV = "ATTN_LOCK_TIMEOUT_SECONDS"
@@ -82,10 +84,33 @@ class ChartFolder(ConfigurableResource):
         return Path(self.path).expanduser().resolve() / model_id
 
 
+class ComputeResource(ConfigurableResource):
+    """Where the passes compute: device and forward dtype (compute.devices). Empty fields read
+    ATTN_DEVICE / ATTN_DTYPE when a run starts; set them in a run's resource config to override."""
+
+    device: str = Field(default="", description=f"auto | cpu | cuda | cuda:N | mps; empty: {DEVICE_SETTING} or auto.")
+    dtype: str = Field(
+        default="",
+        description=f"Forward dtype of forward-only passes: float32 | bfloat16 | float16; empty: {DTYPE_SETTING} "
+        "or float32. Passes that take gradients run in float32 whatever it says.",
+    )
+
+    def resolve(self) -> ComputeDevice:
+        """The resolved device and dtype; a clear error naming the setting when unusable here."""
+        return devices.resolve(
+            self.device or settings.compute_device(),
+            self.dtype or settings.compute_dtype(),
+            "resource compute.device" if self.device else DEVICE_SETTING,
+            "resource compute.dtype" if self.dtype else DTYPE_SETTING,
+        )
+
+
 def default_resources() -> dict[str, ConfigurableResource]:
-    """Resources from the environment (ATTN_WAREHOUSE, ATTN_DATA_DIR, ATTN_CHARTS_DIR, ATTN_LOCK_TIMEOUT_SECONDS)."""
+    """Resources from the environment (ATTN_WAREHOUSE, ATTN_DATA_DIR, ATTN_CHARTS_DIR, ATTN_LOCK_TIMEOUT_SECONDS,
+    ATTN_DEVICE, ATTN_DTYPE)."""
     return {
         "warehouse": WarehouseResource(database=str(settings.warehouse_path())),
         "data_dir": DataDirectory(path=str(settings.data_dir())),
         "chart_folder": ChartFolder(path=str(settings.charts_dir())),
+        "compute": ComputeResource(),
     }

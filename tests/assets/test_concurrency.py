@@ -21,13 +21,14 @@ from dagster_project.defs.assets import (
     warehouse_views,
 )
 from dagster_project.defs.registration import register_model
-from dagster_project.defs.resources import ChartFolder, DataDirectory
+from dagster_project.defs.resources import ChartFolder, ComputeResource, DataDirectory
 
 model, database = sys.argv[1], sys.argv[2]
 resources = {
     "warehouse": DuckDBResource(database=database),
     "data_dir": DataDirectory(path="/nonexistent"),
     "chart_folder": ChartFolder(path=database + ".charts"),
+    "compute": ComputeResource(),
 }
 instance = DagsterInstance.ephemeral()
 spec = register_model(model, instance, resources["warehouse"])

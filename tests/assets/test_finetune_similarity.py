@@ -33,6 +33,7 @@ def test_asset_without_a_finetuned_model_names_the_finetuning_asset(tmp_path: Pa
     from dagster_duckdb import DuckDBResource
 
     from dagster_project.defs.assets.kovaleva import similarity_assets_by_task
+    from dagster_project.defs.resources import ComputeResource
 
     instance = DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("models", ["base"])
@@ -41,5 +42,8 @@ def test_asset_without_a_finetuned_model_names_the_finetuning_asset(tmp_path: Pa
             [similarity_assets_by_task["rte"]],
             partition_key="base",
             instance=instance,
-            resources={"warehouse": DuckDBResource(database=str(tmp_path / "warehouse.duckdb"))},
+            resources={
+                "warehouse": DuckDBResource(database=str(tmp_path / "warehouse.duckdb")),
+                "compute": ComputeResource(),
+            },
         )

@@ -10,7 +10,7 @@ from dagster_duckdb import DuckDBResource
 from dagster_project.defs.assets import all_assets, corpus_assets_by_name, encoder_model
 from dagster_project.defs.assets.probes import dependency_probes
 from dagster_project.defs.registration import register_model
-from dagster_project.defs.resources import ChartFolder, DataDirectory
+from dagster_project.defs.resources import ChartFolder, ComputeResource, DataDirectory
 from dagster_project.storage.warehouse import apply_views
 
 UD = """# sent_id = s1
@@ -37,6 +37,7 @@ def test_asset_writes_every_probe_and_the_view(tiny_model_dir: Path, tmp_path: P
         "warehouse": DuckDBResource(database=str(tmp_path / "warehouse.duckdb")),
         "data_dir": DataDirectory(path=str(tmp_path / "data")),
         "chart_folder": ChartFolder(path=str(tmp_path / "charts")),
+        "compute": ComputeResource(),
     }
     instance = DagsterInstance.ephemeral()
     spec = register_model(str(tiny_model_dir), instance, resources["warehouse"])

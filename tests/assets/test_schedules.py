@@ -26,7 +26,7 @@ from dagster_project.defs.assets import all_assets
 from dagster_project.defs.carry_code_versions import carry_over, differences
 from dagster_project.defs.partitions import model_partitions
 from dagster_project.defs.registration import register_model
-from dagster_project.defs.resources import ChartFolder, DataDirectory
+from dagster_project.defs.resources import ChartFolder, ComputeResource, DataDirectory
 from dagster_project.defs.schedules import build_refresh_schedule, record_corpus_files, refresh_plan
 from dagster_project.defs.versioning import (
     CarriedCodeVersion,
@@ -69,6 +69,7 @@ def test_a_new_code_version_makes_only_that_asset_stale(
         "warehouse": DuckDBResource(database=str(tmp_path / "warehouse.duckdb")),
         "data_dir": DataDirectory(path=str(tmp_path / "no-data")),
         "chart_folder": ChartFolder(path=str(tmp_path / "charts")),
+        "compute": ComputeResource(),
     }
     assets = all_assets
     tiny = register_model(str(tiny_model_dir), instance, resources["warehouse"]).model_id

@@ -21,7 +21,7 @@ from dagster_project.defs import sensors
 from dagster_project.defs.assets import all_assets, warehouse_views
 from dagster_project.defs.jobs import model_analysis_job
 from dagster_project.defs.partitions import model_partitions
-from dagster_project.defs.resources import ChartFolder, DataDirectory
+from dagster_project.defs.resources import ChartFolder, ComputeResource, DataDirectory
 from dagster_project.defs.sensors import model_registry_sensor
 
 
@@ -114,7 +114,11 @@ def test_registers_requests_once_per_model_and_analysis_and_reports_bad_entries(
     job = Definitions(
         assets=all_assets,
         jobs=[model_analysis_job],
-        resources={**resources, "chart_folder": ChartFolder(path=str(tmp_path / "charts"))},
+        resources={
+            **resources,
+            "chart_folder": ChartFolder(path=str(tmp_path / "charts")),
+            "compute": ComputeResource(),
+        },
     ).resolve_job_def("model_analysis")
     request = runs[f"{tiny}:attention"]
     assert (

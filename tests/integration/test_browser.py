@@ -39,7 +39,7 @@ from dagster_project.defs.assets import (
 )
 from dagster_project.defs.assets.charts import chart_assets_by_name
 from dagster_project.defs.registration import register_model
-from dagster_project.defs.resources import ChartFolder, DataDirectory
+from dagster_project.defs.resources import ChartFolder, ComputeResource, DataDirectory
 from dagster_project.presentation.chart_registry import CHARTS
 from dagster_project.storage.warehouse import upsert_model
 from tests.tiny_models import TINY_HEADS, TINY_LAYERS
@@ -135,6 +135,7 @@ def demo_home(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) ->
         "warehouse": DuckDBResource(database=str(root / "warehouse.duckdb")),
         "data_dir": DataDirectory(path=str(root / "no-data")),
         "chart_folder": ChartFolder(path=str(root / "charts")),
+        "compute": ComputeResource(),
     }
     with DagsterInstance.local_temp(str(home)) as instance:
         spec = register_model(str(tiny_model_dir), instance, resources["warehouse"])

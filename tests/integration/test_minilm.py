@@ -20,7 +20,7 @@ from dagster_project.defs.assets.coreference import coreference_baselines_by_cor
 from dagster_project.defs.assets.head_clustering import head_mds
 from dagster_project.defs.assets.probes import dependency_probes
 from dagster_project.defs.registration import register_model
-from dagster_project.defs.resources import ChartFolder, DataDirectory
+from dagster_project.defs.resources import ChartFolder, ComputeResource, DataDirectory
 from dagster_project.settings import PROJECT_ROOT
 from dagster_project.storage.warehouse import view_files
 
@@ -59,6 +59,7 @@ def warehouse(shared_data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -
         "warehouse": DuckDBResource(database=str(folder / "warehouse.duckdb")),
         "data_dir": DataDirectory(path=str(shared_data_dir)),
         "chart_folder": ChartFolder(path=str(folder / "charts")),
+        "compute": ComputeResource(),
     }
     instance = DagsterInstance.ephemeral()
     spec = register_model(DEFAULT_MODEL, instance, resources["warehouse"])

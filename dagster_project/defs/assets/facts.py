@@ -9,7 +9,7 @@ from dagster_duckdb import DuckDBResource
 
 from dagster_project.compute.attention_facts import FRAME_LINK_COLUMNS
 from dagster_project.compute.attention_pass import extract_attention_facts, pass_inputs
-from dagster_project.compute.batching import DEFAULT_BATCH_TOKENS, WORD_FEATURES
+from dagster_project.compute.batching import WORD_FEATURES
 from dagster_project.compute.fact_kinds import FRAME_LINKS, SPACY_FEATURES, WORDS, corpus_fact_kinds, kind_checks
 from dagster_project.compute.metrics import WORD_MODES, PatternThresholds
 from dagster_project.compute.models import load_encoder
@@ -18,12 +18,13 @@ from dagster_project.defs.assets.corpora import corpus_assets_by_name, model_tok
 from dagster_project.defs.assets.writing import check_specs, progress_logger, write_partition
 from dagster_project.defs.partitions import model_partitions
 from dagster_project.defs.pools import GPU_PASS_OP_TAGS, GPU_PASS_POOL
+from dagster_project.defs.resources import ComputeResource
 from dagster_project.defs.tags import corpus_tags
 from dagster_project.storage.warehouse import partition_rows
 
 
 class FactsConfig(Config):
-    batch_tokens: int = DEFAULT_BATCH_TOKENS  # padded positions per forward batch
+    batch_tokens: int | None = None  # padded positions per forward batch; None: the device's default
     word_mode: str = "mean"  # a split word's row from its pieces' rows: mean | first (released code) | max
     # Kovaleva pattern-class rules (metrics.pattern_classes), recorded in the metadata.
     pattern_vertical: float = PatternThresholds.vertical  # mean row mass to [CLS] + [SEP]
@@ -50,7 +51,9 @@ def build_fact_asset(spec: CorpusSpec, corpus_asset: AssetsDefinition) -> Assets
         op_tags=GPU_PASS_OP_TAGS,
         check_specs=check_specs(name, {check.name: check.description for check in checks}),
     )
-    def fact_asset(context: AssetExecutionContext, config: FactsConfig, warehouse: DuckDBResource) -> MaterializeResult:
+    def fact_asset(
+        context: AssetExecutionContext, config: FactsConfig, warehouse: DuckDBResource, compute: ComputeResource
+    ) -> MaterializeResult:
         model_id = context.partition_key
         if config.word_mode not in WORD_MODES:
             raise ValueError(f"{name}: run config word_mode must be one of {WORD_MODES}, got '{config.word_mode}'")
@@ -71,7 +74,7 @@ def build_fact_asset(spec: CorpusSpec, corpus_asset: AssetsDefinition) -> Assets
                     conn, "frame_links", model_id, corpus, ("example_id", *FRAME_LINK_COLUMNS)
                 ).unique(maintain_order=True)
         thresholds = PatternThresholds(config.pattern_vertical, config.pattern_diagonal, config.pattern_block)
-        encoder = load_encoder(source)
+        encoder = load_encoder(source, compute.resolve())
         inputs = pass_inputs(
             encoder, tokens, words, frame_links=frame_links, word_mode=config.word_mode, thresholds=thresholds
         )
@@ -88,6 +91,7 @@ def build_fact_asset(spec: CorpusSpec, corpus_asset: AssetsDefinition) -> Assets
             [check.evaluate(facts.tables, inputs) for check in checks],
             {
                 "examples": facts.n_examples,
+                "device": str(encoder.compute),
                 **({"word_mode": config.word_mode} if "relation_hits" in facts.tables else {}),
                 "pattern_thresholds": MetadataValue.json(asdict(thresholds)),
                 "pattern_shares": MetadataValue.json(

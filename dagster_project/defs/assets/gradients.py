@@ -8,7 +8,6 @@ from dagster_duckdb import DuckDBResource
 
 from dagster_project.compute.checks import grad_sums_valid
 from dagster_project.compute.gradients import (
-    DEFAULT_BATCH_TOKENS,
     MASK_PROBABILITY,
     MASKED_LM,
     LossModel,
@@ -27,6 +26,7 @@ from dagster_project.defs.assets.writing import (
 )
 from dagster_project.defs.partitions import model_partitions
 from dagster_project.defs.pools import GPU_PASS_OP_TAGS, GPU_PASS_POOL
+from dagster_project.defs.resources import ComputeResource
 from dagster_project.defs.tags import analysis_tag
 from dagster_project.storage.warehouse import partition_rows
 
@@ -35,7 +35,7 @@ class GradImportanceConfig(Config):
     corpus: str = "wiki_segments"  # a labelled corpus (glue_*) for fine-tuned classifiers
     max_examples: int | None = None  # the first N examples by id; None: all
     seed: int = 0  # masked-LM masking
-    batch_tokens: int = DEFAULT_BATCH_TOKENS
+    batch_tokens: int | None = None  # padded positions per batch; None: the device's backward default
 
 
 @asset(
@@ -58,14 +58,17 @@ class GradImportanceConfig(Config):
     ),
 )
 def grad_importance(
-    context: AssetExecutionContext, config: GradImportanceConfig, warehouse: DuckDBResource
+    context: AssetExecutionContext, config: GradImportanceConfig, warehouse: DuckDBResource, compute: ComputeResource
 ) -> MaterializeResult:
     model_id, corpus = context.partition_key, config.corpus
     source, tokens = model_tokens(warehouse, model_id, corpus)
     if config.max_examples:
         keep = tokens["example_id"].unique().sort()[: config.max_examples]
         tokens = tokens.filter(pl.col("example_id").is_in(keep.implode()))
-    loss_model = load_loss_model(source)
+    placement = compute.resolve()
+    if note := placement.float32_note("Gradient importance"):
+        context.log.warning(note)
+    loss_model = load_loss_model(source, placement.device)
     reason = loss_model.reason if isinstance(loss_model, NoLossHead) else None
     labels = None
     if isinstance(loss_model, LossModel) and loss_model.loss_name != MASKED_LM:
@@ -113,6 +116,7 @@ def grad_importance(
                 f"{MASK_PROBABILITY:.0%} of content tokens, 80% mask / 10% random / 10% kept" if is_mlm else "none"
             ),
             "seed": config.seed,
+            "device": str(placement.float32()),
             **metadata,
         },
     )

@@ -31,6 +31,7 @@ from dagster_project.defs.assets.writing import (
 )
 from dagster_project.defs.partitions import model_partitions
 from dagster_project.defs.pools import GPU_PASS_OP_TAGS, GPU_PASS_POOL
+from dagster_project.defs.resources import ComputeResource
 from dagster_project.defs.tags import corpus_tags
 
 DEFAULT_HTA_METHOD = "estimate(8,bf16)"  # fastest setting with Pearson >= 0.99 vs exact (bench/bench_hta.py)
@@ -68,7 +69,9 @@ def build_hta_asset(corpus: str) -> AssetsDefinition:
             ),
         ],
     )
-    def hta_asset(context: AssetExecutionContext, config: HtaConfig, warehouse: DuckDBResource) -> MaterializeResult:
+    def hta_asset(
+        context: AssetExecutionContext, config: HtaConfig, warehouse: DuckDBResource, compute: ComputeResource
+    ) -> MaterializeResult:
         method = HtaMethod.parse(config.hta_method)
         source, corpus_tokens = model_tokens(warehouse, context.partition_key, corpus)
         tokens = corpus_tokens
@@ -76,7 +79,10 @@ def build_hta_asset(corpus: str) -> AssetsDefinition:
             keep = tokens["example_id"].unique().sort()[: config.max_examples]
             tokens = tokens.filter(tokens["example_id"].is_in(keep.implode()))
         report = progress_logger(context, f"{corpus} HTA ({method})")
-        encoder = load_encoder(source)
+        placement = compute.resolve()
+        if note := placement.float32_note("HTA"):
+            context.log.warning(note)
+        encoder = load_encoder(source, placement.float32())
         facts = extract_hta_facts(encoder, tokens, method, config.seed, report)
         check = _estimate_check(encoder, corpus_tokens, method, config.check_examples)
         lengths = tokens.group_by("example_id").agg(n_tokens=pl.len())
@@ -93,6 +99,7 @@ def build_hta_asset(corpus: str) -> AssetsDefinition:
             [sums, check],
             {
                 "hta_method": str(method),
+                "device": str(encoder.compute),
                 "examples": facts.n_examples,
                 "seconds": round(facts.seconds, 1),
                 "seconds_per_example": round(facts.seconds / facts.n_examples, 2),
@@ -116,7 +123,7 @@ def _estimate_check(
             encoder.model.embeddings(
                 input_ids=batch.inputs["input_ids"], token_type_ids=batch.inputs.get("token_type_ids")
             )[0]
-            for batch in batches[:n_examples]
+            for batch in (batch.to(encoder.compute.device) for batch in batches[:n_examples])
         ]
     pearson, mae = (1.0, 0.0) if method.probes is None else estimate_error(encoder.model, embeddings, method)
     return AssetCheckResult(

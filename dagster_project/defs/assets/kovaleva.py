@@ -9,7 +9,6 @@ import polars as pl
 from dagster import AssetExecutionContext, AssetsDefinition, Config, MaterializeResult, MetadataValue, asset
 from dagster_duckdb import DuckDBResource
 
-from dagster_project.compute.batching import DEFAULT_BATCH_TOKENS
 from dagster_project.compute.checks import cosines_in_range, rows_per_example
 from dagster_project.compute.finetune_similarity import extract_finetune_cosines
 from dagster_project.compute.models import load_encoder
@@ -22,6 +21,7 @@ from dagster_project.defs.assets.writing import (
 )
 from dagster_project.defs.partitions import model_partitions
 from dagster_project.defs.pools import GPU_PASS_OP_TAGS, GPU_PASS_POOL
+from dagster_project.defs.resources import ComputeResource
 from dagster_project.defs.tags import analysis_tag
 from dagster_project.storage.warehouse import ensure_schema, model_source, partition_rows
 
@@ -31,7 +31,7 @@ FINETUNED_SETTING = "pretrained_finetuned"
 class FinetuneSimilarityConfig(Config):
     tuned_model_id: str = ""  # partition key of the fine-tuned model; empty: look it up in task_scores
     max_examples: int = 1000  # the first N validation examples by id
-    batch_tokens: int = DEFAULT_BATCH_TOKENS
+    batch_tokens: int | None = None  # padded positions per forward batch; None: the device's default
 
 
 def tuned_model_for(conn: duckdb.DuckDBPyConnection, base_model_id: str, task: str) -> str | None:
@@ -68,7 +68,10 @@ def build_similarity_asset(task: str, finetuned: AssetsDefinition) -> AssetsDefi
         ),
     )
     def similarity_asset(
-        context: AssetExecutionContext, config: FinetuneSimilarityConfig, warehouse: DuckDBResource
+        context: AssetExecutionContext,
+        config: FinetuneSimilarityConfig,
+        warehouse: DuckDBResource,
+        compute: ComputeResource,
     ) -> MaterializeResult:
         model_id = context.partition_key
         with warehouse.get_connection() as conn:
@@ -84,10 +87,11 @@ def build_similarity_asset(task: str, finetuned: AssetsDefinition) -> AssetsDefi
         source, tokens = model_tokens(warehouse, model_id, corpus)
         keep = tokens["example_id"].unique().sort()[: config.max_examples]
         tokens = tokens.filter(pl.col("example_id").is_in(keep.implode()))
-        base = load_encoder(source)
+        placement = compute.resolve()
+        base = load_encoder(source, placement)
         cosines, seconds = extract_finetune_cosines(
             base,
-            load_encoder(tuned_source),
+            load_encoder(tuned_source, placement),
             tokens,
             config.batch_tokens,
             progress_logger(context, name),
@@ -105,6 +109,7 @@ def build_similarity_asset(task: str, finetuned: AssetsDefinition) -> AssetsDefi
             ],
             {
                 "tuned_model_id": tuned_id,
+                "device": str(placement),
                 "examples": keep.len(),
                 "seconds": round(seconds, 2),
                 "mean_cosine_per_layer": MetadataValue.json(

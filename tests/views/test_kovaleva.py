@@ -1,5 +1,5 @@
-"""Kovaleva views (pattern shares, FrameNet heads, feature and [CLS] attention, fine-tuning
-similarity) on fixture tables with hand-computed answers."""
+"""Kovaleva views (pattern shares, feature and [CLS] attention, fine-tuning similarity) on
+fixture tables with hand-computed answers; FrameNet heads: test_kovaleva_links.py."""
 
 import duckdb
 import polars as pl
@@ -32,34 +32,6 @@ def test_pattern_shares_include_empty_classes(conn):
     shares = {row["pattern"]: row["share"] for row in _rows(conn, "kovaleva_pattern_shares")}
     assert shares == {"vertical": 0.5, "diagonal": 0.25, "vertical+diagonal": 0.0, "block": 0.0, "heterogeneous": 0.25}
     assert {row["task"] for row in _rows(conn, "kovaleva_pattern_shares")} == {"glue_rte"}
-
-
-def test_framenet_heads_above_the_99th_percentile(conn):
-    upsert_model(conn, BASE)
-    means = {(1, 1): 0.1, (1, 2): 0.2, (2, 1): 0.3, (2, 2): 0.5}
-    links = pl.DataFrame(
-        [
-            {
-                "example_id": e,
-                "target_start": 0,
-                "target_end": 1,
-                "element_start": 3,
-                "element_end": 4,
-                "layer": layer,
-                "head": head,
-                "max_attention": mean + (0.05 if e else -0.05),
-            }
-            for (layer, head), mean in means.items()
-            for e in (0, 1)
-        ]
-    )
-    replace_partition(conn, {"frame_link_attention": links}, BASE.model_id, "framenet")
-    rows = {(row["layer"], row["head"]): row for row in _rows(conn, "kovaleva_framenet_heads")}
-    assert {key: pytest.approx(row["mean_max_attention"]) for key, row in rows.items()} == means
-    # quantile_cont at 0.99 of [.1 .2 .3 .5]: 0.3 + 0.97 * (0.5 - 0.3)
-    assert rows[(2, 2)]["p99"] == pytest.approx(0.494)
-    assert [key for key, row in rows.items() if row["above_p99"]] == [(2, 2)]
-    assert rows[(1, 1)]["n_links"] == 2
 
 
 def _token_fixture(conn: duckdb.DuckDBPyConnection, model: ModelSpec, cls_received: float) -> None:

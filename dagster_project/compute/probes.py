@@ -10,13 +10,21 @@ ROOT is candidate 0 and word j is candidate j + 1; the ROOT score of word i come
 head's attention between i and [CLS] / [SEP] (both directions) plus a bias, and the root
 word counts in UAS like every other non-punctuation word.
 
+The distance baseline is the paper's other parser: a one-hidden-layer network over the two
+words' vectors and distance features (DistanceProbe), not a linear probe.
+
+Word vectors: the paper's are GloVe. Without a vector file the probes use the model's own
+input embeddings (mean over a word's pieces), which are not GloVe and are labelled so; with
+one (GloVe's text format, read_word_vectors) they use its vectors.
+
 Shapes: B sentences padded to W words; K = layers x heads maps; D = word-vector size.
 """
 
 import copy
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 
 import polars as pl
 import torch
@@ -28,7 +36,10 @@ from dagster_project.compute.metrics import word_level_maps, word_piece_matrix
 
 ROOT = 0  # candidate index of ROOT; word j is candidate j + 1
 IGNORE = -100  # gold value of padded word slots (cross_entropy's ignore_index)
-MAX_OFFSET = 10  # distance probe: one-hot offsets -10..-1, 1..10, farther ones clipped to the ends
+SHORT_DISTANCE = 5  # distance baseline: indicators of the offsets -5..-1 and 1..5 ("short distances")
+DISTANCE_FEATURES = 2 * SHORT_DISTANCE + 4  # indicators, then ahead and behind as log(1 + d) and d / 10
+DISTANCE_HIDDEN = 64  # the distance baseline's hidden units
+DISTANCE_LEARNING_RATE = 0.01  # its Adam step (the linear probes' 0.05 is too large for the network)
 
 
 @dataclass(frozen=True)
@@ -100,8 +111,54 @@ def probe_for(batch: ProbeBatch, use_words: bool, both_directions: bool) -> Head
     ).to(batch.pair.device)
 
 
+def distance_features(width: int, device: torch.device | None = None) -> torch.Tensor:
+    """(W, W, DISTANCE_FEATURES) features of candidate head j for dependent i (Clark's footnote 5:
+    "indicator features for short distances as well as continuous distance features, with
+    distance ahead/behind treated separately"): one-hot of the offset j - i in -5..-1, 1..5, then
+    log(1 + ahead), log(1 + behind), ahead / 10, behind / 10, with ahead = max(j - i, 0) and
+    behind = max(i - j, 0)."""
+    positions = torch.arange(width, device=device)
+    offsets = positions[None, :] - positions[:, None]
+    bins = torch.cat([torch.arange(-SHORT_DISTANCE, 0), torch.arange(1, SHORT_DISTANCE + 1)]).to(device)
+    ahead, behind = offsets.clamp(min=0).float(), (-offsets).clamp(min=0).float()
+    continuous = torch.stack([ahead.log1p(), behind.log1p(), ahead / 10, behind / 10], -1)
+    return torch.cat([(offsets[..., None] == bins).float(), continuous], -1)
+
+
+class DistanceProbe(torch.nn.Module):
+    """Clark's distance baseline: score(i, j) = u . relu(A v_i + B v_j + C d_ij + b), a one-hidden-
+    layer network over the dependent's and the candidate's word vectors and their distance
+    features d_ij; ROOT's score is u . relu(A v_i + r + b) with a learned r. No attention."""
+
+    def __init__(self, word_dim: int, hidden: int, seed: int) -> None:
+        super().__init__()
+        with torch.random.fork_rng(devices=[]):  # seeded initialisation, the global generator untouched
+            torch.manual_seed(seed)
+            self.dependent = torch.nn.Linear(word_dim, hidden)
+            self.candidate = torch.nn.Linear(word_dim, hidden, bias=False)
+            self.distance = torch.nn.Linear(DISTANCE_FEATURES, hidden, bias=False)
+            self.root = torch.nn.Parameter(0.1 * torch.randn(hidden))
+            self.output = torch.nn.Linear(hidden, 1, bias=False)
+
+    def forward(self, batch: ProbeBatch) -> torch.Tensor:
+        """(B, W, W + 1) logits over candidates, disallowed ones at -inf."""
+        dependent = self.dependent(batch.vectors)  # (B, W, hidden)
+        candidate = self.candidate(batch.vectors)
+        distance = self.distance(distance_features(batch.words.shape[1], batch.vectors.device))  # (W, W, hidden)
+        hidden = torch.relu(dependent[:, :, None] + candidate[:, None, :] + distance[None])
+        word_scores = self.output(hidden).squeeze(-1)
+        root_scores = self.output(torch.relu(dependent + self.root)).squeeze(-1)
+        logits = torch.cat([root_scores[..., None], word_scores], -1)
+        return logits.masked_fill(~batch.candidates, float("-inf"))
+
+
+def distance_probe_for(batch: ProbeBatch, hidden: int, seed: int) -> DistanceProbe:
+    """A seeded distance baseline sized for the word vectors of `batch`, on their device."""
+    return DistanceProbe(batch.vectors.shape[-1], hidden, seed).to(batch.vectors.device)
+
+
 def train_probe(
-    probe: HeadProbe,
+    probe: torch.nn.Module,
     batches: Sequence[ProbeBatch],
     epochs: int,
     learning_rate: float,
@@ -134,7 +191,7 @@ def train_probe(
     return epoch_loss
 
 
-def predict_heads(probe: HeadProbe, batch: ProbeBatch) -> torch.Tensor:
+def predict_heads(probe: torch.nn.Module, batch: ProbeBatch) -> torch.Tensor:
     """(B, W) most probable candidate per word (0 = ROOT, j + 1 = word j)."""
     with torch.no_grad():
         return probe(batch).argmax(-1)
@@ -159,25 +216,6 @@ def uas(predictions: Sequence[torch.Tensor], batches: Sequence[ProbeBatch]) -> f
     if total == 0:
         raise ValueError("No scored words: every word is punctuation or padding; nothing to compute UAS on.")
     return correct / total
-
-
-def offset_features(width: int, device: torch.device | None = None) -> torch.Tensor:
-    """(1, 2 * MAX_OFFSET, W, W) one-hot of the clipped offset j - i (j the candidate), 0 excluded."""
-    positions = torch.arange(width, device=device)
-    offsets = (positions[None, :] - positions[:, None]).clamp(-MAX_OFFSET, MAX_OFFSET)
-    bins = torch.cat([torch.arange(-MAX_OFFSET, 0, device=device), torch.arange(1, MAX_OFFSET + 1, device=device)])
-    return (offsets[None] == bins[:, None, None]).float()[None]
-
-
-def with_offset_features(batch: ProbeBatch) -> ProbeBatch:
-    """The distance probe's inputs: offset one-hots instead of attention, a constant ROOT feature."""
-    size, width = batch.words.shape
-    device = batch.words.device
-    return replace(
-        batch,
-        pair=offset_features(width, device).expand(size, -1, -1, -1),
-        root=torch.ones(size, 1, width, device=device),
-    )
 
 
 def gold_heads(dependencies: pl.DataFrame) -> pl.DataFrame:
@@ -206,6 +244,61 @@ def word_vectors(input_ids: torch.Tensor, membership: torch.Tensor, embeddings: 
     """(B, W, D) mean of each word's pieces' rows of the input embedding matrix (V, D)."""
     counts = membership.sum(-1, keepdim=True).clamp(min=1)
     return torch.einsum("bwt,btd->bwd", membership / counts, embeddings[input_ids])
+
+
+@dataclass(frozen=True)
+class WordVectorTable:
+    """Static word vectors read from a file (e.g. GloVe), kept for the words a corpus has."""
+
+    name: str  # the file's name, recorded with the scores
+    index: dict[str, int]  # word -> row of `matrix`
+    matrix: torch.Tensor  # (V, D)
+
+    def lookup(self, words: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor]:
+        """(len(words), D) vectors: the word's, else its lowercase form's (GloVe is lowercased),
+        else zeros; and (len(words),) bool: found."""
+        rows = torch.tensor([self.index.get(word, self.index.get(word.lower(), -1)) for word in words])
+        found = rows >= 0
+        vectors = torch.zeros(len(words), self.matrix.shape[1])
+        vectors[found] = self.matrix[rows[found]]
+        return vectors, found
+
+
+def read_word_vectors(path: Path, words: Collection[str]) -> WordVectorTable:
+    """The vectors of `words` (and their lowercase forms) from a text file with one word and its
+    numbers per line, space-separated (GloVe's format; a word2vec "count dim" first line is skipped)."""
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"word vector file {path} not found: run config word_vectors_file takes a GloVe-style text file "
+            "(one word and its numbers per line, e.g. glove.840B.300d.txt)"
+        )
+    wanted = set(words) | {word.lower() for word in words}
+    index: dict[str, int] = {}
+    vectors: list[list[float]] = []
+    dim = None
+    with path.open("rb") as lines:
+        for number, raw in enumerate(lines, start=1):
+            try:
+                fields = raw.decode("utf-8").rstrip().split(" ")
+            except UnicodeDecodeError as error:
+                raise ValueError(f"{path}, line {number}: not UTF-8 ({error})") from error
+            if number == 1 and len(fields) == 2 and all(field.isdigit() for field in fields):
+                continue
+            dim = dim or len(fields) - 1
+            if len(fields) - 1 != dim or dim == 0:
+                raise ValueError(
+                    f"{path}, line {number}: {len(fields) - 1} numbers after the word, expected {dim} as on the "
+                    "first line (one word and its numbers per line, space-separated)"
+                )
+            if fields[0] in wanted and fields[0] not in index:
+                try:
+                    vectors.append([float(value) for value in fields[1:]])
+                except ValueError as error:
+                    raise ValueError(f"{path}, line {number}: {error}") from error
+                index[fields[0]] = len(index)
+    if not vectors:
+        raise ValueError(f"{path}: none of the {len(set(words))} corpus words has a vector; is it the right file?")
+    return WordVectorTable(path.name, index, torch.tensor(vectors, dtype=torch.float32))
 
 
 def attention_features(
@@ -250,11 +343,13 @@ def probe_batches(
     word_mode: str,
     batch_tokens: int,
     progress: Callable[[int, int, float], None] | None = None,
+    vector_table: WordVectorTable | None = None,
 ) -> list[ProbeBatch]:
     """Forward passes over a gold-parsed corpus, kept as probe inputs batched by length.
 
-    `tokens`, `words`, `dependencies` are one (model, corpus) partition of those tables.
-    Word vectors are the model's own input embeddings (mean over each word's pieces). The forward
+    `tokens`, `words`, `dependencies` are one (model, corpus) partition of those tables (`words`
+    with its `word` column when a `vector_table` is given). Word vectors are the table's, else
+    the model's own input embeddings (mean over each word's pieces). The forward
     runs on the model's device and dtype; the probe inputs are float32 on that device.
     """
     per_example = (
@@ -262,6 +357,7 @@ def probe_batches(
         .join(gold_heads(dependencies), on=("example_id", "word_index"), how="left")
         .group_by("example_id", maintain_order=True)
         .agg(
+            *([pl.col("word")] if vector_table else []),
             start=pl.col("piece_start").fill_null(0),
             end=pl.col("piece_end").fill_null(0),
             gold=pl.col("gold").fill_null(IGNORE),
@@ -291,11 +387,16 @@ def probe_batches(
             )
             attn = float32_maps(model(**batch.inputs, output_attentions=True).attentions)
             pair, root = attention_features(attn, membership, batch.masks.cls, batch.masks.sep, word_mode)
+            if vector_table is None:
+                vectors = word_vectors(batch.inputs["input_ids"], membership, embeddings)
+            else:
+                looked_up = [vector_table.lookup(row["word"])[0] for row in rows]
+                vectors = torch.nn.utils.rnn.pad_sequence(looked_up, batch_first=True).to(device)
             batches.append(
                 ProbeBatch(
                     pair=pair,
                     root=root,
-                    vectors=word_vectors(batch.inputs["input_ids"], membership, embeddings),
+                    vectors=vectors,
                     gold=_padded([row["gold"] for row in rows], IGNORE, torch.int64).to(device),
                     scored=_padded([row["scored"] for row in rows], False, torch.bool).to(device),
                     words=_padded([row["real"] for row in rows], False, torch.bool).to(device),

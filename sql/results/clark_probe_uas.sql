@@ -1,20 +1,29 @@
--- Clark et al. Table 3: UAS of the dependency probing classifiers (trained on UD EWT dev,
--- scored on UD EWT test, punctuation excluded), next to the paper's BERT-base numbers on
--- PTB/Stanford Dependencies (a reference, not a target: other models, other treebank).
+-- Clark et al. Table 3: UAS of the dependency probing classifiers (trained on `train_corpus`:
+-- UD EWT dev unless the probes' run config `train_file` named a CoNLL-U file; scored on UD
+-- EWT test, punctuation excluded), next to the paper's BERT-base numbers on PTB/Stanford
+-- Dependencies (a reference, not a target: other models, other treebank).
+-- `label` says which word vectors a probe used: the paper's are GloVe; `input_embeddings` are
+-- the model's own input embeddings (mean over a word's pieces), not GloVe; `file:<name>` a
+-- word-vector file the user gave (run config `word_vectors_file`).
 CREATE OR REPLACE VIEW clark_probe_uas AS
-WITH paper (probe, paper_label, paper_uas) AS (
+WITH paper (probe, paper_label, paper_uas, label_prefix) AS (
     VALUES
-        ('right_branching', 'Right-branching', 26.0),
-        ('distance_words', 'Distances + GloVe', 58.0),
-        ('random_init_attn_words', 'Random Init Attn + GloVe', 30.0),
-        ('attn', 'Attn', 61.0),
-        ('attn_words', 'Attn + GloVe', 77.0)
+        ('right_branching', 'Right-branching', 26.0, 'Right-branching'),
+        ('distance_words', 'Distances + GloVe', 58.0, 'Distances'),
+        ('random_init_attn_words', 'Random Init Attn + GloVe', 30.0, 'Random Init Attn'),
+        ('attn', 'Attn', 61.0, 'Attn'),
+        ('attn_words', 'Attn + GloVe', 77.0, 'Attn')
 )
 SELECT
     p.model,
     p.model_id,
     p.corpus,
     p.probe,
+    CASE p.word_vectors
+        WHEN 'none' THEN paper.label_prefix
+        WHEN 'input_embeddings' THEN paper.label_prefix || ' + input embeddings'
+        ELSE paper.label_prefix || ' + ' || replace(p.word_vectors, 'file:', '')
+    END AS label,
     100 * p.uas AS uas,
     paper.paper_label,
     paper.paper_uas::DOUBLE AS paper_uas,

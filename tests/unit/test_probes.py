@@ -1,5 +1,6 @@
 """Dependency probing classifiers (Clark §5): features, training, UAS, baselines, asset."""
 
+import math
 from dataclasses import replace
 from pathlib import Path
 
@@ -9,19 +10,21 @@ import torch
 
 from dagster_project.compute.models import load_encoder
 from dagster_project.compute.probes import (
+    DISTANCE_FEATURES,
     IGNORE,
     ROOT,
     ProbeBatch,
     attention_features,
+    distance_features,
+    distance_probe_for,
     gold_heads,
-    offset_features,
     predict_heads,
     probe_for,
     random_init_encoder,
+    read_word_vectors,
     right_branching,
     train_probe,
     uas,
-    with_offset_features,
 )
 
 # Gold heads as candidate indices (0 = ROOT, j + 1 = word j) of three 5-word sentences.
@@ -117,14 +120,68 @@ def test_training_is_deterministic_with_a_seed():
     assert not torch.equal(trained(3), trained(4))  # the seed orders the batches
 
 
-def test_offset_features_are_one_hot_and_clipped():
-    features = offset_features(13)[0]
-    assert features.shape == (20, 13, 13)
-    assert features.sum(0).tolist() == (1 - torch.eye(13)).tolist()  # exactly one bin off the diagonal
-    assert features[10, 3, 4] == 1 and features[9, 4, 3] == 1  # +1 and -1
-    assert features[19, 0, 12] == 1 and features[0, 12, 0] == 1  # farther than 10: clipped
-    distance = with_offset_features(_batch([TREES[0]]))
-    assert distance.pair.shape == (1, 20, 5, 5) and distance.root.tolist() == [[[1.0] * 5]]
+def test_distance_features_indicators_and_continuous_ahead_behind():
+    features = distance_features(13)
+    assert features.shape == (13, 13, DISTANCE_FEATURES)
+    indicators, continuous = features[..., :10], features[..., 10:]
+    # one indicator per offset -5..-1, 1..5; none on the diagonal nor farther than 5
+    assert indicators[4, 5].tolist() == [0] * 5 + [1] + [0] * 4  # +1
+    assert indicators[5, 4].tolist() == [0] * 4 + [1] + [0] * 5  # -1
+    assert indicators[0, 12].sum() == 0 and indicators[3, 3].sum() == 0
+    # candidate 12 words ahead / 7 behind: continuous, not clipped (the old probe's last bin was +-10)
+    assert continuous[0, 12].tolist() == pytest.approx([math.log(13), 0.0, 1.2, 0.0])
+    assert continuous[9, 2].tolist() == pytest.approx([0.0, math.log(8), 0.0, 0.7])
+
+
+def test_distance_probe_is_a_one_hidden_layer_network_by_hand():
+    batch = _batch([TREES[0]])
+    probe = distance_probe_for(batch, hidden=4, seed=0)
+    v, d = batch.vectors[0], distance_features(5)
+    i, j = 2, 4  # dependent word 2, candidate word 4 (logit column j + 1)
+    hidden = probe.dependent.weight @ v[i] + probe.dependent.bias + probe.candidate.weight @ v[j]
+    hidden = hidden + probe.distance.weight @ d[i, j]
+    expected = probe.output.weight[0] @ torch.relu(hidden)
+    root = probe.output.weight[0] @ torch.relu(probe.dependent.weight @ v[i] + probe.dependent.bias + probe.root)
+    logits = probe(batch)
+    assert logits[0, i, j + 1].item() == pytest.approx(expected.item(), abs=1e-6)
+    assert logits[0, i, ROOT].item() == pytest.approx(root.item(), abs=1e-6)
+    assert torch.isinf(logits[0, i, i + 1])  # a word is not its own head
+    assert torch.equal(distance_probe_for(batch, 4, 0).output.weight, probe.output.weight)  # seeded
+
+
+def test_distance_probe_learns_heads_farther_than_the_old_clip():
+    """Each word's head is 12 words to its left, else ROOT: the continuous distances tell
+    offset -12 from -11 and -13, which one-hot offsets clipped at +-10 could not."""
+    trees = [[0] * 12 + [w - 11 for w in range(12, 16)]]
+    width = len(trees[0])
+    batch = ProbeBatch(
+        pair=torch.zeros(1, 1, width, width),
+        root=torch.zeros(1, 1, width),
+        vectors=torch.zeros(1, width, 3),
+        gold=torch.tensor(trees),
+        scored=torch.ones(1, width, dtype=torch.bool),
+        words=torch.ones(1, width, dtype=torch.bool),
+    )
+    probe = distance_probe_for(batch, hidden=16, seed=0)
+    train_probe(probe, [batch], epochs=300, learning_rate=0.05, seed=0)
+    assert uas([predict_heads(probe, batch)], [batch]) == 1.0
+
+
+def test_word_vectors_from_a_glove_style_file(tmp_path: Path):
+    path = tmp_path / "vectors.txt"
+    path.write_text("3 2\nthe 1 2\ncat 3 4\nCat 5 6\nunused 7 8\n", encoding="utf-8")  # word2vec header line
+    table = read_word_vectors(path, {"The", "Cat", "dog"})
+    assert (table.name, set(table.index)) == ("vectors.txt", {"the", "cat", "Cat"})  # lowercase forms kept too
+    vectors, found = table.lookup(["The", "Cat", "dog"])
+    assert vectors.tolist() == [[1, 2], [5, 6], [0, 0]] and found.tolist() == [True, True, False]
+    path.write_text("the 1 2\ncat 3\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"vectors.txt, line 2: 1 numbers after the word, expected 2"):
+        read_word_vectors(path, {"cat"})
+    path.write_text("a 1\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="none of the 1 corpus words has a vector"):
+        read_word_vectors(path, {"b"})
+    with pytest.raises(FileNotFoundError, match="word_vectors_file"):
+        read_word_vectors(tmp_path / "absent.txt", {"cat"})
 
 
 def test_gold_heads_multiword_tokens_root_and_punctuation():

@@ -172,7 +172,9 @@ def clark_probe_chart(rows: pl.DataFrame, title: str) -> alt.LayerChart:
     order = [probe for probe in _PROBE_ORDER if probe in set(rows["probe"])] + sorted(
         set(rows["probe"]) - set(_PROBE_ORDER)
     )
-    x = alt.X("probe:N", sort=order, title=None, axis=alt.Axis(labelAngle=-30))
+    # bars named by the view's label: which word vectors a probe used (input embeddings are not GloVe)
+    labels = dict(rows.select("probe", "label").iter_rows())
+    x = alt.X("label:N", sort=[labels[probe] for probe in order], title=None, axis=alt.Axis(labelAngle=-30))
     bars = (
         alt.Chart(rows)
         .mark_bar()

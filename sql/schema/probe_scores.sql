@@ -1,8 +1,10 @@
 -- Clark §5, Table 3: dependency-head probing classifiers trained on train_corpus (UD EWT
--- dev) and scored on `corpus` (UD EWT test) by UAS, punctuation (UPOS PUNCT) excluded;
--- ROOT is a candidate head and root words are scored. One row per probe.
+-- dev, or file:<name> of the run config's train_file) and scored on `corpus` (UD EWT test) by
+-- UAS, punctuation (UPOS PUNCT) excluded; ROOT is a candidate head and root words are scored.
+-- One row per probe.
 -- probe: right_branching | attn | attn_words | distance_words | random_init_attn_words
--- word_vectors: none | model (the model's input embeddings, mean over a word's pieces)
+-- word_vectors: none | input_embeddings (the model's own, mean over a word's pieces; not GloVe)
+--   | file:<name> (the run config's word_vectors_file, e.g. GloVe)
 CREATE TABLE IF NOT EXISTS probe_scores (
     model_id VARCHAR NOT NULL,
     corpus VARCHAR NOT NULL,

@@ -27,6 +27,7 @@ from scipy.stats import pearsonr, spearmanr
 from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 from transformers import AutoConfig, AutoModelForSequenceClassification, PreTrainedModel, PreTrainedTokenizerBase
 
+from dagster_project.compute.devices import CPU, ComputeDevice
 from dagster_project.corpora.text_pairs import GLUE_TASKS
 
 SETTINGS = ("pretrained", "random_init_finetuned", "pretrained_finetuned")
@@ -139,8 +140,9 @@ def pad_inputs(
     """Model inputs for some examples, padded to the longest of them."""
     pad = torch.nn.utils.rnn.pad_sequence
     input_ids = pad([data.token_ids[i] for i in indices], batch_first=True, padding_value=pad_token_id)
-    lengths = torch.tensor([len(data.token_ids[i]) for i in indices])
-    inputs = {"input_ids": input_ids, "attention_mask": (torch.arange(input_ids.shape[1]) < lengths[:, None]).long()}
+    lengths = torch.tensor([len(data.token_ids[i]) for i in indices], device=input_ids.device)
+    positions = torch.arange(input_ids.shape[1], device=input_ids.device)
+    inputs = {"input_ids": input_ids, "attention_mask": (positions < lengths[:, None]).long()}
     if with_token_types:
         inputs["token_type_ids"] = pad([data.segments[i] for i in indices], batch_first=True, padding_value=0).long()
     return inputs
@@ -152,9 +154,14 @@ def length_sorted_batches(data: TaskData, batch_size: int) -> list[list[int]]:
     return [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
 
 
-def build_classifier(path: str, task: str, init: str, seed: int) -> PreTrainedModel:
-    """A sequence classifier on the encoder at `path`: `pretrained` loads its weights, `random`
-    draws every weight from the config's initializer. The head is seeded either way."""
+def build_classifier(path: str, task: str, init: str, seed: int, device: torch.device = CPU.device) -> PreTrainedModel:
+    """A float32 sequence classifier on the encoder at `path`, on `device`: `pretrained` loads its
+    weights, `random` draws every weight from the config's initializer. The head is seeded either
+    way, on the CPU, so every device starts from the same weights."""
+    return _initialized(path, task, init, seed).to(device)
+
+
+def _initialized(path: str, task: str, init: str, seed: int) -> PreTrainedModel:
     num_labels, problem_type = task_head(task)
     options = {"num_labels": num_labels, "problem_type": problem_type}
     torch.manual_seed(seed)
@@ -168,11 +175,18 @@ def build_classifier(path: str, task: str, init: str, seed: int) -> PreTrainedMo
     raise ValueError(f"init must be 'pretrained' or 'random', not {init!r}")
 
 
-def load_classifier(path: str) -> PreTrainedModel:
-    """A saved fine-tuned classifier (its trained head included), eager attention, eval mode."""
-    return AutoModelForSequenceClassification.from_pretrained(
-        path, attn_implementation="eager", dtype=torch.float32
-    ).eval()
+def load_classifier(path: str, compute: ComputeDevice = CPU) -> PreTrainedModel:
+    """A saved fine-tuned classifier (its trained head included), eager attention, eval mode, in
+    `compute`'s dtype on its device (forward-only uses: predictions, ablation)."""
+    return (
+        AutoModelForSequenceClassification.from_pretrained(path, attn_implementation="eager", dtype=compute.dtype)
+        .to(compute.device)
+        .eval()
+    )
+
+
+def _on_device(model: PreTrainedModel, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {name: value.to(model.device) for name, value in inputs.items()}
 
 
 def fine_tune(
@@ -183,7 +197,14 @@ def fine_tune(
     with_token_types: bool,
     progress: Callable[[int, int, float, float], None] | None = None,
 ) -> TrainLog:
-    """AdamW with linear warm-up and decay over shuffled batches; progress(step, steps, loss, seconds)."""
+    """AdamW with linear warm-up and decay over shuffled batches on the model's device;
+    progress(step, steps, loss, seconds). The order of examples is drawn on the CPU (the same on
+    every device); dropout masks come from the device's generator."""
+    if model.dtype != torch.float32:
+        raise ValueError(
+            f"fine-tuning takes gradients and runs in float32; the model is in {model.dtype}: build it with "
+            "build_classifier (float32) and keep low-precision dtypes for forward-only passes."
+        )
     if len(data) == 0:
         raise ValueError("no training examples: materialize the task's train corpus (glue_<task>_train_examples) first")
     generator = torch.Generator().manual_seed(recipe.seed)
@@ -211,7 +232,8 @@ def fine_tune(
         for batch_start in range(0, len(order), recipe.batch_size):
             batch = order[batch_start : batch_start + recipe.batch_size]
             labels = data.labels[batch] if regression else data.labels[batch].long()
-            loss = model(**pad_inputs(data, batch, pad_token_id, with_token_types), labels=labels).loss
+            inputs = _on_device(model, pad_inputs(data, batch, pad_token_id, with_token_types))
+            loss = model(**inputs, labels=labels.to(model.device)).loss
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
@@ -230,11 +252,12 @@ def fine_tune(
 def predict_logits(
     model: PreTrainedModel, data: TaskData, pad_token_id: int, with_token_types: bool, batch_size: int = 64
 ) -> torch.Tensor:
-    """Logits (N, C) in example order."""
+    """Logits (N, C) in example order, float32 on the CPU (the forward on the model's device)."""
     model.eval()
-    logits = torch.empty(len(data), model.config.num_labels)
+    logits = torch.empty(len(data), model.config.num_labels, device=CPU.device)
     for batch in length_sorted_batches(data, batch_size):
-        logits[batch] = model(**pad_inputs(data, batch, pad_token_id, with_token_types)).logits
+        inputs = _on_device(model, pad_inputs(data, batch, pad_token_id, with_token_types))
+        logits[batch] = model(**inputs).logits.float().cpu()
     return logits
 
 

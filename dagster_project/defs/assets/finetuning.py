@@ -51,7 +51,7 @@ from dagster_project.defs.assets.writing import (
 from dagster_project.defs.partitions import model_partitions
 from dagster_project.defs.pools import GPU_PASS_OP_TAGS, GPU_PASS_POOL
 from dagster_project.defs.registration import register_model
-from dagster_project.defs.resources import DataDirectory
+from dagster_project.defs.resources import ComputeResource, DataDirectory
 from dagster_project.defs.tags import analysis_tag
 from dagster_project.settings import models_cache_dir
 from dagster_project.storage.warehouse import model_source, partition_rows, replace_partition
@@ -83,10 +83,10 @@ class FineTuningConfig(TaskSplitConfig):
 
 
 class AblationConfig(TaskSplitConfig):
-    # Padded positions per forward pass, over all the settings stacked in it. On 2 CPU cores
-    # stacking settings saved nothing (MiniLM, RTE: 2.8 s per setting one at a time, 3.4 s
-    # sixteen at a time), so the default stacks ~1 for a batch of 32; raise it on a GPU.
-    batch_tokens: int = 4096
+    # Padded positions per forward pass, over all the settings stacked in it; None: the device's
+    # default. On 2 CPU cores stacking settings saved nothing (MiniLM, RTE: 2.8 s per setting one
+    # at a time, 3.4 s sixteen at a time), so the CPU default (4096) stacks ~1 for a batch of 32.
+    batch_tokens: int | None = None
     eval_batch_size: int = 32  # examples per batch (each repeated once per setting in a pass)
     max_examples: int | None = None  # score only the first N validation examples (by example_id)
 
@@ -117,7 +117,11 @@ def build_finetuned_asset(task: str) -> AssetsDefinition:
         check_specs=check_specs(f"finetuned_{task}", SCORES_CHECK),
     )
     def finetuned_asset(
-        context: AssetExecutionContext, config: FineTuningConfig, warehouse: DuckDBResource, data_dir: DataDirectory
+        context: AssetExecutionContext,
+        config: FineTuningConfig,
+        warehouse: DuckDBResource,
+        data_dir: DataDirectory,
+        compute: ComputeResource,
     ) -> MaterializeResult:
         unknown = set(config.settings) - set(SETTINGS)
         if unknown or not config.settings:
@@ -143,11 +147,18 @@ def build_finetuned_asset(task: str) -> AssetsDefinition:
             train_subset=config.train_subset,
             seed=config.seed,
         )
+        placement = compute.resolve()
+        if note := placement.float32_note("Fine-tuning"):
+            context.log.warning(note)
         rows = []
         for setting in [name for name in SETTINGS if name in config.settings]:
             start = time.perf_counter()
             model = build_classifier(
-                spec.resolved_path, task, "random" if setting == "random_init_finetuned" else "pretrained", recipe.seed
+                spec.resolved_path,
+                task,
+                "random" if setting == "random_init_finetuned" else "pretrained",
+                recipe.seed,
+                placement.device,
             )
             log = None
             if setting != "pretrained":
@@ -213,6 +224,7 @@ def build_finetuned_asset(task: str) -> AssetsDefinition:
             metadata={
                 "task_scores_rows": written["task_scores"],
                 "train_examples": len(train),
+                "device": str(placement.float32()),
                 "validation_examples": len(validation),
                 f"validation_over_{config.max_len}_pieces_{config.overlong}": validation_split.n_overlong,
                 "scores": table_preview(scores_frame.select("setting", "metric", "score", "steps", "seconds"), rows=12),
@@ -249,7 +261,11 @@ def build_ablation_asset(task: str, finetuned: AssetsDefinition) -> AssetsDefini
         ),
     )
     def ablation_asset(
-        context: AssetExecutionContext, config: AblationConfig, warehouse: DuckDBResource, data_dir: DataDirectory
+        context: AssetExecutionContext,
+        config: AblationConfig,
+        warehouse: DuckDBResource,
+        data_dir: DataDirectory,
+        compute: ComputeResource,
     ) -> MaterializeResult:
         model_id = context.partition_key
         with warehouse.get_connection() as conn:
@@ -274,7 +290,8 @@ def build_ablation_asset(task: str, finetuned: AssetsDefinition) -> AssetsDefini
                 )
             )
         pad_id = tokenizer.pad_token_id
-        model = use_ablation_attention(load_classifier(spec.resolved_path))
+        placement = compute.resolve()
+        model = use_ablation_attention(load_classifier(spec.resolved_path, placement))
         settings = ablation_settings(spec.n_layers, spec.n_heads)
         batches = length_sorted_batches(validation, config.eval_batch_size)
         inputs = (pad_inputs(validation, batch, pad_id, spec.takes_token_types) for batch in batches)
@@ -284,7 +301,7 @@ def build_ablation_asset(task: str, finetuned: AssetsDefinition) -> AssetsDefini
             model,
             inputs,
             settings.disabled,
-            config.batch_tokens,
+            config.batch_tokens or placement.batch_tokens(),
             lambda done, seconds: report(sum(map(len, batches[:done])), len(validation), seconds),
         )
         seconds = time.perf_counter() - start
@@ -324,6 +341,7 @@ def build_ablation_asset(task: str, finetuned: AssetsDefinition) -> AssetsDefini
                 "examples": len(validation),
                 "seconds": round(seconds, 1),
                 "seconds_per_setting": MetadataValue.float(seconds / len(kinds)),
+                "device": str(placement),
                 "baseline": MetadataValue.json(scores[0]),
                 "largest_gains": table_preview(best.select("kind", "layer", "head", "metric", "score", "delta")),
             },

@@ -8,14 +8,15 @@ facts), so it needs no other run. Charts depend on every corpus's facts, so the 
 starts from the non-chart targets only.
 """
 
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
-from dagster import AssetKey, AssetsDefinition, AssetSelection, AssetSpec, define_asset_job
+from dagster import AssetKey, AssetsDefinition, AssetSelection, AssetSpec, DagsterInstance, define_asset_job
 
-from dagster_project.defs.assets import all_assets, warehouse_views
+from dagster_project.defs.assets import all_assets, paper_report, warehouse_views
 from dagster_project.defs.assets.charts import analysis_inputs, chart_assets_by_name
 from dagster_project.defs.partitions import model_partitions
+from dagster_project.defs.schedules import up_to_date_keys
 from dagster_project.defs.tags import ANALYSIS, CORPUS
 from dagster_project.presentation.chart_registry import CHARTS
 
@@ -100,6 +101,42 @@ def analysis_asset_keys(analysis: Analysis, corpora: Collection[str], present: C
             selected |= keys
     charts = selected & _CHART_KEYS
     return sorted((selected - charts) | {key for key in charts if _chart_drawable(key, selected)})
+
+
+@dataclass(frozen=True)
+class ModelRun:
+    """What one run for a model materializes, and what it leaves out as already done."""
+
+    keys: list[AssetKey]
+    up_to_date: list[AssetKey]  # materialized at the current code version, inputs unchanged
+
+
+def plan_model_run(
+    instance: DagsterInstance,
+    analyses: Iterable[Analysis],
+    corpora: Collection[str],
+    present: Collection[str],
+    model_id: str,
+    rerun_targets: bool = False,
+    required: Collection[AssetKey] = (),
+) -> ModelRun:
+    """The one run of `analyses` for `model_id` (one run per model, so two analyses never
+    compute a shared asset twice). Assets materialized and not stale are left out, unless they
+    are `required`, or targets of the analyses with `rerun_targets` (an explicit CLI run); what
+    lies downstream of anything re-run is re-run with it. A run that draws a chart also writes
+    the report, so the report never lags behind the charts."""
+    targets: set[AssetKey] = set()
+    wanted: set[AssetKey] = set()
+    for analysis in analyses:
+        keys = analysis_asset_keys(analysis, corpora, present)
+        wanted |= set(keys)
+        targets |= {key for asset in analysis_targets(analysis, corpora) for key in asset.keys} & set(keys)
+    current = up_to_date_keys(instance, all_assets, wanted, model_id)
+    redo = (wanted - current) | set(required) | (targets if rerun_targets else set())
+    redo |= set(AssetSelection.assets(*redo).downstream().resolve(all_assets)) & wanted if redo else set()
+    if redo & _CHART_KEYS:
+        redo.add(paper_report.key)
+    return ModelRun(sorted(redo), sorted(current - redo))
 
 
 def _chart_drawable(chart: AssetKey, selected: set[AssetKey]) -> bool:

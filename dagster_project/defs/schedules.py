@@ -4,8 +4,8 @@ Each tick fingerprints the corpus files (a new fingerprint is reported as a new 
 version of the external asset `<corpus>_files`), then finds, per model partition, which
 materialized assets have a new code version (versioning.py) or a dependency with a new data
 version. Those are re-run together with their materialized downstream assets (which would
-be stale as soon as they are re-run); assets never materialized are left alone (no HTA for
-a model that never asked). Unpartitioned assets (the SQL views) go first: while one is stale
+be stale as soon as they are re-run), the report included; assets never materialized are left
+alone (no HTA for a model that never asked). Unpartitioned assets (the SQL views) go first: while one is stale
 the tick runs only those, and the per-model runs follow on a later tick.
 
 Staleness is computed here from the public event records (the latest materialization's
@@ -270,6 +270,25 @@ def stale_asset_keys(check: StalenessCheck, keys: Sequence[AssetKey], partition_
     return [key for key in keys if check.is_stale(key, partition_key)]
 
 
+def up_to_date_keys(
+    instance: DagsterInstance,
+    assets: Sequence[AssetsDefinition],
+    keys: Iterable[AssetKey],
+    partition_key: str,
+    carried: Mapping[AssetKey, CarriedCodeVersion] | None = None,
+) -> set[AssetKey]:
+    """Those of `keys` materialized (for `partition_key` where partitioned by model) and not stale:
+    what a run need not redo. The CLI and the registry sensor leave them out of their runs."""
+    table = AssetTable(assets)
+    check = StalenessCheck(instance, table, carried)
+    current = set()
+    for key in keys:
+        partition = partition_key if table.partitions_def(key) == model_partitions else None
+        if _materialized(check, key, partition) and not check.is_stale(key, partition):
+            current.add(key)
+    return current
+
+
 def _materialized(check: StalenessCheck, key: AssetKey, partition_key: str | None) -> bool:
     return check.latest(key, partition_key) is not None
 
@@ -298,8 +317,11 @@ def refresh_plan(
         if stale:
             downstream = table.downstream(stale)
             plan.stale[partition] = stale
+            # With them the unpartitioned assets they feed (the report), so it shows the new rows.
             plan.selections[partition] = [
-                key for key in partitioned if key in downstream and _materialized(check, key, partition)
+                key
+                for key in keys
+                if key in downstream and _materialized(check, key, partition if key in partitioned else None)
             ]
     return plan
 

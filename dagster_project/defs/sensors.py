@@ -1,9 +1,12 @@
 """The models-registry sensor: registers what models.toml and the drop folders list and
-requests one run per (model, analysis).
+requests one run per model for its analyses not requested yet.
 
-Run keys are f"{model_id}:{analysis}" and the cursor keeps the keys already requested, so
-repeated ticks launch nothing twice. A bad entry (malformed, unloadable, not an encoder) is
-reported in the tick's log and skip reason and never blocks the others.
+The cursor keeps f"{model_id}:{analysis}" for every analysis requested, so repeated ticks
+launch nothing twice. The run leaves out what is already materialized at the current code
+version (jobs.plan_model_run): after `attn-warehouse run` the sensor launches nothing for that
+model, and the analyses of one model share one run, so none recomputes another's facts. A
+bad entry (malformed, unloadable, not an encoder) is reported in the tick's log and skip
+reason and never blocks the others.
 
 An unknown hub id costs 25-30 s of hub retries without network, and a tick that runs past
 Dagster's sensor timeout (60 s) loses every entry's runs. So a hub id that failed to load is
@@ -19,6 +22,7 @@ from datetime import UTC, datetime
 
 from dagster import (
     AssetKey,
+    DagsterInstance,
     DefaultSensorStatus,
     RunRequest,
     SensorEvaluationContext,
@@ -39,7 +43,14 @@ from dagster_project.compute.model_registry import (
 from dagster_project.compute.models import ModelLoadError, inspect_model, is_local_checkpoint, model_key
 from dagster_project.corpora import CORPORA, DEFAULT_CORPORA, present_corpora
 from dagster_project.defs.assets import warehouse_views
-from dagster_project.defs.jobs import ANALYSES, DEFAULT_ANALYSES, analysis_asset_keys, model_analysis_job, views_job
+from dagster_project.defs.jobs import (
+    ANALYSES,
+    DEFAULT_ANALYSES,
+    analysis_asset_keys,
+    model_analysis_job,
+    plan_model_run,
+    views_job,
+)
 from dagster_project.defs.partitions import model_partitions
 from dagster_project.defs.resources import DataDirectory
 from dagster_project.storage.warehouse import (
@@ -60,15 +71,15 @@ def run_key(model_id: str, analysis: str) -> str:
 
 
 def _entry_runs(
-    entry: RegistryEntry, model_id: str, present: list[str], launched: set[str]
-) -> tuple[list[RunRequest], list[str]]:
-    """Run requests for the entry's analyses not launched yet, and why any was left out."""
+    instance: DagsterInstance, entry: RegistryEntry, model_id: str, present: list[str], launched: set[str]
+) -> tuple[list[RunRequest], list[str], set[str]]:
+    """The run request for the entry's analyses not requested yet (at most one), why any was
+    left out, and the run keys of the analyses it settles (requested, or already done)."""
     chosen = entry.corpora or DEFAULT_CORPORA
     corpora = [name for name in chosen if name in present]
-    runs, notes = [], []
+    names, notes = [], []
     for name in entry.analyses or DEFAULT_ANALYSES:
-        key = run_key(model_id, name)
-        if key in launched:
+        if run_key(model_id, name) in launched:
             continue
         selection = analysis_asset_keys(ANALYSES[name], corpora, present)
         if not selection or selection == [AssetKey("encoder_model")]:
@@ -77,16 +88,22 @@ def _entry_runs(
                 f"({', '.join(corpora) or 'none'})"
             )
             continue
-        runs.append(
-            RunRequest(
-                run_key=key,
-                job_name=model_analysis_job.name,
-                partition_key=model_id,
-                asset_selection=selection,
-                tags={"model": model_id, "analysis": name},
-            )
-        )
-    return runs, notes
+        names.append(name)
+    if not names:
+        return [], notes, set()
+    settled = {run_key(model_id, name) for name in names}
+    plan = plan_model_run(instance, [ANALYSES[name] for name in names], corpora, present, model_id)
+    if not plan.keys:
+        notes.append(f"{', '.join(names)}: already materialized at the current code version; nothing to run")
+        return [], notes, settled
+    request = RunRequest(
+        run_key="+".join(sorted(settled)),
+        job_name=model_analysis_job.name,
+        partition_key=model_id,
+        asset_selection=plan.keys,
+        tags={"model": model_id, "analysis": ",".join(names)},
+    )
+    return [request], notes, settled
 
 
 @sensor(
@@ -119,6 +136,7 @@ def model_registry_sensor(
     waiting = {source: failure for source, failure in state.get("failed", {}).items() if failure["retry_at"] > now}
     failed = {}
     new_partitions, runs = [], []
+    settled: set[str] = set()  # run keys of the analyses requested this tick, or found done
     deadline = time.monotonic() + INSPECTION_BUDGET_SECONDS
     inspected = 0
     for entry in pending:
@@ -152,15 +170,17 @@ def model_registry_sensor(
             continue
         if not context.instance.has_dynamic_partition(model_partitions.name, spec.model_id):
             new_partitions.append(spec.model_id)
-        entry_runs, notes = _entry_runs(entry, spec.model_id, present, launched)
+        entry_runs, notes, entry_settled = _entry_runs(context.instance, entry, spec.model_id, present, launched)
         problems.extend(RegistryProblem(entry.origin, note) for note in notes)
         runs.extend(entry_runs)
+        settled |= entry_settled
     for problem in problems:
         context.log.warning(f"models registry: {problem}")
     if runs and context.instance.get_latest_materialization_event(warehouse_views.key) is None:
         # The charts read the views: create them first, request the model runs on a later tick.
         runs = [RunRequest(run_key=f"warehouse_views:{sql_code_version()}", job_name=views_job.name)]
-    requested = launched | {run.run_key for run in runs if run.job_name == model_analysis_job.name}
+        settled = set()
+    requested = launched | settled
     cursor = json.dumps({"launched": sorted(requested), "failed": failed})
     partition_requests = [model_partitions.build_add_request(new_partitions)] if new_partitions else []
     if runs:

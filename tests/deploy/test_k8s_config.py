@@ -1,0 +1,204 @@
+"""The Kubernetes deployment (deploy/) checked against dagster-k8s itself, without a cluster:
+the run launcher that Dagster's Helm chart builds from deploy/values.yaml is loaded by a real
+Dagster instance (which validates it against K8sRunLauncher's config schema), each asset's
+`dagster-k8s/config` op tag goes through dagster-k8s's own tag parsing into the Kubernetes Job of
+its step, and deploy/definitions.py runs every job on the k8s_job_executor."""
+
+import importlib.util
+import re
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from dagster import AssetsDefinition, DagsterInstance, DagsterInvalidConfigError
+
+from dagster_project.defs.assets import (
+    all_assets,
+    dependency_probes,
+    fact_assets_by_corpus,
+    grad_importance,
+    hta_assets_by_corpus,
+    similarity_assets_by_task,
+)
+from dagster_project.defs.assets.finetuning import finetuning_assets
+from dagster_project.defs.pools import GPU_RESOURCE, K8S_CONFIG_TAG
+from dagster_project.settings import PROJECT_ROOT
+
+dagster_k8s = pytest.importorskip("dagster_k8s", reason="dagster-k8s is in the scale extra: pip install -e '.[scale]'")
+from dagster_k8s.job import (  # noqa: E402
+    USER_DEFINED_K8S_CONFIG_KEY,
+    UserDefinedDagsterK8sConfig,
+    get_user_defined_k8s_config,
+)
+
+DEPLOY = PROJECT_ROOT / "deploy"
+VALUES = yaml.safe_load((DEPLOY / "values.yaml").read_text())
+# The passes that run a model: each asks for a GPU (defs/pools.py: GPU_PASS_OP_TAGS).
+GPU_PASSES = [
+    *fact_assets_by_corpus.values(),
+    *hta_assets_by_corpus.values(),
+    grad_importance,
+    dependency_probes,
+    *finetuning_assets,
+    *similarity_assets_by_task.values(),
+]
+
+# How the chart's dagsterYaml.runLauncher.k8s template (helm/dagster/templates/helpers/instance/
+# _run-launcher.tpl) names each key of runLauncher.config.k8sRunLauncher in the instance's
+# run_launcher config; lists of {name: ...} references become lists of names.
+CHART_RUN_LAUNCHER_KEYS = {
+    "loadInclusterConfig": "load_incluster_config",
+    "kubeconfigFile": "kubeconfig_file",
+    "jobNamespace": "job_namespace",
+    "imagePullPolicy": "image_pull_policy",
+    "envConfigMaps": "env_config_maps",
+    "envSecrets": "env_secrets",
+    "envVars": "env_vars",
+    "volumeMounts": "volume_mounts",
+    "volumes": "volumes",
+    "labels": "labels",
+    "resources": "resources",
+    "failPodOnRunFailure": "fail_pod_on_run_failure",
+    "schedulerName": "scheduler_name",
+    "securityContext": "security_context",
+    "runK8sConfig": "run_k8s_config",
+}
+CHART_RUN_K8S_CONFIG_KEYS = {
+    "containerConfig": "container_config",
+    "podSpecConfig": "pod_spec_config",
+    "podTemplateSpecMetadata": "pod_template_spec_metadata",
+    "jobSpecConfig": "job_spec_config",
+    "jobMetadata": "job_metadata",
+}
+
+
+def chart_run_launcher(values: Mapping[str, Any], namespace: str = "attention") -> dict[str, Any]:
+    """The run_launcher section of dagster.yaml that the chart renders from `values`; a key this
+    renderer does not know is an error, so nothing in values.yaml goes unchecked."""
+    launcher = values["runLauncher"]
+    assert launcher["type"] == "K8sRunLauncher"
+    settings = launcher["config"]["k8sRunLauncher"]
+    unknown = set(settings) - set(CHART_RUN_LAUNCHER_KEYS)
+    assert not unknown, f"values.yaml sets k8sRunLauncher keys this test does not render: {unknown}"
+    config: dict[str, Any] = {
+        "job_namespace": namespace,
+        "service_account_name": "dagster",
+        "dagster_home": "/opt/dagster/dagster_home",
+        "instance_config_map": "dagster-instance",
+        "postgres_password_secret": "dagster-postgresql-secret",
+    }
+    for key, value in settings.items():
+        name = CHART_RUN_LAUNCHER_KEYS[key]
+        if key in ("envConfigMaps", "envSecrets"):
+            value = [reference["name"] for reference in value if "name" in reference]
+        if key == "runK8sConfig":
+            assert set(value) <= set(CHART_RUN_K8S_CONFIG_KEYS), set(value) - set(CHART_RUN_K8S_CONFIG_KEYS)
+            value = {CHART_RUN_K8S_CONFIG_KEYS[part]: config for part, config in value.items() if config}
+        if value or key in ("loadInclusterConfig", "imagePullPolicy"):
+            config[name] = value
+    return config
+
+
+def load_run_launcher(home: Path, config: Mapping[str, Any]):
+    """The run launcher of a Dagster instance whose dagster.yaml names K8sRunLauncher with `config`,
+    out of a cluster: the in-cluster credentials are swapped for a kubeconfig file in `home`."""
+    kubeconfig = home / "kubeconfig"
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:6443"}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "x",
+            }
+        )
+    )
+    outside = {**config, "load_incluster_config": False, "kubeconfig_file": str(kubeconfig)}
+    launcher = {"module": "dagster_k8s", "class": "K8sRunLauncher", "config": outside}
+    (home / "dagster.yaml").write_text(yaml.safe_dump({"run_launcher": launcher, "telemetry": {"enabled": False}}))
+    with DagsterInstance.from_config(str(home)) as instance:
+        return instance.run_launcher
+
+
+def test_the_charts_run_launcher_from_values_is_valid_for_dagster_k8s(tmp_path: Path) -> None:
+    config = chart_run_launcher(VALUES)
+    assert config["load_incluster_config"] is True
+    launcher = load_run_launcher(tmp_path, config)
+    assert isinstance(launcher, dagster_k8s.K8sRunLauncher)
+    assert launcher.image_pull_policy == "IfNotPresent"
+    assert launcher.job_namespace == "attention"
+    run_pod = UserDefinedDagsterK8sConfig.from_dict(launcher.run_k8s_config)  # checked against the Kubernetes models
+    assert run_pod.container_config["resources"]["requests"] == {"cpu": "250m", "memory": "1Gi"}
+
+
+def test_the_instance_rejects_a_run_launcher_key_dagster_k8s_does_not_have(tmp_path: Path) -> None:
+    """The check above is not vacuous: a misspelled key fails the same load."""
+    config = {**chart_run_launcher(VALUES), "image_pul_policy": "Always"}
+    with pytest.raises(DagsterInvalidConfigError, match="image_pul_policy"):
+        load_run_launcher(tmp_path, config)
+
+
+def test_values_keep_the_postgres_driver_and_the_user_code_entry_point() -> None:
+    instance_yaml = yaml.safe_load((DEPLOY / "dagster.yaml").read_text())
+    assert VALUES["postgresql"]["postgresqlScheme"] == instance_yaml["storage"]["postgres"]["postgres_db"]["scheme"]
+    (deployment,) = VALUES["dagster-user-deployments"]["deployments"]
+    args = deployment["dagsterApiGrpcArgs"]
+    workdir = args[args.index("--working-directory") + 1]
+    entry = args[args.index("--python-file") + 1]
+    dockerfile = (DEPLOY / "Dockerfile").read_text()
+    assert re.search(rf"^WORKDIR {re.escape(workdir)}$", dockerfile, re.M)
+    assert (PROJECT_ROOT / entry).is_file() and f"COPY {Path(entry).parts[0]} " in dockerfile
+    assert deployment["includeConfigInLaunchedRuns"]["enabled"] is True
+
+
+def test_the_dockerfile_pins_the_projects_torch_and_takes_the_base_image_as_an_argument() -> None:
+    dockerfile = (DEPLOY / "Dockerfile").read_text()
+    pyproject = tomllib.loads((PROJECT_ROOT / "pyproject.toml").read_text())
+    (torch_pin,) = [pin for pin in pyproject["project"]["dependencies"] if pin.startswith("torch==")]
+    assert f" {torch_pin}\n" in dockerfile
+    assert re.search(r"^ARG BASE_IMAGE=\S+\nFROM \$\{BASE_IMAGE\}$", dockerfile, re.M)
+    assert re.search(r"^ARG TORCH_VARIANT=cpu$", dockerfile, re.M)
+    assert "pip install -e '.[scale]'" in dockerfile
+
+
+def step_job(asset: AssetsDefinition):
+    """The Kubernetes Job dagster-k8s builds for `asset`'s step from its op tags."""
+    user_config = get_user_defined_k8s_config(asset.op.tags)
+    job_config = dagster_k8s.DagsterK8sJobConfig(
+        job_image="registry.example.com/attention-warehouse:0.1.0-cuda",
+        dagster_home="/opt/dagster/dagster_home",
+        image_pull_policy="IfNotPresent",
+    )
+    return dagster_k8s.construct_dagster_k8s_job(
+        job_config, ["dagster", "api", "execute_step"], "step", user_config, component="step_worker"
+    )
+
+
+def test_gpu_passes_request_one_gpu_through_their_k8s_tag_and_other_steps_none() -> None:
+    assert K8S_CONFIG_TAG == USER_DEFINED_K8S_CONFIG_KEY
+    gpu_keys = {asset.key for asset in GPU_PASSES}
+    executable = [asset for asset in all_assets if isinstance(asset, AssetsDefinition) and asset.is_executable]
+    assert gpu_keys <= {asset.key for asset in executable}
+    for asset in executable:
+        pod = step_job(asset).spec.template.spec
+        limits = pod.containers[0].resources.limits if pod.containers[0].resources else None
+        tolerations = [(t.key, t.operator, t.effect) for t in pod.tolerations or []]
+        if asset.key in gpu_keys:
+            assert limits == {GPU_RESOURCE: "1"}, asset.key
+            assert tolerations == [(GPU_RESOURCE, "Exists", "NoSchedule")], asset.key
+        else:
+            assert K8S_CONFIG_TAG not in asset.op.tags and not limits and not tolerations, asset.key
+
+
+def test_the_k8s_entry_point_runs_every_job_on_the_k8s_job_executor() -> None:
+    spec = importlib.util.spec_from_file_location("k8s_definitions", DEPLOY / "definitions.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    jobs = module.defs.resolve_all_job_defs()
+    assert {"model_analysis", "warehouse_views_job"} <= {job.name for job in jobs}
+    assert {job.executor_def for job in jobs} == {dagster_k8s.k8s_job_executor}

@@ -1,4 +1,4 @@
-"""Dagster resources: the warehouse file and the folders the assets read from and write to."""
+"""Dagster resources: the warehouse (a DuckDB file or a DuckLake) and the folders the assets read from and write to."""
 
 import os
 import sys
@@ -7,13 +7,15 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import duckdb
-from dagster import ConfigurableResource, get_dagster_logger
+from dagster import ConfigurableResource, EnvVar, get_dagster_logger
 from dagster_duckdb import DuckDBResource
 from pydantic import Field
 
 from dagster_project import settings
 from dagster_project.compute import devices
 from dagster_project.compute.devices import DEVICE_SETTING, DTYPE_SETTING, ComputeDevice
+from dagster_project.storage.backend import BACKENDS, CATALOG_SETTING, DATA_PATH_SETTING, WarehouseConfig
+from dagster_project.storage.lake import LakeConfig, LakeConfigError, connect_lake
 from dagster_project.storage.warehouse import DEFAULT_LOCK_TIMEOUT_SECONDS, connect_for_writing
 
 LOCK_TIMEOUT_ENV = "ATTN_LOCK_TIMEOUT_SECONDS"
@@ -42,27 +44,65 @@ def _log_wait(message: str) -> None:
 
 
 class WarehouseResource(DuckDBResource):
-    """The DuckDB warehouse. A writer that finds the file held by another process (DuckDB's
-    one-writer lock) waits, saying so in the log, up to `lock_timeout_seconds`, then fails
-    with one line on what to do instead of DuckDB's lock error."""
+    """The warehouse, on the backend of `backend` (storage/backend.py).
+
+    `duckdb`: the file `database`. A writer that finds the file held by another process
+    (DuckDB's one-writer lock) waits, saying so in the log, up to `lock_timeout_seconds`, then
+    fails with one line on what to do instead of DuckDB's lock error.
+    `ducklake`: the lake of `lake_catalog` and `lake_data_path`, attached as `lake` in an
+    in-memory DuckDB; many processes write at once, and a connection fails before writing
+    anything when the catalog or the data path cannot be used."""
 
     lock_timeout_seconds: float | None = Field(
         default=None,
         description=f"Seconds to wait for another process's lock on the file; unset: {LOCK_TIMEOUT_ENV} "
         f"or {DEFAULT_LOCK_TIMEOUT_SECONDS:g}.",
     )
+    backend: str = Field(default="duckdb", description=f"One of {BACKENDS}.")
+    lake_catalog: str = Field(
+        default="", description="ducklake: postgresql://user:password@host:port/db, a .sqlite or a .ducklake file."
+    )
+    lake_data_path: str = Field(default="", description="ducklake: a folder or s3://bucket/prefix/.")
 
     def lock_timeout(self) -> float:
         return lock_timeout_from_env() if self.lock_timeout_seconds is None else self.lock_timeout_seconds
 
+    def lake(self) -> LakeConfig | None:
+        if self.backend not in BACKENDS:
+            raise LakeConfigError(f"warehouse backend {self.backend!r} is not one of {BACKENDS}")
+        if self.backend == "duckdb":
+            return None
+        if not (self.lake_catalog and self.lake_data_path):
+            raise LakeConfigError(
+                f"the ducklake backend needs lake_catalog and lake_data_path ({CATALOG_SETTING}, {DATA_PATH_SETTING})"
+            )
+        return LakeConfig(self.lake_catalog, self.lake_data_path)
+
     @contextmanager
     def get_connection(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        config = {"custom_user_agent": "dagster", **self.connection_config}
-        conn = connect_for_writing(self.database, config, self.lock_timeout(), log=_log_wait)
+        lake = self.lake()
+        if lake is not None:
+            conn = connect_lake(lake)
+        else:
+            config = {"custom_user_agent": "dagster", **self.connection_config}
+            conn = connect_for_writing(self.database, config, self.lock_timeout(), log=_log_wait)
         try:
             yield conn
         finally:
             conn.close()
+
+
+def warehouse_resource(config: WarehouseConfig) -> WarehouseResource:
+    """The resource of a configuration; a lake's catalog and data path stay environment variables
+    (the catalog URL holds a password, which the UI then never shows)."""
+    if config.lake is None:
+        return WarehouseResource(database=config.database)
+    return WarehouseResource(
+        database=config.database,
+        backend=config.backend,
+        lake_catalog=EnvVar(CATALOG_SETTING),
+        lake_data_path=EnvVar(DATA_PATH_SETTING),
+    )
 
 
 class DataDirectory(ConfigurableResource):
@@ -106,10 +146,11 @@ class ComputeResource(ConfigurableResource):
 
 
 def default_resources() -> dict[str, ConfigurableResource]:
-    """Resources from the environment (ATTN_WAREHOUSE, ATTN_DATA_DIR, ATTN_CHARTS_DIR, ATTN_LOCK_TIMEOUT_SECONDS,
+    """Resources from the environment (ATTN_WAREHOUSE_BACKEND, ATTN_WAREHOUSE or ATTN_LAKE_CATALOG and
+    ATTN_LAKE_DATA_PATH, ATTN_DATA_DIR, ATTN_CHARTS_DIR, ATTN_LOCK_TIMEOUT_SECONDS,
     ATTN_DEVICE, ATTN_DTYPE)."""
     return {
-        "warehouse": WarehouseResource(database=str(settings.warehouse_path())),
+        "warehouse": warehouse_resource(WarehouseConfig.from_env()),
         "data_dir": DataDirectory(path=str(settings.data_dir())),
         "chart_folder": ChartFolder(path=str(settings.charts_dir())),
         "compute": ComputeResource(),

@@ -15,6 +15,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -201,6 +202,8 @@ def connect_lake(
         load_extensions(conn, config.extensions())
         if config.on_s3:
             _create_s3_secret(conn, S3Settings.from_env())
+        if check_data_path and not read_only:
+            _check_data_path(conn, config)  # before ATTACH, which would initialize a new catalog
         secret = {"METADATA_PATH": config.metadata_path(), "DATA_PATH": config.normalized_data_path()}
         conn.execute(
             f"CREATE OR REPLACE SECRET {_SECRET_NAME} (TYPE ducklake, METADATA_PATH ?, DATA_PATH ?)",
@@ -214,12 +217,10 @@ def connect_lake(
         except duckdb.Error as error:
             cause = mask_password(" ".join(str(error).split()))
             raise LakeConfigError(
-                f"cannot open the DuckLake catalog {mask_password(config.catalog)}: {cause}. "
-                "Check ATTN_LAKE_CATALOG (is the server up, the database created, the password right?)"
+                f"cannot open the DuckLake catalog {mask_password(config.catalog)}: {cause}. Check "
+                "ATTN_LAKE_CATALOG (server up? database created? user and password?) and ATTN_LAKE_DATA_PATH"
             ) from None
         conn.execute(f"USE {LAKE_NAME}")
-        if check_data_path and not read_only:
-            _check_data_path(conn, config)
     except BaseException:
         conn.close()
         raise
@@ -248,3 +249,24 @@ def retry_on_conflict(
                 log(f"DuckLake transaction conflict, retrying ({attempt + 1}/{attempts - 1}): {error}")
             time.sleep(0.05 * 2**attempt)
     raise AssertionError("unreachable")
+
+
+def maintain_files(conn: duckdb.DuckDBPyConnection, keep: timedelta) -> dict[str, int]:
+    """DuckLake's file maintenance, in its recommended order: expire snapshots older than `keep`
+    (time travel before that is gone), merge small adjacent Parquet files, rewrite files that
+    deletes left mostly empty, then delete files that expired snapshots no longer reference and
+    orphans (files of writers killed before committing) older than `keep`. Returns how many
+    snapshots, merges, rewrites and deleted files each step reported."""
+    steps = {
+        "expired_snapshots": ("ducklake_expire_snapshots", True),
+        "merged_files": ("ducklake_merge_adjacent_files", False),
+        "rewritten_files": ("ducklake_rewrite_data_files", False),
+        "deleted_old_files": ("ducklake_cleanup_old_files", True),
+        "deleted_orphaned_files": ("ducklake_delete_orphaned_files", True),
+    }
+    done = {}
+    for name, (function, takes_cutoff) in steps.items():
+        cutoff = [datetime.now(UTC) - keep] if takes_cutoff else []
+        query = f"SELECT count(*) FROM {function}('{LAKE_NAME}'{', older_than => ?' if takes_cutoff else ''})"
+        done[name] = conn.execute(query, cutoff).fetchone()[0]
+    return done

@@ -480,3 +480,30 @@ def partition_rows(
             rows = rows.join(current, "batch_id", how="semi")
         columns = columns or tuple(column for column in rows.columns if column != "batch_id")
     return (rows.select(*columns) if columns else rows).pl()
+
+
+def expire_replaced_batches(conn: duckdb.DuckDBPyConnection) -> dict[str, int]:
+    """Delete the rows of batches that a later write replaced, table by table (one short
+    transaction each, retried on a conflict with a concurrent writer, which DuckLake aborts
+    or is aborted by when both touch one table), and their `batches` rows. Returns the rows
+    deleted per table. The DuckDB file has none: its writes delete them."""
+    deleted = {}
+    for table in sorted(PARTITIONED_TABLES) + [BATCHES_TABLE]:
+
+        def expire(table: str = table) -> None:
+            conn.execute("BEGIN TRANSACTION")
+            try:
+                (count,) = conn.execute(
+                    f"DELETE FROM {table} AS t WHERE NOT EXISTS (SELECT 1 FROM stg_batches AS b "
+                    f"WHERE b.table_name = {'t.table_name' if table == BATCHES_TABLE else '?'} "
+                    "AND b.batch_id = t.batch_id)",
+                    [] if table == BATCHES_TABLE else [table],
+                ).fetchone()
+                conn.execute("COMMIT")
+                deleted[table] = count
+            except BaseException:
+                _roll_back(conn)
+                raise
+
+        retry_on_conflict(expire, log=_log.info)
+    return {table: count for table, count in deleted.items() if count}

@@ -1,0 +1,72 @@
+"""Which warehouse backend, from the environment: ATTN_WAREHOUSE_BACKEND chooses it.
+
+- `duckdb` (the default): one DuckDB file, ATTN_WAREHOUSE (default warehouse.duckdb). One
+  writing process at a time.
+- `ducklake`: a DuckLake with its catalog at ATTN_LAKE_CATALOG (postgresql://user:password@host/db,
+  a .sqlite file, or a DuckDB file such as lake.ducklake) and its Parquet files under
+  ATTN_LAKE_DATA_PATH (a folder or s3://bucket/prefix/; S3 endpoint and credentials from the
+  standard AWS_* variables). Many processes write different (model, corpus) partitions at once.
+
+Both give a DuckDB connection on which the same SQL of sql/ runs, and the functions of
+warehouse.py work on either.
+"""
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+
+from dagster_project import settings
+from dagster_project.storage.lake import LakeConfig, LakeConfigError, connect_lake
+
+BACKEND_SETTING = "ATTN_WAREHOUSE_BACKEND"
+CATALOG_SETTING = "ATTN_LAKE_CATALOG"
+DATA_PATH_SETTING = "ATTN_LAKE_DATA_PATH"
+BACKENDS = ("duckdb", "ducklake")
+
+
+def warehouse_backend(env: Mapping[str, str] = os.environ) -> str:
+    """The configured backend (ATTN_WAREHOUSE_BACKEND; default duckdb), checked."""
+    backend = env.get(BACKEND_SETTING, "").strip().lower() or "duckdb"
+    if backend not in BACKENDS:
+        raise LakeConfigError(f"{BACKEND_SETTING}={backend!r} is not a warehouse backend: use one of {BACKENDS}")
+    return backend
+
+
+@dataclass(frozen=True)
+class WarehouseConfig:
+    """The warehouse: `database` (the DuckDB file) for `duckdb`, `lake` for `ducklake`."""
+
+    backend: str
+    database: str
+    lake: LakeConfig | None = None
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] = os.environ) -> "WarehouseConfig":
+        backend = warehouse_backend(env)
+        database = str(settings.warehouse_path())
+        if backend == "duckdb":
+            return cls(backend, database)
+        missing = [name for name in (CATALOG_SETTING, DATA_PATH_SETTING) if not env.get(name, "").strip()]
+        if missing:
+            raise LakeConfigError(
+                f"{BACKEND_SETTING}=ducklake needs {' and '.join(missing)}: the catalog (postgresql://user:password@"
+                "host:port/db, a .sqlite file or a .ducklake DuckDB file) and the data path (a folder or "
+                "s3://bucket/prefix/)"
+            )
+        return cls(backend, database, LakeConfig(env[CATALOG_SETTING].strip(), env[DATA_PATH_SETTING].strip()))
+
+    def describe(self) -> str:
+        return f"DuckLake ({self.lake.describe()})" if self.lake else f"DuckDB file {self.database}"
+
+    def exists(self) -> bool:
+        """Whether there is a warehouse to read (a lake's catalog is checked when connecting)."""
+        return self.lake is not None or Path(self.database).exists()
+
+    def connect_read_only(self) -> duckdb.DuckDBPyConnection:
+        """A read-only connection: the DuckDB file opened read-only, or the lake attached READ_ONLY."""
+        if self.lake is not None:
+            return connect_lake(self.lake, read_only=True)
+        return duckdb.connect(self.database, read_only=True)

@@ -199,7 +199,8 @@ def pools(gpus: int | None) -> int:
     the first run: on a Postgres instance two runs meeting a new pool at once race on creating it."""
     from dagster import DagsterInstance
 
-    from dagster_project.defs.pools import pool_limits, set_pool_limits, warehouse_backend
+    from dagster_project.defs.pools import pool_limits, set_pool_limits
+    from dagster_project.storage.backend import warehouse_backend
 
     try:
         limits = pool_limits(gpus)

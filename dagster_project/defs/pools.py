@@ -16,26 +16,21 @@ a pool met for the first time gets `concurrency.pools.default_limit` from dagste
 runs doing that at once on a Postgres instance race on inserting its slots.
 """
 
-import os
 from collections.abc import Mapping
 
 import torch
 from dagster import DagsterInstance
 
+from dagster_project.storage.backend import warehouse_backend
+
 WAREHOUSE_WRITER = "warehouse_writer"
 GPU = "gpu"
-BACKEND_SETTING = "ATTN_WAREHOUSE_BACKEND"
 K8S_CONFIG_TAG = "dagster-k8s/config"  # read by dagster-k8s: dagster_k8s.job.USER_DEFINED_K8S_CONFIG_KEY
 GPU_RESOURCE = "nvidia.com/gpu"  # NVIDIA's device plugin
 
 
-def warehouse_backend() -> str:
-    """The warehouse backend setting (ATTN_WAREHOUSE_BACKEND; default duckdb)."""
-    return os.environ.get(BACKEND_SETTING, "").strip().lower() or "duckdb"
-
-
 def single_writer() -> bool:
-    """Whether the warehouse takes one writer at a time (the DuckDB file)."""
+    """Whether the warehouse takes one writer at a time: the DuckDB file (storage/backend.py)."""
     return warehouse_backend() == "duckdb"
 
 

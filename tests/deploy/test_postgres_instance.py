@@ -16,10 +16,11 @@ from dagster import DagsterEventType, DagsterInstance, DagsterRunStatus, materia
 
 from dagster_project.cli import main
 from dagster_project.defs.assets import warehouse_views
-from dagster_project.defs.pools import BACKEND_SETTING, GPU, WAREHOUSE_WRITER
+from dagster_project.defs.pools import GPU, WAREHOUSE_WRITER
 from dagster_project.defs.registration import register_model
 from dagster_project.defs.resources import ChartFolder, DataDirectory, WarehouseResource
 from dagster_project.settings import PROJECT_ROOT
+from dagster_project.storage.backend import BACKEND_SETTING
 from tests.servers import POSTGRES_PASSWORD, POSTGRES_USER, PostgresServer
 
 pytest.importorskip("dagster_postgres", reason="dagster-postgres is in the scale extra: pip install -e '.[scale]'")

@@ -1,5 +1,7 @@
 -- Clark et al. Fig. 6: heads embedded in 2-D (metric MDS of the mean JS divergence per token);
 -- Euclidean distance between two heads' (x, y) approximates their js in clark_head_distances.
+-- behaviour: the head's §3 behaviour on the same corpus (int_head_behaviours' rules), null
+-- where the corpus has no head summaries.
 CREATE OR REPLACE VIEW clark_head_mds AS
 SELECT
     h.model,
@@ -9,5 +11,7 @@ SELECT
     h.head,
     h.x,
     h.y,
-    h.stress
-FROM stg_head_mds AS h;
+    h.stress,
+    b.behaviour
+FROM stg_head_mds AS h
+LEFT JOIN int_head_behaviours AS b USING (model_id, corpus, layer, head);

@@ -50,3 +50,43 @@ def test_head_mds_view_names_the_model(conn: duckdb.DuckDBPyConnection) -> None:
         "wiki_segments",
         "wiki_segments",
     ]
+
+
+def test_head_mds_is_coloured_by_each_heads_behaviour(conn: duckdb.DuckDBPyConnection) -> None:
+    """Five heads of 4-token examples (uniform entropy ln 4 = 1.386): one per §3 behaviour."""
+    spec = ModelSpec("org--b", "org/b", "/x", "r1", "bert", 1, 5, True)
+    upsert_model(conn, spec)
+    # head: to_prev, to_next, to_cls, to_sep, entropy
+    values = {
+        1: (0.6, 0.1, 0.2, 0.1, 0.5),  # previous (0.6 > 0.5)
+        2: (0.1, 0.55, 0.3, 0.0, 0.5),  # next
+        3: (0.1, 0.1, 0.3, 0.25, 0.5),  # [CLS]/[SEP]: 0.55 together
+        4: (0.2, 0.2, 0.2, 0.2, 1.1),  # broad: 1.1 >= 0.75 * ln 4 = 1.04
+        5: (0.2, 0.2, 0.2, 0.2, 1.0),  # other: 1.0 < 1.04
+    }
+    summaries = pl.DataFrame(
+        [
+            {
+                "example_id": 0,
+                "layer": 1,
+                "head": head,
+                "n_tokens": 4,
+                "to_prev": prev,
+                "to_next": nxt,
+                "to_cls": cls,
+                "to_sep": sep,
+                "to_self": 0.0,
+                "to_punct": 0.0,
+                "sep_to_sep": 0.0,
+                "entropy": entropy,
+                "cls_entropy": entropy,
+                "pattern": "heterogeneous",
+            }
+            for head, (prev, nxt, cls, sep, entropy) in values.items()
+        ]
+    )
+    embedding = pl.DataFrame({"layer": [1] * 5, "head": list(range(1, 6)), "x": [0.0] * 5, "y": [0.0] * 5})
+    replace_partition(conn, {"head_summaries": summaries}, "org--b", "wiki_segments")
+    replace_partition(conn, {"head_mds": embedding.with_columns(stress=pl.lit(0.1))}, "org--b", "wiki_segments")
+    rows = partition_rows(conn, "clark_head_mds", "org--b").sort("head")
+    assert rows["behaviour"].to_list() == ["previous", "next", "[CLS]/[SEP]", "broad", "other"]

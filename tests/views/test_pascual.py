@@ -1,0 +1,63 @@
+"""Pascual views over the HTA example maps (Fig. 7 / Appendix C) on hand-built fixture rows."""
+
+import duckdb
+import polars as pl
+import pytest
+
+from dagster_project.compute.models import ModelSpec
+from dagster_project.storage.warehouse import partition_rows, replace_partition, upsert_model
+
+SPEC = ModelSpec("org--m", "org/m", "/x", "r1", "bert", 1, 2, True)
+
+
+def test_example_maps_in_long_form_and_one_pattern_head_per_class(conn: duckdb.DuckDBPyConnection) -> None:
+    """Example 0 ([CLS] hi [SEP]) kept for 'vertical': head 1-2 is vertical there, head 1-1 not."""
+    upsert_model(conn, SPEC)
+    cells = [(q, k) for q in range(3) for k in range(3)]
+    maps = pl.DataFrame(
+        [
+            {
+                "example_id": 0,
+                "pattern": "vertical",
+                "layer": 1,
+                "head": head,
+                "query": q,
+                "key": k,
+                "attention": float(k == 0) if head == 2 else 1 / 3,
+                "previous_layer": 0.5 if k == q else 0.25,
+                "input": 0.2 + 0.1 * k,
+                "hta_method": "exact",
+            }
+            for head in (1, 2)
+            for q, k in cells
+        ]
+    )
+    tokens = pl.DataFrame(
+        {
+            "example_id": [0, 0, 0],
+            "position": [0, 1, 2],
+            "token_id": [101, 7632, 102],
+            "token": ["[CLS]", "hi", "[SEP]"],
+            "token_class": ["cls", "other", "sep"],
+            "is_special": [True, False, True],
+            "segment": [0, 0, 0],
+        }
+    )
+    summaries = pl.DataFrame(
+        {"example_id": [0, 0], "layer": [1, 1], "head": [1, 2], "n_tokens": [3, 3]},
+    ).with_columns(pattern=pl.Series(["heterogeneous", "vertical"]))
+    replace_partition(
+        conn, {"tokens": tokens, "head_summaries": summaries, "hta_example_maps": maps}, "org--m", "xnli_en"
+    )
+    rows = partition_rows(conn, "pascual_hta_example_maps", "org--m")
+    assert rows.height == 2 * 9 * 3  # heads x cells x (attention, previous_layer, input)
+    cell = rows.filter(pl.col("head") == 2, pl.col("query") == 1, pl.col("key") == 0).sort("map")
+    assert cell.select("map", "query_token", "key_token", "pattern_head").rows() == [
+        ("attention", "hi", "[CLS]", True),
+        ("input", "hi", "[CLS]", True),
+        ("previous_layer", "hi", "[CLS]", True),
+    ]
+    assert cell["value"].to_list() == pytest.approx([1.0, 0.2, 0.25])
+    shown = partition_rows(conn, "pascual_hta_pattern_maps", "org--m")
+    assert set(zip(shown["pattern"], shown["layer"], shown["head"])) == {("vertical", 1, 2)}
+    assert shown.height == 27

@@ -111,7 +111,7 @@ def encode_task(
     encoded = tokenizer(*segments, return_token_type_ids=True, verbose=False)
     token_ids, token_types = encoded["input_ids"], encoded["token_type_ids"]
     overlong_rows = [row for row, ids in enumerate(token_ids) if len(ids) > max_len]
-    keep = range(len(token_ids))
+    keep = list(range(len(token_ids)))
     if overlong == "drop":
         keep = sorted(set(keep) - set(overlong_rows))
     elif overlong_rows:
@@ -125,11 +125,12 @@ def encode_task(
             token_ids[row], token_types[row] = ids, types
     if not keep:
         raise ValueError(f"no example of '{corpus}' fits in {max_len} pieces; raise max_len or use overlong=truncate")
+    example_ids = texts["example_id"].to_list()
     data = TaskData(
-        example_ids=[texts["example_id"][row] for row in keep],
+        example_ids=[example_ids[row] for row in keep],
         token_ids=[torch.tensor(token_ids[row]) for row in keep],
         segments=[torch.tensor(token_types[row]) for row in keep],
-        labels=torch.tensor(texts["label"].to_numpy()[list(keep)], dtype=torch.float32),
+        labels=torch.tensor(texts["label"].to_numpy()[keep], dtype=torch.float32),
     )
     return EncodedTask(data, len(overlong_rows))
 
@@ -208,7 +209,9 @@ def fine_tune(
     if len(data) == 0:
         raise ValueError("no training examples: materialize the task's train corpus (glue_<task>_train_examples) first")
     generator = torch.Generator().manual_seed(recipe.seed)
-    indices = torch.randperm(len(data), generator=generator)[: recipe.train_subset or len(data)]
+    indices = torch.randperm(len(data), generator=generator, device=generator.device)[
+        : recipe.train_subset or len(data)
+    ]
     steps_per_epoch = math.ceil(len(indices) / recipe.batch_size)
     steps = min(recipe.epochs * steps_per_epoch, recipe.max_steps or math.inf)
     warmup = int(recipe.warmup_ratio * steps)
@@ -228,7 +231,7 @@ def fine_tune(
     losses: list[float] = []
     start = time.perf_counter()
     while len(losses) < steps:
-        order = indices[torch.randperm(len(indices), generator=generator)].tolist()
+        order = indices[torch.randperm(len(indices), generator=generator, device=generator.device)].tolist()
         for batch_start in range(0, len(order), recipe.batch_size):
             batch = order[batch_start : batch_start + recipe.batch_size]
             labels = data.labels[batch] if regression else data.labels[batch].long()

@@ -16,6 +16,7 @@ from dagster_project.storage.warehouse import partition_rows
 
 # Corpora with gold coreference mentions: Table 2 is drawn for each one with rows.
 COREFERENCE_CORPORA = tuple(name for name, spec in CORPORA.items() if "coref_mentions" in spec.annotations)
+XNLI_CORPORA = ("xnli_en", "xnli_de", "xnli_ar")  # Pascual Fig. 4: English, German and Arabic side by side
 PAPER_AUTHORS = {"clark": "Clark et al.", "kovaleva": "Kovaleva et al.", "pascual": "Pascual et al."}
 ANALYSES = ("attention", "hta", "clark", "finetuning")
 
@@ -36,6 +37,7 @@ class ChartSpec:
     # also draw the rows of the models fine-tuned from this one (the view's base_model_id), so
     # each task shows the pre-trained and the fine-tuned model side by side
     side_by_side: bool = False
+    all_models: bool = False  # also draw every other model's rows (the model's own first), to compare models
 
     @property
     def label(self) -> str:
@@ -44,13 +46,16 @@ class ChartSpec:
 
     def rows(self, conn: duckdb.DuckDBPyConnection, model_id: str) -> tuple[str, pl.DataFrame] | None:
         """The view rows drawn for a model (and, `side_by_side`, for the models fine-tuned from
-        it; the model's own rows first): those of the first of `corpora` with rows (of all of
-        them with `all_corpora`, in the order of `corpora`), or None."""
-        if self.side_by_side:
+        it, or, `all_models`, for every model; the model's own rows first): those of the first of
+        `corpora` with rows (of all of them with `all_corpora`, in the order of `corpora`), or None."""
+        if self.side_by_side or self.all_models:
             own = duckdb.ColumnExpression("model_id") == duckdb.ConstantExpression(model_id)
             tuned = duckdb.ColumnExpression("base_model_id") == duckdb.ConstantExpression(model_id)
-            rows = conn.table(self.view).filter(own | tuned).pl()
-            rows = rows.sort(pl.col("model_id") != model_id, maintain_order=True)
+            rows = conn.table(self.view) if self.all_models else conn.table(self.view).filter(own | tuned)
+            rows = rows.pl().sort(pl.col("model_id") != model_id, maintain_order=True)
+            if self.all_models:  # drawn only where the model itself has rows on a corpus
+                own_corpora = set(rows.filter(pl.col("model_id") == model_id)["corpus"])
+                rows = rows.filter(pl.col("corpus").is_in(own_corpora))
         else:
             rows = partition_rows(conn, self.view, model_id)
         if self.all_corpora:
@@ -131,8 +136,19 @@ CHARTS = (
         "pascual",
         "Fig. 4/5",
         "pascual_center_of_mass",
-        ("xnli_en", "demo"),
+        (*XNLI_CORPORA, "demo"),
         draw.pascual_center_of_mass_chart,
+        all_corpora=True,
+    ),
+    ChartSpec(
+        "pascual_fig4_center_of_mass_models",
+        "pascual",
+        "Fig. 4",
+        "pascual_center_of_mass",
+        (*XNLI_CORPORA, "demo"),
+        draw.pascual_center_of_mass_models_chart,
+        all_corpora=True,
+        all_models=True,
     ),
     ChartSpec(
         "pascual_fig1_local_correlation",
@@ -152,6 +168,18 @@ CHARTS = (
         ("xnli_en", "demo"),
         draw.pascual_histograms_chart,
         analysis="hta",
+    ),
+    ChartSpec(
+        "pascual_fig7_hta_pattern_maps",
+        "pascual",
+        "Fig. 7",
+        "pascual_hta_pattern_maps",
+        ("xnli_en", "demo"),
+        draw.pascual_hta_pattern_maps_chart,
+        analysis="hta",
+        when_empty=(
+            "materialize <corpus>_hta and <corpus>_attention_facts (their head summaries pick each class's head) first"
+        ),
     ),
     ChartSpec(
         "pascual_fig6_global_correlation",

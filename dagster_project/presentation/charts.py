@@ -82,8 +82,9 @@ def pascual_histograms_chart(rows: pl.DataFrame, title: str) -> alt.FacetChart:
     )
 
 
-def pascual_center_of_mass_chart(rows: pl.DataFrame, title: str) -> alt.Chart:
-    """Pascual Fig. 4: mean center of mass of the histograms per layer."""
+def pascual_center_of_mass_chart(rows: pl.DataFrame, title: str) -> alt.FacetChart:
+    """Pascual Fig. 4/5: mean center of mass of the histograms per layer, one panel per corpus
+    (English, German and Arabic XNLI side by side, Fig. 4), attention and contribution (Fig. 5)."""
     return (
         alt.Chart(rows)
         .mark_line(point=True)
@@ -92,29 +93,92 @@ def pascual_center_of_mass_chart(rows: pl.DataFrame, title: str) -> alt.Chart:
             y=alt.Y("center_of_mass:Q", title="mean center of mass (tokens)"),
             color=alt.Color("scope:N"),
             strokeDash=alt.StrokeDash("kind:N"),
-            tooltip=["layer", "scope", "kind", alt.Tooltip("center_of_mass:Q", format=".2f")],
+            tooltip=["corpus", "layer", "scope", "kind", alt.Tooltip("center_of_mass:Q", format=".2f")],
         )
-        .properties(width=420, height=260, title=f"{title}: center of mass per layer")
+        .properties(width=300, height=240)
+        .facet(column=alt.Column("corpus:N", title=None, sort=_in_order(rows, "corpus")))
+        .properties(title=f"{title}: center of mass per layer")
     )
 
 
-def pascual_correlation_chart(rows: pl.DataFrame, title: str) -> alt.LayerChart:
-    """Pascual Fig. 1/6: each head's Pearson correlation of attention with a contribution,
-    per layer, with the per-layer median."""
-    medians = rows.group_by("layer").agg(pl.col("pearson").median().alias("median"))
-    heads = (
+def pascual_center_of_mass_models_chart(rows: pl.DataFrame, title: str) -> alt.FacetChart:
+    """Pascual Fig. 4 across models: the attention center of mass per layer of every model with
+    rows, one panel per corpus (the paper compares English, German and Arabic BERTs)."""
+    rows = rows.filter(pl.col("kind") == "attention")
+    return (
         alt.Chart(rows)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("layer:O"),
+            y=alt.Y("center_of_mass:Q", title="mean attention center of mass (tokens)"),
+            color=alt.Color("model:N", sort=_in_order(rows, "model")),
+            strokeDash=alt.StrokeDash("scope:N"),
+            tooltip=["model", "corpus", "layer", "scope", alt.Tooltip("center_of_mass:Q", format=".2f")],
+        )
+        .properties(width=300, height=240)
+        .facet(column=alt.Column("corpus:N", title=None, sort=_in_order(rows, "corpus")))
+        .properties(title=f"{title}: attention center of mass per layer, across models")
+    )
+
+
+def pascual_correlation_chart(rows: pl.DataFrame, title: str) -> alt.FacetChart:
+    """Pascual Fig. 1/6: each head's mean Pearson (top) and Spearman (bottom) correlation of
+    attention with a contribution, per layer, with the per-layer median (red line)."""
+    long = rows.unpivot(
+        index=["layer", "head"], on=["pearson", "spearman"], variable_name="coefficient", value_name="correlation"
+    ).with_columns(pl.col("coefficient").replace_strict({"pearson": "Pearson", "spearman": "Spearman"}))
+    heads = (
+        alt.Chart()
         .mark_circle(size=40, opacity=0.7)
         .encode(
             x=alt.X("layer:O"),
             y=alt.Y(
-                "pearson:Q", title="mean Pearson (attention row vs contribution row)", scale=alt.Scale(domain=[-0.2, 1])
+                "correlation:Q",
+                title="mean correlation (attention row vs contribution row)",
+                scale=alt.Scale(domain=[-0.2, 1]),
             ),
-            tooltip=["layer", "head", alt.Tooltip("pearson:Q", format=".3f"), alt.Tooltip("spearman:Q", format=".3f")],
+            tooltip=["layer", "head", "coefficient", alt.Tooltip("correlation:Q", format=".3f")],
         )
     )
-    median = alt.Chart(medians).mark_line(color="#e45756").encode(x="layer:O", y="median:Q")
-    return alt.layer(heads, median).properties(width=420, height=260, title=title)
+    median = alt.Chart().mark_line(color="#e45756").encode(x="layer:O", y="median(correlation):Q")
+    return (
+        alt.layer(heads, median, data=long)
+        .properties(width=420, height=200)
+        .facet(row=alt.Row("coefficient:N", title=None, sort=["Pearson", "Spearman"]))
+        .properties(title=title)
+    )
+
+
+_HTA_MAPS = {"attention": "attention", "previous_layer": "previous-layer contribution", "input": "input contribution"}
+
+
+def pascual_hta_pattern_maps_chart(rows: pl.DataFrame, title: str) -> alt.FacetChart:
+    """Pascual Fig. 7: for one head of each Kovaleva pattern class, its attention map above its
+    previous-layer and input contribution maps (Appendix C has every head: pascual_hta_example_maps)."""
+    rows = rows.with_columns(
+        shown=pl.col("map").replace_strict(_HTA_MAPS),
+        panel=pl.format("{} ({}-{}, ex. {})", "pattern", "layer", "head", "example_id"),
+        pattern_order=pl.col("pattern").replace_strict(
+            {pattern: index for index, pattern in enumerate(_PATTERN_ORDER)}, default=len(_PATTERN_ORDER)
+        ),
+    ).sort("pattern_order", maintain_order=True)
+    return (
+        alt.Chart(rows)
+        .mark_rect()
+        .encode(
+            x=alt.X("key:O", title="key", axis=None),
+            y=alt.Y("query:O", title="query", axis=None),
+            color=alt.Color("value:Q", title="weight", scale=alt.Scale(scheme="blues", domain=[0, 1])),
+            tooltip=["panel", "shown", "query_token", "key_token", alt.Tooltip("value:Q", format=".3f")],
+        )
+        .properties(width=110, height=110)
+        .facet(
+            row=alt.Row("shown:N", title=None, sort=list(_HTA_MAPS.values())),
+            column=alt.Column("panel:N", title=None, sort=_in_order(rows, "panel")),
+        )
+        .resolve_scale(x="independent", y="independent")
+        .properties(title=f"{title}: attention vs Hidden Token Attribution per pattern class")
+    )
 
 
 _TARGET_TYPES = {"sep": "[SEP]", "punct": ". or ,", "other": "other"}
@@ -239,22 +303,38 @@ def clark_dependency_chart(rows: pl.DataFrame, title: str) -> alt.LayerChart:
     )
 
 
-def clark_head_mds_chart(rows: pl.DataFrame, title: str) -> alt.Chart:
-    """Clark Fig. 6: heads embedded in 2-D by MDS of their Jensen-Shannon divergences, colored by layer."""
-    rows = rows.with_columns(layer_head=pl.format("{}-{}", "layer", "head"))
-    return (
+_BEHAVIOURS = ["previous", "next", "[CLS]/[SEP]", "broad", "other"]  # int_head_behaviours' rules
+
+
+def clark_head_mds_chart(rows: pl.DataFrame, title: str) -> alt.HConcatChart:
+    """Clark Fig. 6: heads embedded in 2-D by MDS of their Jensen-Shannon divergences, coloured
+    by their §3 behaviour (attends to [CLS]/[SEP], the previous or next token, broadly) and,
+    beside, by layer."""
+    rows = rows.with_columns(
+        layer_head=pl.format("{}-{}", "layer", "head"), behaviour=pl.col("behaviour").fill_null("unknown")
+    )
+    base = (
         alt.Chart(rows)
         .mark_circle(size=60, opacity=0.8)
         .encode(
             x=alt.X("x:Q", title=None, axis=alt.Axis(labels=False, ticks=False)),
             y=alt.Y("y:Q", title=None, axis=alt.Axis(labels=False, ticks=False)),
-            color=alt.Color("layer:O", scale=alt.Scale(scheme="viridis")),
             tooltip=[
                 alt.Tooltip("layer_head:N", title="layer-head"),
+                "behaviour",
                 alt.Tooltip("stress:Q", title="Stress-1", format=".3f"),
             ],
         )
-        .properties(width=420, height=420, title=f"{title}: heads embedded by Jensen-Shannon distance (MDS)")
+        .properties(width=360, height=360)
+    )
+    by_behaviour = base.encode(
+        color=alt.Color("behaviour:N", sort=[*_BEHAVIOURS, "unknown"], scale=alt.Scale(scheme="category10"))
+    ).properties(title="by behaviour")
+    by_layer = base.encode(color=alt.Color("layer:O", scale=alt.Scale(scheme="viridis"))).properties(title="by layer")
+    return (
+        alt.hconcat(by_behaviour, by_layer)
+        .resolve_scale(color="independent")
+        .properties(title=f"{title}: heads embedded by Jensen-Shannon distance (MDS)")
     )
 
 

@@ -204,3 +204,23 @@ def test_fine_tuned_rows_are_drawn_beside_the_pre_trained_ones_per_task(conn):
     # the fine-tuned model's own charts show its own rows
     _, own = charts["kovaleva_fig2_pattern_shares"].rows(conn, TUNED.model_id)
     assert set(own["model_id"]) == {TUNED.model_id} and set(own["role"]) == {"fine-tuned"}
+
+
+def test_kovaleva_chart_labels_are_the_papers_figures():
+    """Fig. 1 example maps, Fig. 2 shares, Fig. 3 FrameNet, Fig. 5 cosine, Fig. 6 [SEP]/[CLS]
+    per task, Fig. 7 final-layer [CLS] row, Figs. 8/9 ablations (before: the example maps were
+    "Fig. 2 (maps)" and Fig. 6 drew every feature)."""
+    from dagster_project.presentation.chart_registry import CHARTS
+
+    figures = {spec.name: spec.figure for spec in CHARTS if spec.paper == "kovaleva"}
+    assert figures == {
+        "kovaleva_fig1_pattern_examples": "Fig. 1",
+        "kovaleva_fig2_pattern_shares": "Fig. 2",
+        "kovaleva_fig3_framenet_heads": "Fig. 3",
+        "kovaleva_fig5_finetune_similarity": "Fig. 5",
+        "kovaleva_fig6_special_tokens": "Fig. 6",
+        "kovaleva_sec44_feature_attention": "§4.4-4.5",
+        "kovaleva_fig7_cls_attention": "Fig. 7",
+        "kovaleva_fig8_head_ablation": "Fig. 8",
+        "kovaleva_fig9_layer_ablation": "Fig. 9",
+    }

@@ -25,7 +25,7 @@ from transformers import (
     PreTrainedModel,
 )
 
-from dagster_project.compute.batching import Batch, frame, length_batches
+from dagster_project.compute.batching import BUILT_ON, Batch, frame, length_batches
 from dagster_project.compute.devices import CPU, ComputeDevice
 from dagster_project.compute.metrics import TokenMasks
 from dagster_project.compute.models import inspect_model
@@ -226,11 +226,12 @@ def _batches_with_targets(
     if loss_model.loss_name == MASKED_LM:
         tokens = mask_tokens(tokens, loss_model.mask_token_id, loss_model.model.config.vocab_size, seed)
         per_token = tokens.sort("example_id", "position").group_by("example_id", maintain_order=True).agg("label")
-        targets = {eid: torch.tensor(values) for eid, values in per_token.iter_rows()}
+        targets = {eid: torch.tensor(values, device=BUILT_ON) for eid, values in per_token.iter_rows()}
     else:
         dtype = torch.int64 if loss_model.loss_name == CLASSIFICATION else torch.float32
         targets = {
-            eid: torch.tensor(value, dtype=dtype) for eid, value in labels.select("example_id", "label").iter_rows()
+            eid: torch.tensor(value, dtype=dtype, device=BUILT_ON)
+            for eid, value in labels.select("example_id", "label").iter_rows()
         }
         tokens = tokens.filter(pl.col("example_id").is_in(labels["example_id"].implode()))
     for batch in length_batches(tokens, loss_model.pad_token_id, batch_tokens, loss_model.takes_token_types):

@@ -157,10 +157,12 @@ def context_function(model: PreTrainedModel):
 def orthogonal_probes(n_tokens: int, width: int, k: int, generator: torch.Generator) -> torch.Tensor:
     """k probes per token, (n*k, n, D): a random orthonormal k-frame scaled by sqrt(D/k), so
     that E[sum of its v v^T] = I, with less variance than k Gaussian probes."""
-    gaussian = torch.randn(n_tokens, width, k, generator=generator)
+    device = generator.device
+    gaussian = torch.randn(n_tokens, width, k, generator=generator, device=device)
     basis, _ = torch.linalg.qr(gaussian)  # (n, D, k), orthonormal columns
-    probes = torch.zeros(n_tokens, k, n_tokens, width)
-    probes[torch.arange(n_tokens), :, torch.arange(n_tokens)] = basis.transpose(-1, -2) * math.sqrt(width / k)
+    probes = torch.zeros(n_tokens, k, n_tokens, width, device=device)
+    tokens = torch.arange(n_tokens, device=device)
+    probes[tokens, :, tokens] = basis.transpose(-1, -2) * math.sqrt(width / k)
     return probes.reshape(n_tokens * k, n_tokens, width)
 
 

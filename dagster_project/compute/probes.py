@@ -30,7 +30,7 @@ import polars as pl
 import torch
 from transformers import AutoModel, PreTrainedModel
 
-from dagster_project.compute.batching import length_batches
+from dagster_project.compute.batching import BUILT_ON, length_batches
 from dagster_project.compute.devices import float32_maps
 from dagster_project.compute.metrics import word_level_maps, word_piece_matrix
 
@@ -105,10 +105,12 @@ class HeadProbe(torch.nn.Module):
 
 
 def probe_for(batch: ProbeBatch, use_words: bool, both_directions: bool) -> HeadProbe:
-    """A zero-initialised probe sized for the features of `batch`, on their device."""
-    return HeadProbe(
-        batch.pair.shape[1], batch.root.shape[1], batch.vectors.shape[-1] if use_words else None, both_directions
-    ).to(batch.pair.device)
+    """A zero-initialised probe sized for the features of `batch`, built on the CPU and moved to their device."""
+    with torch.device("cpu"):
+        probe = HeadProbe(
+            batch.pair.shape[1], batch.root.shape[1], batch.vectors.shape[-1] if use_words else None, both_directions
+        )
+    return probe.to(batch.pair.device)
 
 
 def distance_features(width: int, device: torch.device | None = None) -> torch.Tensor:
@@ -153,8 +155,11 @@ class DistanceProbe(torch.nn.Module):
 
 
 def distance_probe_for(batch: ProbeBatch, hidden: int, seed: int) -> DistanceProbe:
-    """A seeded distance baseline sized for the word vectors of `batch`, on their device."""
-    return DistanceProbe(batch.vectors.shape[-1], hidden, seed).to(batch.vectors.device)
+    """A seeded distance baseline sized for the word vectors of `batch`, initialised on the CPU (the same
+    weights on every device) and moved to their device."""
+    with torch.device("cpu"):
+        probe = DistanceProbe(batch.vectors.shape[-1], hidden, seed)
+    return probe.to(batch.vectors.device)
 
 
 def train_probe(
@@ -175,7 +180,7 @@ def train_probe(
     epoch_loss = float("nan")
     for epoch in range(epochs):
         total, count = 0.0, 0
-        for index in torch.randperm(len(batches), generator=order).tolist():
+        for index in torch.randperm(len(batches), generator=order, device=order.device).tolist():
             batch = batches[index]
             loss = torch.nn.functional.cross_entropy(
                 probe(batch).flatten(0, 1), batch.gold.flatten(), ignore_index=IGNORE
@@ -257,9 +262,10 @@ class WordVectorTable:
     def lookup(self, words: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor]:
         """(len(words), D) vectors: the word's, else its lowercase form's (GloVe is lowercased),
         else zeros; and (len(words),) bool: found."""
-        rows = torch.tensor([self.index.get(word, self.index.get(word.lower(), -1)) for word in words])
+        device = self.matrix.device
+        rows = torch.tensor([self.index.get(word, self.index.get(word.lower(), -1)) for word in words], device=device)
         found = rows >= 0
-        vectors = torch.zeros(len(words), self.matrix.shape[1])
+        vectors = torch.zeros(len(words), self.matrix.shape[1], device=device)
         vectors[found] = self.matrix[rows[found]]
         return vectors, found
 
@@ -329,7 +335,7 @@ def attention_features(
 
 def _padded(rows: list[list], fill: float, dtype: torch.dtype) -> torch.Tensor:
     return torch.nn.utils.rnn.pad_sequence(
-        [torch.tensor(row, dtype=dtype) for row in rows], batch_first=True, padding_value=fill
+        [torch.tensor(row, dtype=dtype, device=BUILT_ON) for row in rows], batch_first=True, padding_value=fill
     )
 
 
@@ -417,7 +423,7 @@ def random_init_encoder(model: PreTrainedModel, seed: int) -> PreTrainedModel:
         raise ValueError(
             f"{type(model).__name__} has no `embeddings` module: cannot build the random-init variant that keeps them."
         )
-    with torch.random.fork_rng(devices=[]):
+    with torch.random.fork_rng(devices=[]), torch.device("cpu"):
         torch.manual_seed(seed)
         fresh = AutoModel.from_config(copy.deepcopy(model.config), attn_implementation="eager")
     fresh.load_state_dict(pretrained, strict=False)

@@ -1,0 +1,239 @@
+"""Every pass on each device this machine has, against the same pass on the CPU.
+
+`cuda` (and `mps`) run where torch finds the device and skip, saying why, elsewhere. `cpu` runs
+everywhere, under a `meta` default device: a tensor a pass creates without naming a device then
+lands on `meta` and the pass fails mixing it with the CPU batch, as it would mix a CPU tensor with
+CUDA ones on a GPU. So the CPU case checks that every tensor follows its inputs' device.
+"""
+
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
+from pathlib import Path
+
+import polars as pl
+import pytest
+import torch
+
+from dagster_project.compute.ablation import ablation_settings, settings_logits, use_ablation_attention
+from dagster_project.compute.attention_pass import extract_attention_facts, pass_inputs
+from dagster_project.compute.devices import CPU, ComputeDevice, resolve
+from dagster_project.compute.fact_kinds import FACT_KINDS
+from dagster_project.compute.finetune_similarity import extract_finetune_cosines
+from dagster_project.compute.finetuning import (
+    Recipe,
+    TaskData,
+    build_classifier,
+    fine_tune,
+    length_sorted_batches,
+    load_classifier,
+    pad_inputs,
+    predict_logits,
+)
+from dagster_project.compute.gradients import extract_grad_importance, load_loss_model
+from dagster_project.compute.head_clustering import distance_matrix, embed_heads
+from dagster_project.compute.hta import HtaMethod
+from dagster_project.compute.hta_facts import extract_hta_facts
+from dagster_project.compute.models import LoadedEncoder, load_encoder
+from dagster_project.compute.probes import (
+    attachment_counts,
+    predict_heads,
+    probe_batches,
+    probe_for,
+    random_init_encoder,
+    train_probe,
+)
+from dagster_project.corpora import encode_corpus, read_demo_pairs
+from tests.tiny_models import TINY_HEADS, TINY_LAYERS
+
+NO_CUDA = "torch.cuda.is_available() is False: no CUDA device (or no CUDA build of torch) on this machine"
+NO_MPS = "torch.backends.mps.is_available() is False: no Apple MPS device on this machine"
+DEVICES = [
+    pytest.param("cpu", id="cpu"),
+    pytest.param("cuda", id="cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason=NO_CUDA)),
+    pytest.param("mps", id="mps", marks=pytest.mark.skipif(not torch.backends.mps.is_available(), reason=NO_MPS)),
+]
+# Device kernels (TF32 off: torch's default for float32 matmuls) differ from the CPU's in the last bits.
+TOLERANCE = 1e-4
+
+
+@pytest.fixture(params=DEVICES)
+def compute(request: pytest.FixtureRequest) -> ComputeDevice:
+    return resolve(request.param, "float32")
+
+
+@contextmanager
+def running_on(compute: ComputeDevice) -> Iterator[None]:
+    """The context a pass runs in: on the CPU, tensors created without a device go to `meta`."""
+    with torch.device("meta") if compute.device.type == "cpu" else nullcontext():
+        yield
+
+
+def assert_same_rows(reference: pl.DataFrame, placed: pl.DataFrame, keys: list[str]) -> None:
+    """Same rows; float columns within TOLERANCE (NaN where the reference has NaN)."""
+    assert reference.height == placed.height > 0
+    reference, placed = reference.sort(keys), placed.sort(keys)
+    for column in reference.columns:
+        expected, got = reference[column], placed[column]
+        if expected.dtype.is_float():
+            assert expected.is_nan().equals(got.is_nan()), column
+            assert float((expected - got).abs().fill_nan(0).max()) <= TOLERANCE, column
+        else:
+            assert expected.equals(got), column
+
+
+@pytest.fixture(scope="module")
+def words(encoder: LoadedEncoder) -> pl.DataFrame:
+    return encode_corpus(read_demo_pairs(), encoder.tokenizer, 128, 12, 0).words
+
+
+FACT_TABLES = {
+    "head_summaries": ["example_id", "layer", "head"],
+    "position_histograms": ["example_id", "scope", "layer", "head", "offset"],
+    "relation_hits": ["example_id", "word_index", "layer", "head"],
+    "head_distances": ["layer_a", "head_a", "layer_b", "head_b"],
+    "received_attention": ["example_id", "position", "layer", "head"],
+    "frame_link_attention": ["example_id", "target_start", "element_start", "layer", "head"],
+    "pattern_example_maps": ["pattern", "example_id", "layer", "head", "query", "key"],
+}
+
+
+def _facts(encoder: LoadedEncoder, tokens: pl.DataFrame, words: pl.DataFrame) -> dict[str, pl.DataFrame]:
+    first = int(tokens["example_id"].min())
+    links = pl.DataFrame(
+        {"example_id": [first], "target_start": [0], "target_end": [1], "element_start": [2], "element_end": [4]}
+    )
+    inputs = pass_inputs(encoder, tokens, words, frame_links=links, word_mode="max")
+    kinds = [FACT_KINDS[table] for table in FACT_TABLES]
+    return extract_attention_facts(encoder, tokens, kinds, inputs, batch_tokens=256).tables
+
+
+def test_attention_facts(compute, tiny_model_dir: Path, encoder, demo_tokens, words):
+    reference = _facts(encoder, demo_tokens, words)
+    placed = load_encoder(str(tiny_model_dir), compute)
+    assert next(placed.model.parameters()).device.type == compute.device.type
+    with running_on(compute):
+        tables = _facts(placed, demo_tokens, words)
+    for table, keys in FACT_TABLES.items():
+        assert_same_rows(reference[table], tables[table], keys)
+
+
+def test_head_clustering(compute, tiny_model_dir: Path, encoder, demo_tokens, words):
+    """Clark Fig. 6: the pass's Jensen-Shannon sums (on the device), then MDS (sklearn, CPU)."""
+    kinds = [FACT_KINDS["head_distances"]]
+    reference = extract_attention_facts(encoder, demo_tokens, kinds).tables["head_distances"]
+    placed = load_encoder(str(tiny_model_dir), compute)
+    with running_on(compute):
+        rows = extract_attention_facts(placed, demo_tokens, kinds).tables["head_distances"]
+    assert rows.height == TINY_LAYERS * TINY_HEADS * (TINY_LAYERS * TINY_HEADS - 1) // 2
+    expected, got = embed_heads(distance_matrix(reference).js_mean), embed_heads(distance_matrix(rows).js_mean)
+    assert abs(expected.stress - got.stress) <= TOLERANCE
+    assert torch.allclose(torch.from_numpy(expected.xy), torch.from_numpy(got.xy), atol=1e-3)
+
+
+def test_hta(compute, tiny_model_dir: Path, encoder, demo_tokens):
+    tokens = demo_tokens.filter(pl.col("example_id").is_in(demo_tokens["example_id"].unique().sort()[:2].implode()))
+    method = HtaMethod.parse("estimate(2)")
+    reference = extract_hta_facts(encoder, tokens, method)
+    placed = load_encoder(str(tiny_model_dir), compute)
+    with running_on(compute):
+        facts = extract_hta_facts(placed, tokens, method)
+    assert_same_rows(reference.correlations, facts.correlations, ["example_id", "layer", "head", "kind"])
+    assert_same_rows(reference.histograms, facts.histograms, ["example_id", "kind", "scope", "layer", "head", "offset"])
+
+
+def test_gradient_importance(compute, tiny_mlm_dir: Path, demo_tokens):
+    reference = extract_grad_importance(load_loss_model(str(tiny_mlm_dir)), demo_tokens, seed=0).rows
+    loss_model = load_loss_model(str(tiny_mlm_dir), compute.device)
+    assert loss_model.model.device.type == compute.device.type
+    with running_on(compute):
+        rows = extract_grad_importance(loss_model, demo_tokens, seed=0).rows
+    assert_same_rows(reference, rows, ["example_id", "layer", "head", "target_type"])
+
+
+def _dependencies(words: pl.DataFrame) -> pl.DataFrame:
+    """Made-up gold trees: every word's head is the word before it, the first word is the root."""
+    return words.select(
+        "example_id",
+        "word_index",
+        ud_id=pl.col("word_index") + 1,
+        head_word_index=pl.when(pl.col("word_index") > 0).then(pl.col("word_index") - 1),
+        upos=pl.lit("NOUN"),
+    )
+
+
+def _probe(model: torch.nn.Module, tokens: pl.DataFrame, words: pl.DataFrame) -> tuple[float, int]:
+    """Train the attention-and-words probe for 2 epochs and score it on its training batches."""
+    batches = probe_batches(model, tokens, words, _dependencies(words), 0, True, "mean", 256)
+    probe = probe_for(batches[0], use_words=True, both_directions=True)
+    loss = train_probe(probe, batches, epochs=2, learning_rate=0.05, seed=0)
+    return loss, attachment_counts([predict_heads(probe, batch) for batch in batches], batches)[0]
+
+
+def test_probes(compute, tiny_model_dir: Path, encoder, demo_tokens, words):
+    reference = _probe(encoder.model, demo_tokens, words)
+    placed = load_encoder(str(tiny_model_dir), compute).model
+    with running_on(compute):
+        loss, correct = _probe(placed, demo_tokens, words)
+        random_init = random_init_encoder(placed, seed=0)
+    assert loss == pytest.approx(reference[0], abs=TOLERANCE) and correct == reference[1]
+    assert random_init.device.type == compute.device.type
+
+
+@pytest.fixture(scope="module")
+def task(demo_tokens) -> TaskData:
+    per_example = (
+        demo_tokens.sort("example_id", "position")
+        .group_by("example_id", maintain_order=True)
+        .agg("token_id", "segment")
+    )
+    return TaskData(
+        per_example["example_id"].to_list(),
+        [torch.tensor(ids) for ids in per_example["token_id"].to_list()],
+        [torch.tensor(ids) for ids in per_example["segment"].to_list()],
+        torch.tensor([float(example_id % 2) for example_id in per_example["example_id"].to_list()]),
+    )
+
+
+def _classifier(path: Path, device: torch.device) -> torch.nn.Module:
+    model = build_classifier(str(path), "mrpc", "pretrained", seed=0, device=device)
+    for module in model.modules():  # dropout draws differ between devices' generators
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.0
+    return model
+
+
+def _fine_tuned(model: torch.nn.Module, task: TaskData) -> tuple[list[float], torch.Tensor]:
+    log = fine_tune(model, task, Recipe(batch_size=4, max_steps=3), 0, True)
+    return log.losses, predict_logits(model, task, 0, True, batch_size=4)
+
+
+def test_fine_tuning(compute, tiny_model_dir: Path, task):
+    losses, logits = _fine_tuned(_classifier(tiny_model_dir, CPU.device), task)
+    model = _classifier(tiny_model_dir, compute.device)
+    assert model.device.type == compute.device.type
+    with running_on(compute):
+        placed_losses, placed_logits = _fine_tuned(model, task)
+    assert placed_logits.device.type == "cpu"
+    assert placed_losses == pytest.approx(losses, abs=TOLERANCE)
+    assert torch.allclose(placed_logits, logits, atol=TOLERANCE)
+
+
+def test_ablation(compute, tiny_classifier_dir: Path, task):
+    disabled = ablation_settings(TINY_LAYERS, TINY_HEADS).disabled
+    inputs = [pad_inputs(task, batch, 0, True) for batch in length_sorted_batches(task, 4)]
+    reference = settings_logits(
+        use_ablation_attention(load_classifier(str(tiny_classifier_dir))), inputs, disabled, 512
+    )
+    model = use_ablation_attention(load_classifier(str(tiny_classifier_dir), compute))
+    with running_on(compute):
+        logits = settings_logits(model, inputs, disabled, 512)
+    assert logits.shape == (1 + TINY_LAYERS * TINY_HEADS + TINY_LAYERS, len(task), 3)
+    assert torch.allclose(logits, reference, atol=TOLERANCE)
+
+
+def test_finetune_similarity(compute, tiny_model_dir: Path, tiny_mlm_dir: Path, encoder, demo_tokens):
+    reference, _ = extract_finetune_cosines(encoder, load_encoder(str(tiny_mlm_dir)), demo_tokens)
+    base, tuned = load_encoder(str(tiny_model_dir), compute), load_encoder(str(tiny_mlm_dir), compute)
+    with running_on(compute):
+        cosines, _ = extract_finetune_cosines(base, tuned, demo_tokens)
+    assert_same_rows(reference, cosines, ["example_id", "layer", "head"])

@@ -13,6 +13,7 @@ from dagster_project.corpora.coreference import mention_type_source
 from dagster_project.defs.assets.corpora import corpus_assets_by_name
 from dagster_project.defs.assets.writing import check_specs, write_partition
 from dagster_project.defs.partitions import model_partitions
+from dagster_project.defs.pools import WRITER_POOL
 from dagster_project.defs.tags import corpus_tags
 from dagster_project.storage.warehouse import partition_rows
 
@@ -33,7 +34,7 @@ def build_coreference_baselines(corpus: str) -> AssetsDefinition:
         deps=[corpus_assets_by_name[corpus]],
         group_name="clark",
         tags=corpus_tags(corpus, "clark"),
-        pool="warehouse_writer",
+        pool=WRITER_POOL,
         check_specs=check_specs(
             name,
             {

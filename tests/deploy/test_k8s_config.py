@@ -15,17 +15,10 @@ import pytest
 import yaml
 from dagster import AssetsDefinition, DagsterInstance, DagsterInvalidConfigError
 
-from dagster_project.defs.assets import (
-    all_assets,
-    dependency_probes,
-    fact_assets_by_corpus,
-    grad_importance,
-    hta_assets_by_corpus,
-    similarity_assets_by_task,
-)
-from dagster_project.defs.assets.finetuning import finetuning_assets
+from dagster_project.defs.assets import all_assets
 from dagster_project.defs.pools import GPU_RESOURCE, K8S_CONFIG_TAG
 from dagster_project.settings import PROJECT_ROOT
+from tests.deploy.passes import GPU_PASSES
 
 dagster_k8s = pytest.importorskip("dagster_k8s", reason="dagster-k8s is in the scale extra: pip install -e '.[scale]'")
 from dagster_k8s.job import (  # noqa: E402
@@ -36,15 +29,6 @@ from dagster_k8s.job import (  # noqa: E402
 
 DEPLOY = PROJECT_ROOT / "deploy"
 VALUES = yaml.safe_load((DEPLOY / "values.yaml").read_text())
-# The passes that run a model: each asks for a GPU (defs/pools.py: GPU_PASS_OP_TAGS).
-GPU_PASSES = [
-    *fact_assets_by_corpus.values(),
-    *hta_assets_by_corpus.values(),
-    grad_importance,
-    dependency_probes,
-    *finetuning_assets,
-    *similarity_assets_by_task.values(),
-]
 
 # How the chart's dagsterYaml.runLauncher.k8s template (helm/dagster/templates/helpers/instance/
 # _run-launcher.tpl) names each key of runLauncher.config.k8sRunLauncher in the instance's

@@ -1,0 +1,20 @@
+"""The passes that run a model, listed independently of defs/pools.py: each asks for a GPU and,
+off the duckdb backend, is in the gpu pool."""
+
+from dagster_project.defs.assets import (
+    dependency_probes,
+    fact_assets_by_corpus,
+    grad_importance,
+    hta_assets_by_corpus,
+    similarity_assets_by_task,
+)
+from dagster_project.defs.assets.finetuning import finetuning_assets
+
+GPU_PASSES = [
+    *fact_assets_by_corpus.values(),
+    *hta_assets_by_corpus.values(),
+    grad_importance,
+    dependency_probes,
+    *finetuning_assets,
+    *similarity_assets_by_task.values(),
+]

@@ -292,3 +292,28 @@ def cosines_in_range(cosines: pl.DataFrame) -> CheckOutcome:
         f"Every cosine is finite and within [-1, 1] (+/- {COSINE_TOLERANCE}).",
         {"rows": cosines.height, "cosines_outside_range": outside},
     )
+
+
+def estimate_matches_exact(
+    layer_pearson: dict[int, float], mean_abs_error: float, min_pearson: float, method: str, examples: list[int]
+) -> CheckOutcome:
+    """The HTA estimator's input contributions track exact HTA on every layer it estimates: the
+    worst per-layer Pearson (layer 1 is exact in every mode and not scored) is >= min_pearson.
+    Exact HTA (no estimated layer) passes with nothing to score."""
+    worst_layer = min(layer_pearson, key=layer_pearson.__getitem__) if layer_pearson else None
+    worst = layer_pearson[worst_layer] if worst_layer is not None else 1.0
+    return CheckOutcome(
+        "estimate_matches_exact",
+        worst >= min_pearson,
+        f"Worst per-layer Pearson of estimated vs exact input contributions (estimated layers only) >= {min_pearson}.",
+        {
+            "worst_layer_pearson": worst,
+            "worst_layer": worst_layer or 0,
+            **{f"pearson_layer_{layer}": value for layer, value in sorted(layer_pearson.items())},
+            "min_pearson": min_pearson,
+            "mean_abs_error": mean_abs_error,
+            "hta_method": method,
+            "examples": len(examples),
+            "example_ids": ", ".join(map(str, examples)),
+        },
+    )

@@ -211,17 +211,32 @@ def row_correlations(attn: torch.Tensor, contributions: torch.Tensor) -> tuple[t
     return pearson(attn, contributions), pearson(ranks(attn), ranks(contributions))
 
 
+@dataclass(frozen=True)
+class EstimateError:
+    """How an estimator's input contributions track exact HTA, on the layers it estimates
+    (layer 1 takes the exact closed form in every mode, so it is left out)."""
+
+    layer_pearson: dict[int, float]  # 1-based layer -> Pearson over every (example, head, j, i) cell
+    mean_abs_error: float  # over the same cells of every estimated layer
+
+
 def estimate_error(
-    model: PreTrainedModel, embeddings: list[torch.Tensor], method: HtaMethod, seed: int = 0
-) -> tuple[float, float]:
-    """Pearson correlation and mean absolute error of estimated vs exact input contributions,
-    pooled over the given examples' embedding outputs ((n, D) each)."""
+    model: PreTrainedModel, embeddings: list[torch.Tensor], method: HtaMethod, seeds: list[int]
+) -> EstimateError:
+    """Estimated (probes seeded per example, as the run draws them) vs exact input contributions
+    c_ji of the examples' embedding outputs ((n, D) each), per estimated layer 2..L."""
+    if method.probes is None:
+        return EstimateError({}, 0.0)
     exact, estimated = [], []
-    for index, e0 in enumerate(embeddings):
-        exact.append(normalize_rows(input_norms(model, e0, HtaMethod(None))).flatten())
-        estimated.append(
-            normalize_rows(input_norms(model, e0, method, torch.Generator().manual_seed(seed + index))).flatten()
-        )
-    exact_all, estimated_all = torch.cat(exact), torch.cat(estimated)
-    pearson = torch.corrcoef(torch.stack([exact_all, estimated_all]))[0, 1]
-    return float(pearson), float((exact_all - estimated_all).abs().mean())
+    for e0, seed in zip(embeddings, seeds, strict=True):
+        exact.append(normalize_rows(input_norms(model, e0, HtaMethod(None)))[1:].flatten(1))
+        estimate = input_norms(model, e0, method, torch.Generator().manual_seed(seed))
+        estimated.append(normalize_rows(estimate)[1:].flatten(1))
+    exact_cells, estimated_cells = torch.cat(exact, 1), torch.cat(estimated, 1)  # (L - 1, cells)
+    a = exact_cells - exact_cells.mean(-1, keepdim=True)
+    b = estimated_cells - estimated_cells.mean(-1, keepdim=True)
+    pearson = (a * b).sum(-1) / (a.norm(dim=-1) * b.norm(dim=-1))
+    return EstimateError(
+        {layer: float(value) for layer, value in enumerate(pearson.tolist(), start=2)},
+        float((exact_cells - estimated_cells).abs().mean()) if exact_cells.numel() else 0.0,
+    )

@@ -18,8 +18,10 @@ from dagster_project.compute.batching import (
     length_batches,
 )
 from dagster_project.compute.hta import (
+    EstimateError,
     HtaMethod,
     attention_weights,
+    estimate_error,
     input_norms,
     normalize_rows,
     previous_layer_norms,
@@ -138,3 +140,36 @@ def extract_hta_facts(
         n_examples=total,
         seconds=time.perf_counter() - started,
     )
+
+
+def check_sample(tokens: pl.DataFrame, n_examples: int, seed: int) -> list[int]:
+    """A seeded sample of `n_examples` example ids spread over the length range: the examples
+    ranked by length are cut into `n_examples` strata of (nearly) equal size and one example is
+    drawn from each. All examples when there are no more than that."""
+    lengths = tokens.group_by("example_id").agg(n_tokens=pl.len()).sort("n_tokens", "example_id")
+    if lengths.height <= n_examples:
+        return lengths["example_id"].to_list()
+    edges = np.linspace(0, lengths.height, n_examples + 1).astype(int)
+    rows = np.random.default_rng(seed).integers(edges[:-1], edges[1:])
+    return lengths["example_id"].gather(rows).to_list()
+
+
+def estimate_check_error(
+    encoder: LoadedEncoder, tokens: pl.DataFrame, method: HtaMethod, n_examples: int, seed: int = 0
+) -> tuple[EstimateError, list[int]]:
+    """The run's estimator against exact HTA on `check_sample`'s examples, with the probes the
+    run draws for them (seed + example id). Returns the error and the example ids."""
+    chosen = check_sample(tokens, n_examples, seed)
+    if method.probes is None:
+        return EstimateError({}, 0.0), chosen
+    sample = tokens.filter(pl.col("example_id").is_in(chosen))
+    embeddings, seeds = [], []
+    with torch.no_grad():
+        for batch in length_batches(sample, encoder.tokenizer.pad_token_id or 0, 1, encoder.spec.takes_token_types):
+            batch = batch.to(encoder.compute.device)
+            inputs = batch.inputs
+            embeddings.append(
+                encoder.model.embeddings(input_ids=inputs["input_ids"], token_type_ids=inputs.get("token_type_ids"))[0]
+            )
+            seeds.append(seed + int(batch.example_ids[0]))
+    return estimate_error(encoder.model, embeddings, method, seeds), chosen

@@ -30,8 +30,15 @@ def _run_demo(instance: DagsterInstance, resources: dict, model_id: str) -> None
         *chart_assets,
     )
     assert materialize([warehouse_views], instance=instance, resources=resources).success
+    # D = 32 orthonormal probes per token span the tiny model's whole space: the estimate is exact.
+    hta_config = {"ops": {"demo_hta_facts": {"config": {"hta_method": "estimate(32)"}}}}
     result = materialize(
-        all_assets, selection=selection, partition_key=model_id, instance=instance, resources=resources
+        all_assets,
+        selection=selection,
+        partition_key=model_id,
+        instance=instance,
+        resources=resources,
+        run_config=hta_config,
     )
     assert result.success
     checks = {check.check_name: check for check in result.get_asset_check_evaluations()}
@@ -46,8 +53,8 @@ def _run_demo(instance: DagsterInstance, resources: dict, model_id: str) -> None
         "tokens_match_examples",
         "word_pieces_inside_example",
     }
-    assert all(checks[name].passed for name in checks if name != "estimate_matches_exact")
-    assert "pearson_with_exact" in checks["estimate_matches_exact"].metadata
+    assert all(check.passed for check in checks.values())
+    assert checks["estimate_matches_exact"].metadata["worst_layer_pearson"].value == pytest.approx(1.0, abs=1e-5)
 
 
 def test_demo_pipeline_end_to_end(tiny_model_dir: Path, resources: dict, tmp_path: Path):
@@ -57,12 +64,27 @@ def test_demo_pipeline_end_to_end(tiny_model_dir: Path, resources: dict, tmp_pat
     _run_demo(instance, resources, spec.model_id)
     _run_demo(instance, resources, spec.model_id)  # a second run must not duplicate rows
 
+    # An estimator below the run's threshold on an estimated layer stops the run before it writes.
+    failed = materialize(
+        all_assets,
+        selection=AssetSelection.assets(hta_assets_by_corpus["demo"]),
+        partition_key=spec.model_id,
+        instance=instance,
+        resources=resources,
+        run_config={"ops": {"demo_hta_facts": {"config": {"hta_method": "estimate(1)", "check_min_pearson": 0.99}}}},
+        raise_on_error=False,
+    )
+    assert not failed.success
+    [failure] = [event for event in failed.all_events if event.is_step_failure]
+    assert "estimate(1) misses exact HTA: layer 2 has Pearson" in str(failure.event_specific_data.error)
+
     conn = duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True)
     count = lambda table: conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]  # noqa: E731
     assert count("models") == 1
     assert count("examples") == 24
     assert count("head_summaries") == 24 * TINY_LAYERS * TINY_HEADS
     assert count("hta_correlations") == 2 * 24 * TINY_LAYERS * TINY_HEADS  # previous-layer and input
+    assert conn.execute("SELECT DISTINCT hta_method FROM hta_correlations").fetchall() == [("estimate(32)",)]
     # Kovaleva facts of the same pass: a pattern per head map, received attention per token.
     assert conn.execute("SELECT count(pattern) FROM head_summaries").fetchone() == (24 * TINY_LAYERS * TINY_HEADS,)
     assert count("received_attention") == count("tokens") * TINY_LAYERS * TINY_HEADS

@@ -7,6 +7,7 @@ from dagster_project.compute.checks import (
     ablation_settings_complete,
     antecedents_precede_mentions,
     cosines_in_range,
+    estimate_matches_exact,
     finite,
     grad_sums_valid,
     histogram_masses,
@@ -215,3 +216,15 @@ def test_cosines_in_range():
         outcome = cosines_in_range(cosines.with_columns(cosine=pl.Series([bad, -1.0, 0.3], dtype=pl.Float32)))
         assert not outcome.passed and outcome.metadata["cosines_outside_range"] == 1
     assert not cosines_in_range(cosines.head(0)).passed
+
+
+def test_estimate_check_takes_the_worst_estimated_layer():
+    # Mean 0.988 and two layers above 0.99, but layer 3 at 0.97 fails a 0.99 threshold.
+    layers = {2: 0.995, 3: 0.97, 4: 0.999}
+    outcome = estimate_matches_exact(layers, 0.01, 0.99, "estimate(8)", list(range(16)))
+    assert not outcome.passed
+    assert outcome.metadata["worst_layer"] == 3 and outcome.metadata["worst_layer_pearson"] == 0.97
+    assert outcome.metadata["pearson_layer_2"] == 0.995 and outcome.metadata["examples"] == 16
+    assert estimate_matches_exact(layers, 0.01, 0.97, "estimate(8)", [1]).passed  # the run config's threshold
+    exact = estimate_matches_exact({}, 0.0, 0.99, "exact", [1, 2])
+    assert exact.passed and exact.metadata["worst_layer_pearson"] == 1.0

@@ -2,6 +2,7 @@
 
 import math
 
+import polars as pl
 import pytest
 import torch
 from transformers import BertConfig, BertModel
@@ -15,6 +16,7 @@ from dagster_project.compute.hta import (
     previous_layer_norms,
     row_correlations,
 )
+from dagster_project.compute.hta_facts import check_sample
 
 LAYERS, HEADS, N = 2, 2, 5
 
@@ -149,12 +151,34 @@ def test_bf16_probes_stay_close_to_float32(model, hidden):
 
 
 def test_more_probes_track_exact_better(model, hidden):
-    _, few = estimate_error(model, [hidden[0][0]], HtaMethod(1))
-    _, some = estimate_error(model, [hidden[0][0]], HtaMethod(8))
-    assert some < few
+    few = estimate_error(model, [hidden[0][0]], HtaMethod(1), [0])
+    some = estimate_error(model, [hidden[0][0]], HtaMethod(8), [0])
+    assert some.mean_abs_error < few.mean_abs_error
     # D orthonormal probes per token span the whole space: the estimate is exact.
-    pearson, error = estimate_error(model, [hidden[0][0]], HtaMethod(16))
-    assert error < 1e-6 and pearson == pytest.approx(1.0, abs=1e-6)
+    full = estimate_error(model, [hidden[0][0]], HtaMethod(16), [0])
+    assert full.mean_abs_error < 1e-6 and full.layer_pearson[2] == pytest.approx(1.0, abs=1e-6)
+
+
+def test_estimate_error_scores_estimated_layers_one_by_one(model, hidden):
+    # Layer 1 is exact in every mode, so pooling it in flatters the estimator: the check scores
+    # layers 2..L alone, each against the same cells of exact HTA (seeded as the run seeds them).
+    e0, other = hidden[0][0], torch.randn(N - 2, 16, generator=torch.Generator().manual_seed(5))
+    error = estimate_error(model, [e0, other], HtaMethod(1), [7, 8])
+    exact = [normalize_rows(input_norms(model, x, HtaMethod(None))) for x in (e0, other)]
+    estimated = [
+        normalize_rows(input_norms(model, x, HtaMethod(1), torch.Generator().manual_seed(seed)))
+        for x, seed in ((e0, 7), (other, 8))
+    ]
+    cells = lambda maps, layer: torch.cat([m[layer].flatten() for m in maps])  # noqa: E731
+    reference = torch.corrcoef(torch.stack([cells(exact, 1), cells(estimated, 1)]))[0, 1]
+    assert list(error.layer_pearson) == [2]
+    assert error.layer_pearson[2] == pytest.approx(float(reference), abs=1e-6)
+    assert error.mean_abs_error == pytest.approx(float((cells(exact, 1) - cells(estimated, 1)).abs().mean()))
+    pooled = torch.corrcoef(
+        torch.stack([torch.cat([m.flatten() for m in exact]), torch.cat([m.flatten() for m in estimated])])
+    )[0, 1]
+    assert float(pooled) > error.layer_pearson[2]  # what the old pooled check reported
+    assert estimate_error(model, [e0], HtaMethod(None), [0]).layer_pearson == {}
 
 
 def test_row_correlations_on_known_rows():
@@ -173,3 +197,19 @@ def test_method_names():
     assert HtaMethod.parse("estimate(4,bf16)") == HtaMethod(4, bf16=True)
     with pytest.raises(ValueError, match="expected 'exact', 'estimate"):
         HtaMethod.parse("estimate(0)")
+
+
+def test_check_sample_spans_the_length_range():
+    # 40 examples, example i has 40 - i tokens: 4 strata of 10 by length, one example from each
+    # (not the shortest few, which the old check took).
+    tokens = pl.DataFrame({"example_id": [i for i in range(40) for _ in range(40 - i)]})
+    chosen = check_sample(tokens, 4, seed=3)
+    lengths = sorted(40 - i for i in chosen)
+    assert len(chosen) == 4 and [(n - 1) // 10 for n in lengths] == [0, 1, 2, 3]
+    assert check_sample(tokens, 4, seed=3) == chosen  # seeded
+    assert len({tuple(check_sample(tokens, 4, seed)) for seed in range(5)}) > 1
+    assert sorted(check_sample(tokens.filter(pl.col("example_id") < 3), 16, seed=0)) == [
+        0,
+        1,
+        2,
+    ]  # all of a small corpus

@@ -114,3 +114,37 @@ def test_the_resource_reads_the_settings_at_run_time(no_gpu, monkeypatch: pytest
     with pytest.raises(DeviceSettingError, match="resource compute.device='cuda'"):
         ComputeResource(device="cuda").resolve()
     assert resolve("cpu", "bf16") == ComputeDevice(torch.device("cpu"), torch.bfloat16)
+
+
+def test_a_pass_with_an_unusable_device_fails_before_writing(no_gpu, tiny_model_dir, resources: dict):
+    from dagster import DagsterInstance, materialize
+
+    from dagster_project.defs.assets import all_assets, corpus_assets_by_name, fact_assets_by_corpus, warehouse_views
+    from dagster_project.defs.registration import register_model
+
+    instance = DagsterInstance.ephemeral()
+    model_id = register_model(str(tiny_model_dir), instance, resources["warehouse"]).model_id
+    assert materialize([warehouse_views], instance=instance, resources=resources).success
+    assert materialize(
+        all_assets,
+        selection=[corpus_assets_by_name["demo"]],
+        partition_key=model_id,
+        instance=instance,
+        resources=resources,
+    ).success
+    result = materialize(
+        all_assets,
+        selection=[fact_assets_by_corpus["demo"]],
+        partition_key=model_id,
+        instance=instance,
+        resources={**resources, "compute": ComputeResource(device="cuda")},
+        raise_on_error=False,
+    )
+    assert not result.success
+    error = result.get_step_failure_events()[0].step_failure_data.error
+    while error.cause is not None and "DeviceSettingError" not in error.cls_name:
+        error = error.cause
+    assert error.cls_name == "DeviceSettingError"
+    assert "resource compute.device='cuda', but this machine has no usable CUDA device" in error.message
+    with resources["warehouse"].get_connection() as conn:
+        assert conn.execute("SELECT count(*) FROM head_summaries").fetchone() == (0,)

@@ -17,7 +17,7 @@ import torch
 from dagster import AssetExecutionContext, AssetsDefinition, Config, MaterializeResult, MetadataValue, asset
 from dagster_duckdb import DuckDBResource
 from pydantic import Field
-from transformers import AutoTokenizer
+from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
 from dagster_project.compute.ablation import ablation_settings, settings_logits, use_ablation_attention
 from dagster_project.compute.checks import ablation_settings_complete, scores_in_range
@@ -91,7 +91,9 @@ class AblationConfig(TaskSplitConfig):
     max_examples: int | None = None  # score only the first N validation examples (by example_id)
 
 
-def _task_split(data_dir: DataDirectory, corpus: str, tokenizer, config: TaskSplitConfig) -> EncodedTask:
+def _task_split(
+    data_dir: DataDirectory, corpus: str, tokenizer: PreTrainedTokenizerBase, config: TaskSplitConfig
+) -> EncodedTask:
     """The whole labelled split of a GLUE corpus, read from its files (the `<corpus>_examples`
     rows keep only the pairs that fit, up to the corpus's size) and encoded for scoring."""
     texts = CORPORA[corpus].read(data_dir.root).texts
@@ -104,11 +106,14 @@ def build_finetuned_asset(task: str) -> AssetsDefinition:
     @asset(
         name=f"finetuned_{task}",
         description=(
-            f"Kovaleva Table 1 on {task.upper()}: validation scores of the pre-trained model (untrained head), "
+            f"Kovaleva Table 1 on {task.upper()}: scores on the whole validation split (pairs over max_len "
+            "truncated, as GLUE evaluation does) of the pre-trained model (untrained head), "
             "a random-init encoder fine-tuned and the pre-trained encoder fine-tuned; writes `task_scores`, "
             "saves and registers the fine-tuned checkpoint."
         ),
         partitions_def=model_partitions,
+        # The corpus assets check the task's files are there (and select them for the run); the
+        # scores read the whole split from the files, since the corpora drop overlong pairs.
         deps=[corpus_assets_by_name[train_corpus], corpus_assets_by_name[corpus]],
         group_name="kovaleva",
         tags=analysis_tag("finetuning"),

@@ -6,7 +6,7 @@ import numpy as np
 import polars as pl
 import torch
 
-from dagster_project.compute.batching import WORD_FEATURES, Batch, flat, head_columns
+from dagster_project.compute.batching import Batch, flat, head_columns
 from dagster_project.compute.metrics import (
     PATTERNS,
     PatternThresholds,
@@ -22,9 +22,13 @@ from dagster_project.compute.metrics import (
     word_piece_matrix,
 )
 
-# Kovaleva §4.5 token-to-token pairs: attention from a word of the first kind to a word of
-# the second (WORD_FEATURES flags), in the same segment.
-FEATURE_PAIRS = {"verb_subject": ("is_verb", "is_subject"), "noun_pronoun": ("is_noun", "is_pronoun")}
+# Kovaleva §4.5 token-to-token pairs, attention from the first word of a linked pair to the second:
+# verb_subject, a verb to its own subject (a spaCy subject whose dependency head is that verb);
+# noun_pronoun, a noun to a pronoun it is the antecedent of (gold coreference, where the corpus has it).
+FEATURE_PAIRS = ("verb_subject", "noun_pronoun")
+FEATURE_LINK_COLUMNS = ("pair", "source_word", "target_word")
+NOUN_MENTIONS = ("proper", "nominal")  # coref_mentions.mention_type of a noun antecedent
+MENTION_COLUMNS = ("example_id", "cluster_id", "word_start", "word_end", "head_word", "mention_type")
 FRAME_LINK_COLUMNS = ("target_start", "target_end", "element_start", "element_end")
 
 
@@ -76,24 +80,67 @@ def received_attention_columns(attn: torch.Tensor, batch: Batch) -> dict[str, np
     )
 
 
-def feature_pair_columns(attn: torch.Tensor, batch: Batch) -> list[dict[str, np.ndarray]]:
+def feature_pair_links(words: pl.DataFrame, mentions: pl.DataFrame | None = None) -> pl.DataFrame:
+    """The linked word pairs of Kovaleva §4.5: example_id and FEATURE_LINK_COLUMNS.
+
+    verb_subject: from words (word_features: example_id, word_index, is_verb, is_subject,
+    head_word_index), a verb -> each subject whose head it is. noun_pronoun: from gold
+    coreference mentions (coref_mentions' MENTION_COLUMNS), the head of a pronoun's nearest noun
+    antecedent (a proper or nominal mention of its cluster ending before it starts) -> the
+    pronoun's head; none without mentions.
+    """
+    verbs = words.filter(pl.col("is_verb")).select("example_id", source_word="word_index")
+    subjects = words.filter(pl.col("is_subject") & pl.col("head_word_index").is_not_null()).select(
+        "example_id", source_word="head_word_index", target_word="word_index"
+    )
+    parts = [subjects.join(verbs, on=["example_id", "source_word"]).with_columns(pair=pl.lit("verb_subject"))]
+    if mentions is not None:
+        pronouns = mentions.filter(pl.col("mention_type") == "pronoun")
+        nouns = mentions.filter(pl.col("mention_type").is_in(NOUN_MENTIONS))
+        antecedents = (
+            pronouns.join(nouns, on=["example_id", "cluster_id"], suffix="_antecedent")
+            .filter(pl.col("word_end_antecedent") <= pl.col("word_start"))
+            .sort("word_end_antecedent", "word_start_antecedent")
+            .group_by("example_id", "word_start", "word_end", "head_word")
+            .agg(pl.col("head_word_antecedent").last())
+        )
+        parts.append(
+            antecedents.select(
+                "example_id",
+                source_word="head_word_antecedent",
+                target_word="head_word",
+                pair=pl.lit("noun_pronoun"),
+            )
+        )
+    types = {"example_id": pl.Int32, "pair": pl.String, "source_word": pl.Int32, "target_word": pl.Int32}
+    return (
+        pl.concat([part.select(pl.col(name).cast(kind) for name, kind in types.items()) for part in parts])
+        .filter(pl.col("source_word") != pl.col("target_word"))
+        .unique()
+        .sort(*types)
+    )
+
+
+def feature_pair_columns(attn: torch.Tensor, batch: Batch, links: pl.DataFrame) -> list[dict[str, np.ndarray]]:
     """Per FEATURE_PAIRS pair and (example with such pairs, layer, head): mean word-level
-    attention (`mean` mode) over every (first kind, second kind) pair of distinct words of
-    one segment, and the number of pairs."""
-    spans, flags = batch.word_spans, batch.word_features
+    attention (`mean` mode) from the first word to the second over the example's linked pairs
+    (`feature_pair_links`) whose words both have pieces, and the number of pairs."""
+    spans = batch.word_spans
+    device = spans.device
     membership = word_piece_matrix(spans[..., 0], spans[..., 1], attn.shape[-1])
     real = membership.sum(-1) > 0
-    segment = batch.masks.segment.gather(1, spans[..., 0].clamp(max=attn.shape[-1] - 1))
-    allowed = (
-        pair_mask(real, real)
-        & (segment[:, :, None] == segment[:, None, :])
-        & ~torch.eye(real.shape[1], dtype=torch.bool, device=real.device)
-    )
+    rows = pl.DataFrame({"example_id": batch.example_ids.cpu().numpy(), "row": np.arange(len(batch.example_ids))})
+    links = links.join(rows, on="example_id").filter(pl.max_horizontal("source_word", "target_word") < real.shape[1])
     word_maps = word_level_maps(attn, membership, "mean")
     parts = []
-    for pair, (source, target) in FEATURE_PAIRS.items():
-        pairs = allowed & pair_mask(flags[..., WORD_FEATURES.index(source)], flags[..., WORD_FEATURES.index(target)])
-        means, counts = word_pair_attention(word_maps, pairs)
+    for pair in FEATURE_PAIRS:
+        linked = links.filter(pl.col("pair") == pair)
+        if linked.height == 0:
+            continue
+        pairs = torch.zeros(real.shape[0], real.shape[1], real.shape[1], dtype=torch.bool, device=device)
+        index = [torch.tensor(linked[name].to_numpy(), device=device) for name in ("row", "source_word", "target_word")]
+        pairs[index[0], index[1], index[2]] = True
+        means, counts = word_pair_attention(word_maps, pairs & pair_mask(real, real))
         b, layer, head = (counts > 0)[:, None, None].expand_as(means).nonzero(as_tuple=True)
         columns = flat(
             {

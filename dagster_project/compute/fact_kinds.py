@@ -52,6 +52,8 @@ class PassInputs:
     n_heads: int
     words: pl.DataFrame | None = None  # example_id, word_index, piece_start, piece_end (+ WORD_FEATURES)
     frame_links: pl.DataFrame | None = None  # example_id and attention_facts.FRAME_LINK_COLUMNS
+    # example_id and attention_facts.FEATURE_LINK_COLUMNS (attention_facts.feature_pair_links)
+    feature_links: pl.DataFrame | None = None
     word_mode: str = "mean"  # a split word's row from its pieces' rows (metrics.WORD_MODES)
     thresholds: PatternThresholds = field(default_factory=PatternThresholds)
     pattern_examples: int = PATTERN_EXAMPLES_PER_CLASS  # example maps kept per pattern class
@@ -144,6 +146,15 @@ def _lengths(tables: dict[str, pl.DataFrame]) -> pl.DataFrame:
 
 def _heads(inputs: PassInputs) -> int:
     return inputs.n_layers * inputs.n_heads
+
+
+def _feature_links(inputs: PassInputs) -> pl.DataFrame:
+    if inputs.feature_links is None:
+        raise ValueError(
+            "fact kind 'feature_pair_attention' needs PassInputs.feature_links: the linked word pairs of "
+            "attention_facts.feature_pair_links (spaCy word_features, and coref_mentions where the corpus has them)"
+        )
+    return inputs.feature_links
 
 
 def _with_pattern_names(rows: pl.DataFrame) -> pl.DataFrame:
@@ -245,9 +256,11 @@ FACT_KINDS: dict[str, FactKind] = {
         ),
         FactKind(
             "feature_pair_attention",
-            "Per (example, layer, head, pair): mean word-level attention between spaCy feature pairs such as "
-            "verb -> subject (Kovaleva §4.5).",
-            lambda inputs: BatchRows(lambda attn, batch, summaries: feature_pair_columns(attn, batch)),
+            "Per (example, layer, head, pair): mean word-level attention over linked pairs, a verb -> its "
+            "subject (spaCy) and a noun -> a pronoun it is the antecedent of (gold coreference) (Kovaleva §4.5).",
+            lambda inputs: BatchRows(
+                lambda attn, batch, summaries: feature_pair_columns(attn, batch, _feature_links(inputs))
+            ),
             needs=frozenset({WORDS, SPACY_FEATURES}),
         ),
         FactKind(

@@ -1,7 +1,9 @@
 -- Kovaleva et al. §4.4-4.5, Fig. 6: per head, the attention a feature type receives (max
 -- over the example's tokens of that type of column sum / n, averaged over the examples
--- that have the type), and token-to-token attention (feature verb->subject, noun->pronoun:
--- mean over every such word pair of an example, averaged over examples with a pair).
+-- that have the type; punctuation included for Fig. 7's claim), and token-to-token attention
+-- over linked pairs (feature verb->subject: a verb to its own subject by spaCy's dependency
+-- head; noun->pronoun: a noun to a pronoun it is the gold antecedent of, only for corpora with
+-- coreference): the mean over an example's linked pairs, averaged over examples with a pair.
 -- A model fine-tuned on the task (int_finetuned_models) is `fine-tuned`, with the base
 -- model's score of the same head beside its own; base_model_id is its base (a pre-trained
 -- model: its own id), so the rows WHERE base_model_id = <base> hold both models per task.

@@ -1,8 +1,9 @@
 -- Kovaleva §4.5 token-to-token attention: per (example, pair, layer, head) the mean
 -- word-level attention (a word's row = mean of its pieces' rows, to a word = sum over its
--- pieces) from every word of the first kind to every other word of the second kind in
--- the same segment (pair: verb_subject = verb -> subject, noun_pronoun = noun -> pronoun;
--- spaCy flags of word_features). Examples without such a pair have no row.
+-- pieces) over the example's linked pairs (attention_facts.feature_pair_links): verb_subject
+-- = a verb -> its own subject (spaCy dependency head of word_features), noun_pronoun = a noun
+-- -> a pronoun it is the nearest noun antecedent of (gold coref_mentions; corpora without
+-- coreference have none). Examples without such a pair have no row.
 CREATE TABLE IF NOT EXISTS feature_pair_attention (
     model_id VARCHAR NOT NULL,
     corpus VARCHAR NOT NULL,

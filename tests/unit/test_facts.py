@@ -6,6 +6,7 @@ import polars as pl
 import pytest
 import torch
 
+from dagster_project.compute.attention_facts import feature_pair_links
 from dagster_project.compute.attention_pass import AttentionFacts, extract_attention_facts, pass_inputs
 from dagster_project.compute.batching import length_batches
 from dagster_project.compute.fact_kinds import FACT_KINDS
@@ -150,15 +151,17 @@ def _example_maps(encoder, demo_tokens: pl.DataFrame, example: int) -> torch.Ten
 @pytest.fixture(scope="module")
 def flagged_words(demo_words) -> pl.DataFrame:
     """Demo words with made-up spaCy flags: every third word a verb, the others nouns; words
-    0 and 4 subjects, word 2 a pronoun; null flags must read as False."""
+    1, 4 and 7 subjects, of words 3 (a verb), 5 (a noun) and 9 (a verb); word 2 a pronoun; null
+    flags must read as False."""
     index = pl.col("word_index")
     return demo_words.with_columns(
         is_noun=index % 3 != 0,
         is_verb=index % 3 == 0,
         is_pronoun=index == 2,
-        is_subject=index.is_in([0, 4]),
+        is_subject=index.is_in([1, 4, 7]),
         is_object=pl.lit(None, dtype=pl.Boolean),
         is_negation=pl.lit(False),
+        head_word_index=index.replace_strict({1: 3, 4: 5, 7: 9}, default=None, return_dtype=pl.Int32),
     )
 
 
@@ -188,40 +191,77 @@ def test_pattern_column_and_received_attention(encoder, demo_tokens):
     assert torch.allclose(torch.tensor(rows["from_cls"].to_numpy()), maps[1, 3, 0], atol=1e-6)
 
 
-def test_feature_pairs_are_word_level_means_over_pairs(encoder, demo_tokens, flagged_words):
+def test_feature_pair_links_link_a_verb_to_its_subject_and_a_noun_to_its_antecedent():
+    # words 0 and 6 are subjects of the verbs 2 and 5; word 1 the subject of a noun, word 4 of none
+    words = pl.DataFrame(
+        {
+            "example_id": [0] * 7,
+            "word_index": list(range(7)),
+            "is_verb": [False, False, True, False, False, True, False],
+            "is_subject": [True, True, False, False, True, False, True],
+            "head_word_index": [2, 3, None, None, None, None, 5],
+        }
+    )
+    # cluster a: John (0), the man (2-4, head 3), he (7): he's nearest noun antecedent is 3.
+    # cluster b: a pronoun (9) whose only antecedent is a pronoun (8); cluster c: a pronoun (2)
+    # before its noun (5); neither links.
+    mentions = pl.DataFrame(
+        {
+            "example_id": [0] * 7,
+            "cluster_id": ["a", "a", "a", "b", "b", "c", "c"],
+            "word_start": [0, 2, 7, 8, 9, 2, 5],
+            "word_end": [1, 4, 8, 9, 10, 3, 6],
+            "head_word": [0, 3, 7, 8, 9, 2, 5],
+            "mention_type": ["proper", "nominal", "pronoun", "pronoun", "pronoun", "pronoun", "nominal"],
+        }
+    )
+    links = feature_pair_links(words, mentions)
+    assert links.rows() == [(0, "noun_pronoun", 3, 7), (0, "verb_subject", 2, 0), (0, "verb_subject", 5, 6)]
+    assert feature_pair_links(words)["pair"].to_list() == ["verb_subject", "verb_subject"]
+
+
+def test_feature_pairs_are_word_level_means_over_linked_pairs(encoder, demo_tokens, flagged_words):
+    example = int(demo_tokens["example_id"].min())
+    mentions = pl.DataFrame(
+        {
+            "example_id": [example] * 2,
+            "cluster_id": ["a", "a"],
+            "word_start": [8, 10],
+            "word_end": [9, 11],
+            "head_word": [8, 10],
+            "mention_type": ["nominal", "pronoun"],
+        }
+    )
     facts = extract(
-        encoder, demo_tokens, ("received_attention", "feature_pair_attention"), flagged_words, batch_tokens=256
+        encoder,
+        demo_tokens,
+        ("received_attention", "feature_pair_attention"),
+        flagged_words,
+        batch_tokens=256,
+        feature_links=feature_pair_links(flagged_words, mentions),
     )
     assert "relation_hits" not in facts.tables
-    example = int(demo_tokens["example_id"].min())
     maps = _example_maps(encoder, demo_tokens, example)
-    words = flagged_words.filter((pl.col("example_id") == example) & pl.col("piece_start").is_not_null()).sort(
-        "word_index"
-    )
+    words = flagged_words.filter(pl.col("example_id") == example).sort("word_index")
     spans = dict(zip(words["word_index"], zip(words["piece_start"], words["piece_end"])))
-    segment = dict(zip(words["word_index"], words["segment"]))
 
-    def expected(layer: int, head: int, source: str, target: str) -> tuple[float, int]:
-        piece_map = maps[layer - 1, head - 1]
-        sources = words.filter(pl.col(source))["word_index"].to_list()
-        targets = words.filter(pl.col(target))["word_index"].to_list()
-        values = [
-            piece_map[spans[q][0] : spans[q][1], spans[k][0] : spans[k][1]].sum(-1).mean().item()
-            for q in sources
-            for k in targets
-            if q != k and segment[q] == segment[k]
-        ]
-        return sum(values) / len(values), len(values)
+    def word_attention(layer: int, head: int, q: int, k: int) -> float:
+        return maps[layer - 1, head - 1, spans[q][0] : spans[q][1], spans[k][0] : spans[k][1]].sum(-1).mean().item()
 
     rows = facts.tables["feature_pair_attention"].filter(pl.col("example_id") == example)
-    for pair, (source, target) in {
-        "verb_subject": ("is_verb", "is_subject"),
-        "noun_pronoun": ("is_noun", "is_pronoun"),
-    }.items():
+    # verb 3 -> its subject 1 and verb 9 -> its subject 7 (subject 4's head is a noun); noun 8 ->
+    # the pronoun 10 it is the antecedent of
+    for pair, linked in {"verb_subject": [(3, 1), (9, 7)], "noun_pronoun": [(8, 10)]}.items():
         row = rows.filter((pl.col("pair") == pair) & (pl.col("layer") == 2) & (pl.col("head") == 3)).row(0, named=True)
-        mean, count = expected(2, 3, source, target)
-        assert row["pairs"] == count > 0
-        assert row["attention"] == pytest.approx(mean, abs=1e-6)
+        expected = sum(word_attention(2, 3, q, k) for q, k in linked) / len(linked)
+        assert row["pairs"] == len(linked)
+        assert row["attention"] == pytest.approx(expected, abs=1e-6)
+    # without coreference, no noun -> pronoun rows
+    assert set(facts.tables["feature_pair_attention"].filter(pl.col("example_id") != example)["pair"]) == {
+        "verb_subject"
+    }
+    with pytest.raises(ValueError, match="feature_links"):
+        extract(encoder, demo_tokens, ("feature_pair_attention",), flagged_words)
 
 
 def test_frame_link_max_over_both_directions(encoder, demo_tokens, demo_words):

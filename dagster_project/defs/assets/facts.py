@@ -7,7 +7,7 @@ from dataclasses import asdict
 from dagster import AssetExecutionContext, AssetsDefinition, Config, MaterializeResult, MetadataValue, asset
 from dagster_duckdb import DuckDBResource
 
-from dagster_project.compute.attention_facts import FRAME_LINK_COLUMNS
+from dagster_project.compute.attention_facts import FRAME_LINK_COLUMNS, MENTION_COLUMNS, feature_pair_links
 from dagster_project.compute.attention_pass import extract_attention_facts, pass_inputs
 from dagster_project.compute.batching import WORD_FEATURES
 from dagster_project.compute.fact_kinds import FRAME_LINKS, SPACY_FEATURES, WORDS, corpus_fact_kinds, kind_checks
@@ -58,7 +58,7 @@ def build_fact_asset(spec: CorpusSpec, corpus_asset: AssetsDefinition) -> Assets
         if config.word_mode not in WORD_MODES:
             raise ValueError(f"{name}: run config word_mode must be one of {WORD_MODES}, got '{config.word_mode}'")
         source, tokens = model_tokens(warehouse, model_id, corpus)
-        words = frame_links = None
+        words = frame_links = feature_links = None
         with warehouse.get_connection() as conn:
             if WORDS in needs:
                 words = partition_rows(
@@ -66,9 +66,20 @@ def build_fact_asset(spec: CorpusSpec, corpus_asset: AssetsDefinition) -> Assets
                 )
             if SPACY_FEATURES in needs:
                 features = partition_rows(
-                    conn, "word_features", model_id, corpus, ("example_id", "word_index", *WORD_FEATURES)
+                    conn,
+                    "word_features",
+                    model_id,
+                    corpus,
+                    ("example_id", "word_index", "head_word_index", *WORD_FEATURES),
                 )
                 words = words.join(features, on=["example_id", "word_index"], how="left")
+            if "feature_pair_attention" in {kind.table for kind in kinds}:
+                mentions = (
+                    partition_rows(conn, "coref_mentions", model_id, corpus, MENTION_COLUMNS)
+                    if "coref_mentions" in spec.provides
+                    else None
+                )
+                feature_links = feature_pair_links(words, mentions)
             if FRAME_LINKS in needs:
                 frame_links = partition_rows(
                     conn, "frame_links", model_id, corpus, ("example_id", *FRAME_LINK_COLUMNS)
@@ -76,7 +87,13 @@ def build_fact_asset(spec: CorpusSpec, corpus_asset: AssetsDefinition) -> Assets
         thresholds = PatternThresholds(config.pattern_vertical, config.pattern_diagonal, config.pattern_block)
         encoder = load_encoder(source, compute.resolve())
         inputs = pass_inputs(
-            encoder, tokens, words, frame_links=frame_links, word_mode=config.word_mode, thresholds=thresholds
+            encoder,
+            tokens,
+            words,
+            frame_links=frame_links,
+            feature_links=feature_links,
+            word_mode=config.word_mode,
+            thresholds=thresholds,
         )
         facts = extract_attention_facts(
             encoder, tokens, kinds, inputs, config.batch_tokens, progress_logger(context, corpus)

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from dagster import DagsterInstance, materialize
+from dagster import DagsterInstance, ExecuteInProcessResult, materialize
 from dagster_duckdb import DuckDBResource
 
 from dagster_project.defs.assets import all_assets, corpus_assets_by_name, encoder_model
@@ -28,7 +28,11 @@ UD = """# sent_id = s1
 """
 
 
-def test_asset_writes_every_probe_and_the_view(tiny_model_dir: Path, tmp_path: Path):
+def _materialize_probes(
+    model_dir: Path, tmp_path: Path, config: dict
+) -> tuple[ExecuteInProcessResult, duckdb.DuckDBPyConnection]:
+    """UD EWT dev and test both the tiny UD above, the model registered, dependency_probes
+    materialized with `config`; the run's result and the warehouse with its views."""
     data = tmp_path / "data" / "ud_english_ewt"
     data.mkdir(parents=True)
     for split in ("dev", "test"):
@@ -40,25 +44,28 @@ def test_asset_writes_every_probe_and_the_view(tiny_model_dir: Path, tmp_path: P
         "compute": ComputeResource(),
     }
     instance = DagsterInstance.ephemeral()
-    spec = register_model(str(tiny_model_dir), instance, resources["warehouse"])
-    selection = [
-        encoder_model,
-        corpus_assets_by_name["ud_ewt_dev"],
-        corpus_assets_by_name["ud_ewt_test"],
-        dependency_probes,
-    ]
-    config = {"ops": {"dependency_probes": {"config": {"epochs": 3}}}}
+    spec = register_model(str(model_dir), instance, resources["warehouse"])
     result = materialize(
         all_assets,
-        selection=selection,
+        selection=[
+            encoder_model,
+            corpus_assets_by_name["ud_ewt_dev"],
+            corpus_assets_by_name["ud_ewt_test"],
+            dependency_probes,
+        ],
         partition_key=spec.model_id,
         instance=instance,
         resources=resources,
-        run_config=config,
+        run_config={"ops": {"dependency_probes": {"config": config}}},
     )
     assert result.success
     conn = duckdb.connect(str(tmp_path / "warehouse.duckdb"))
     apply_views(conn)
+    return result, conn
+
+
+def test_asset_writes_every_probe_and_the_view(tiny_model_dir: Path, tmp_path: Path):
+    _, conn = _materialize_probes(tiny_model_dir, tmp_path, {"epochs": 3})
     # honest labels: the model's own input embeddings are not GloVe (before: shown as "Attn + GloVe")
     labels = dict(conn.execute("SELECT probe, label FROM clark_probe_uas").fetchall())
     assert labels == {
@@ -82,40 +89,17 @@ def test_asset_writes_every_probe_and_the_view(tiny_model_dir: Path, tmp_path: P
 def test_probes_train_on_a_users_conllu_file_with_a_users_word_vectors(tiny_model_dir: Path, tmp_path: Path):
     """Run config: train_file (any CoNLL-U file instead of UD EWT dev, e.g. PTB WSJ converted)
     and word_vectors_file (GloVe-style text), recorded in train_corpus / word_vectors / label."""
-    data = tmp_path / "data" / "ud_english_ewt"
-    data.mkdir(parents=True)
-    for split in ("dev", "test"):
-        (data / f"en_ewt-ud-{split}.conllu").write_text(UD, encoding="utf-8")
     (tmp_path / "wsj.conllu").write_text(UD + UD.replace("s1", "s3").replace("s2", "s4"), encoding="utf-8")
     (tmp_path / "glove.txt").write_text("i 1 0\ncats 0 1\nsleep 1 1\nknow 0.5 0.5\n", encoding="utf-8")
-    resources = {
-        "warehouse": DuckDBResource(database=str(tmp_path / "warehouse.duckdb")),
-        "data_dir": DataDirectory(path=str(tmp_path / "data")),
-        "chart_folder": ChartFolder(path=str(tmp_path / "charts")),
-        "compute": ComputeResource(),
-    }
-    instance = DagsterInstance.ephemeral()
-    spec = register_model(str(tiny_model_dir), instance, resources["warehouse"])
-    selection = [encoder_model, corpus_assets_by_name["ud_ewt_dev"], corpus_assets_by_name["ud_ewt_test"]]
     config = {
         "epochs": 2,
         "train_file": str(tmp_path / "wsj.conllu"),
         "word_vectors_file": str(tmp_path / "glove.txt"),
     }
-    result = materialize(
-        all_assets,
-        selection=[*selection, dependency_probes],
-        partition_key=spec.model_id,
-        instance=instance,
-        resources=resources,
-        run_config={"ops": {"dependency_probes": {"config": config}}},
-    )
-    assert result.success
+    result, conn = _materialize_probes(tiny_model_dir, tmp_path, config)
     metadata = result.asset_materializations_for_node("dependency_probes")[0].metadata
     # test words: I don't know . Cats sleep: 4 of 6 have a vector (lowercased), "don't" and "." not
     assert metadata["word_vector_coverage_ud_ewt_test"].value == pytest.approx(4 / 6, abs=1e-4)
-    conn = duckdb.connect(str(tmp_path / "warehouse.duckdb"))
-    apply_views(conn)
     rows = conn.execute(
         "SELECT probe, label, train_corpus, n_train_sentences FROM clark_probe_uas ORDER BY probe"
     ).fetchall()

@@ -8,6 +8,8 @@ import argparse
 import os
 import shlex
 import sys
+import time
+import traceback
 from pathlib import Path
 
 from dagster_project import settings
@@ -20,35 +22,137 @@ def _use_project_instance() -> None:
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
-def _told_error(error: BaseException) -> BaseException | None:
-    """The warehouse error behind `error` (Dagster wraps what an asset raised), if any: one whose
-    message says what to do, printed as one line without a traceback."""
-    from dagster_project.storage.warehouse import WarehouseFullError, WarehouseLockedError
+class UsageError(ValueError):
+    """A command line that cannot run as given; printed as one line, exit status 2."""
 
+
+def _user_error(error: BaseException) -> tuple[str | None, BaseException]:
+    """The step and the exception an asset raised behind `error` (Dagster wraps it), else (None, error)."""
     seen: set[int] = set()
     current: BaseException | None = error
+    step = None
     while current is not None and id(current) not in seen:
-        if isinstance(current, (WarehouseLockedError, WarehouseFullError)):
-            return current
         seen.add(id(current))
-        current = getattr(current, "user_exception", None) or current.__cause__ or current.__context__
-    return None
+        step = getattr(current, "step_key", None) or step
+        inner = getattr(current, "user_exception", None)
+        if inner is None:
+            return step, current
+        current = inner
+    return step, error
 
 
-def run(source: str, corpus_names: list[str], analysis_names: list[str]) -> int:
-    """Register `source` and run the chosen analyses (defs.jobs.ANALYSES) for it on the chosen
-    corpora whose files are in the data directory, then write the static report."""
-    from dagster import AssetSelection, DagsterInstance, materialize
+def _one_line(error: BaseException) -> str:
+    errors = getattr(error, "errors", None)  # DagsterInvalidConfigError: one entry per problem
+    text = "; ".join(str(getattr(item, "message", item)) for item in errors) if errors else str(error)
+    return " ".join(text.split()) or type(error).__name__
 
-    from dagster_project.compute.models import ModelLoadError
-    from dagster_project.corpora import CORPORA, present_corpora
-    from dagster_project.defs.assets import all_assets, warehouse_views
-    from dagster_project.defs.assets.report import paper_report
+
+def run_config_from(config_file: Path | None, assignments: list[str]) -> dict:
+    """Run config in the launchpad's format (`ops: {ASSET: {config: {FIELD: VALUE}}}`) from a
+    YAML file, then `ASSET.FIELD=VALUE` assignments (values read as YAML: 50, true, [a, b])."""
+    import yaml
+
+    config: dict = {}
+    if config_file is not None:
+        try:
+            loaded = yaml.safe_load(config_file.read_text(encoding="utf-8"))
+        except OSError as error:
+            raise UsageError(f"--config {config_file}: {error.strerror}") from error
+        except yaml.YAMLError as error:
+            mark = getattr(error, "problem_mark", None)
+            where = f"{config_file}, line {mark.line + 1}" if mark else str(config_file)
+            raise UsageError(f"{where}: not valid YAML ({getattr(error, 'problem', error)})") from error
+        if loaded is not None and not (isinstance(loaded, dict) and isinstance(loaded.get("ops", {}), dict)):
+            raise UsageError(
+                f"{config_file}: expected the launchpad's run config, a mapping like "
+                "`ops: {xnli_en_hta_facts: {config: {max_examples: 50}}}`"
+            )
+        config = loaded or {}
+    for assignment in assignments:
+        target, equals, value = assignment.partition("=")
+        asset_name, dot, field = target.partition(".")
+        if not (equals and dot and asset_name and field):
+            raise UsageError(
+                f"--set {assignment!r}: expected ASSET.FIELD=VALUE, e.g. --set xnli_en_hta_facts.max_examples=50"
+            )
+        try:
+            parsed = yaml.safe_load(value)
+        except yaml.YAMLError as error:
+            raise UsageError(f"--set {assignment!r}: the value is not valid YAML") from error
+        config.setdefault("ops", {}).setdefault(asset_name, {}).setdefault("config", {})[field] = parsed
+    return config
+
+
+def _check_configured_assets(
+    run_config: dict, selection: set, source: str, corpora: list[str], analyses: list[str], present: list[str]
+) -> list:
+    """The asset keys `run_config` configures; each must be one this run materializes."""
+    import difflib
+
+    from dagster import AssetKey
+
+    from dagster_project.defs.assets import all_assets
     from dagster_project.defs.jobs import ANALYSES, analysis_asset_keys
+    from dagster_project.defs.tags import CORPUS
+
+    specs = {key: asset.get_asset_spec(key) for asset in all_assets for key in asset.keys}
+    keys = []
+    for name in run_config.get("ops", {}):
+        key = AssetKey(name)
+        if key not in specs:
+            close = difflib.get_close_matches(name, [k.to_user_string() for k in specs], n=1)
+            raise UsageError(
+                f"run config for '{name}': no such asset" + (f" (did you mean {close[0]}?)" if close else "")
+            )
+        if key not in selection:
+            corpus = specs[key].tags.get(CORPUS)
+            wider = [*corpora, *([corpus] if corpus and corpus not in corpora else [])]
+            runs = [analysis for analysis in ANALYSES if key in analysis_asset_keys(ANALYSES[analysis], wider, present)]
+            command = ["attn-warehouse", "run", source, *(f"--corpus={name}" for name in wider)]
+            command += [f"--analysis={analysis}" for analysis in dict.fromkeys([*analyses, *runs[:1]])]
+            raise UsageError(
+                f"run config for '{name}', which this run does not materialize (analyses {', '.join(analyses)}; "
+                f"corpora {', '.join(corpora)})"
+                + (f": run `{shlex.join(command)}`" if runs else f": its corpus {corpus} has no files here")
+            )
+        keys.append(key)
+    return keys
+
+
+def _log_path() -> Path:
+    folder = settings.dagster_home() / "logs"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / f"run-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
+
+
+def run(
+    source: str,
+    corpus_names: list[str],
+    analysis_names: list[str],
+    run_config: dict | None = None,
+    verbose: bool = False,
+) -> int:
+    """Register `source` and run the chosen analyses (defs.jobs.ANALYSES) for it on the chosen
+    corpora whose files are in the data directory, with the static report, in one run that
+    leaves out what is materialized and not stale (jobs.plan_model_run; the analyses' own
+    targets are re-run). Prints one line per asset; the full event log goes to a file."""
+    import uuid
+
+    import transformers
+    from dagster import AssetSelection, DagsterInstance, Definitions, define_asset_job
+
+    from dagster_project.corpora import CORPORA, present_corpora
+    from dagster_project.defs.assets import all_assets, paper_report, warehouse_views
+    from dagster_project.defs.console import RunConsole, file_logger
+    from dagster_project.defs.jobs import ANALYSES, analysis_asset_keys, plan_model_run
     from dagster_project.defs.registration import register_model
     from dagster_project.defs.resources import default_resources
     from dagster_project.defs.runs import announce_pool_waits, reclaim_dead_runs, stop_on_interrupt
+    from dagster_project.defs.schedules import record_corpus_files, up_to_date_keys
 
+    run_config = run_config or {}
+    if not verbose:  # one line per asset, not transformers' bar per model load
+        transformers.utils.logging.disable_progress_bar()
     resources = default_resources()
     instance = DagsterInstance.get()
     stop_on_interrupt(instance)
@@ -70,34 +174,60 @@ def run(source: str, corpus_names: list[str], analysis_names: list[str]) -> int:
             file=sys.stderr,
         )
         return 2
-    keys = {key for name in analysis_names for key in analysis_asset_keys(ANALYSES[name], corpora, present)}
-    if not keys:
+    analyses = [ANALYSES[name] for name in analysis_names]
+    wanted = {key for analysis in analyses for key in analysis_asset_keys(analysis, corpora, present)}
+    if not wanted:
+        usable = {
+            analysis.name: [name for name in present if analysis_asset_keys(analysis, [name], present)]
+            for analysis in analyses
+        }
         print(
             f"error: nothing to run: the analyses {', '.join(analysis_names)} need corpora other than "
-            f"{', '.join(corpora)} (found in {data_dir}); add their --corpus, or point ATTN_DATA_DIR to where "
-            "their files are.",
+            f"{', '.join(corpora)} (found in {data_dir}); add their --corpus ("
+            + "; ".join(f"{name}: {', '.join(names) or 'none present'}" for name, names in usable.items())
+            + "), or point ATTN_DATA_DIR to where their files are.",
             file=sys.stderr,
         )
         return 2
-    try:
-        spec = register_model(source, instance, resources["warehouse"])
-    except ModelLoadError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    required = _check_configured_assets(run_config, wanted, source, corpora, analysis_names, present)
+    spec = register_model(source, instance, resources["warehouse"])
     print(
         f"model {spec.source} -> partition {spec.model_id}; corpora: {', '.join(corpora)}; "
         f"analyses: {', '.join(analysis_names)}"
     )
-    materialize(all_assets, selection=[warehouse_views.key], instance=instance, resources=resources)
-    materialize(
-        all_assets,
-        selection=AssetSelection.assets(*keys),
-        partition_key=spec.model_id,
-        instance=instance,
-        resources=resources,
+    record_corpus_files(instance, resources["data_dir"])  # changed corpus files make their examples stale
+    plan = plan_model_run(instance, analyses, corpora, present, spec.model_id, rerun_targets=True, required=required)
+    views = [] if up_to_date_keys(instance, all_assets, [warehouse_views.key], spec.model_id) else [warehouse_views.key]
+    keys = [*views, *plan.keys, *([] if paper_report.key in plan.keys else [paper_report.key])]
+    if plan.up_to_date:
+        print(f"up to date, not re-run: {', '.join(key.to_user_string() for key in plan.up_to_date)}")
+    log_path = _log_path()
+    print(f"log: {log_path}" + ("" if verbose else " (--verbose to stream it here)"))
+    job = define_asset_job("attn_warehouse_run", selection=AssetSelection.assets(*keys))
+    definitions = Definitions(
+        assets=all_assets, jobs=[job], resources=resources, loggers={"run_log": file_logger(log_path, verbose)}
     )
-    # From all_assets, so the report records its code version and the refresh schedule finds it current.
-    materialize(all_assets, selection=[paper_report.key], instance=instance, resources=resources)
+    console = RunConsole(instance, total_steps=len(keys))
+    run_id = str(uuid.uuid4())
+    console.start(run_id)
+    try:
+        definitions.resolve_job_def(job.name).execute_in_process(
+            # Only the log file's logger: Dagster's console logger would print every event.
+            run_config={**run_config, "loggers": {"run_log": {}}},
+            instance=instance,
+            partition_key=spec.model_id,
+            run_id=run_id,
+        )
+    except Exception as error:
+        console.stop()
+        step, cause = _user_error(error)
+        step = step or next((failed for failed, _ in console.failures), None)
+        with log_path.open("a", encoding="utf-8") as log:
+            log.write("".join(traceback.format_exception(error)))
+        print(f"error: {step + ': ' if step else ''}{_one_line(cause)}", file=sys.stderr)
+        print(f"(the traceback is in {log_path})", file=sys.stderr)
+        return 1
+    console.stop()
     print(f"warehouse: {resources['warehouse'].database}")
     print(f"charts:    {resources['chart_folder'].for_model(spec.model_id)}")
     print(f"report:    {Path(resources['chart_folder'].path).resolve() / 'report' / 'index.html'}")
@@ -175,22 +305,61 @@ def sql(query: str, max_rows: int) -> int:
                 if n_rows > max_rows:
                     break
             result = pl.from_arrow(pa.Table.from_batches(batches, schema=reader.schema))
-    except duckdb.IOException as error:
-        if "could not set lock" not in str(error).lower():
-            raise
-        print(
-            f"error: the warehouse {warehouse} is being written by another process (a run?): try again when it ends",
-            file=sys.stderr,
-        )
-        return 2
     except duckdb.Error as error:
-        print(f"error: {' '.join(str(error).split())}", file=sys.stderr)
-        return 2
+        return _reader_error(error, warehouse)
     assert isinstance(result, pl.DataFrame)
     with pl.Config(tbl_rows=max_rows, tbl_cols=-1, tbl_width_chars=200, fmt_str_lengths=80):
         print(result.head(max_rows))
     if result.height > max_rows:
         print(f"(first {max_rows} rows; --max-rows to see more)")
+    return 0
+
+
+def _reader_error(error: Exception, warehouse: Path) -> int:
+    """Say in one line why a read-only visit to the warehouse failed; exit status 2."""
+    if "could not set lock" in str(error).lower():
+        print(
+            f"error: the warehouse {warehouse} is being written by another process (a run?): try again when it ends",
+            file=sys.stderr,
+        )
+    else:
+        print(f"error: {' '.join(str(error).split())}", file=sys.stderr)
+    return 2
+
+
+def export(view: str, file_format: str, out: Path | None, model_id: str | None) -> int:
+    """Write a view (or table) of the warehouse, opened read-only, to a Parquet or CSV file."""
+    import difflib
+
+    import duckdb
+
+    warehouse = _existing_warehouse()
+    if warehouse is None:
+        return 2
+    out = out or Path(f"{view}.{file_format}")
+    try:
+        with duckdb.connect(str(warehouse), read_only=True) as conn:
+            names = {name for (name,) in conn.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+            if view not in names:
+                close = difflib.get_close_matches(view, sorted(names), n=3)
+                print(
+                    f"error: the warehouse has no view or table '{view}'"
+                    + (f" (did you mean {', '.join(close)}?)" if close else "")
+                    + '; list them with `attn-warehouse sql "SHOW TABLES"`',
+                    file=sys.stderr,
+                )
+                return 2
+            relation = conn.table(view)
+            if model_id is not None:
+                relation = relation.filter(duckdb.ColumnExpression("model_id") == duckdb.ConstantExpression(model_id))
+            rows = len(relation)
+            if file_format == "parquet":
+                relation.write_parquet(str(out))
+            else:
+                relation.write_csv(str(out))
+    except duckdb.Error as error:
+        return _reader_error(error, warehouse)
+    print(f"{out}: {rows} rows of {view}" + (f" for model {model_id}" if model_id else ""))
     return 0
 
 
@@ -259,6 +428,23 @@ def main(argv: list[str] | None = None) -> int:
     run_parser.add_argument(
         "--hta", action="store_true", help="add the hta analysis (Pascual's Hidden Token Attribution; slow)"
     )
+    run_parser.add_argument(
+        "--config",
+        type=Path,
+        metavar="FILE.yaml",
+        help="run config in the launchpad's format: ops: {ASSET: {config: {FIELD: VALUE}}}",
+    )
+    run_parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="ASSET.FIELD=VALUE",
+        help="one run config value, repeatable (after --config): xnli_en_hta_facts.max_examples=50, "
+        "finetuned_mrpc.max_steps=40, finetuned_mrpc.train_subset=500",
+    )
+    run_parser.add_argument(
+        "--verbose", action="store_true", help="stream Dagster's full event log (always written to the log file)"
+    )
     ui_parser = commands.add_parser("ui", help="start the Dagster UI on 127.0.0.1")
     ui_parser.add_argument("--port", type=int, default=3000)
     report_parser = commands.add_parser("report", help="write the static HTML report (one page per paper, every model)")
@@ -268,6 +454,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     sql_parser.add_argument("query", help='SQL, e.g. "SELECT * FROM models"')
     sql_parser.add_argument("--max-rows", type=int, default=50, help="rows to print at most (default 50)")
+    export_parser = commands.add_parser("export", help="write a view or table of the warehouse to a file")
+    export_parser.add_argument("view", help="e.g. clark_coreference_heads")
+    export_parser.add_argument("--format", choices=["parquet", "csv"], default="parquet")
+    export_parser.add_argument("--out", type=Path, help="the file to write (default: VIEW.FORMAT here)")
+    export_parser.add_argument("--model", help="only this model_id's rows")
     pools_parser = commands.add_parser(
         "pools", help="set the pools' limits on the Dagster instance (once, before the first run; see README)"
     )
@@ -282,21 +473,31 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "run":
             chosen = args.corpus or list(DEFAULT_CORPORA)
             analyses = list(dict.fromkeys([*(args.analysis or DEFAULT_ANALYSES), *(["hta"] if args.hta else [])]))
-            return run(args.model, list(CORPORA) if "all" in chosen else chosen, analyses)
+            run_config = run_config_from(args.config, args.set)
+            return run(args.model, list(CORPORA) if "all" in chosen else chosen, analyses, run_config, args.verbose)
         if args.command == "add-model":
             return add_model(args.model)
         if args.command == "report":
             return report(args.out)
         if args.command == "sql":
             return sql(args.query, max(args.max_rows, 1))
+        if args.command == "export":
+            return export(args.view, args.format, args.out, args.model)
         if args.command == "pools":
             return pools(args.gpus)
+    except UsageError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     except Exception as error:
-        told = _told_error(error)
-        if told is None:
+        from dagster_project.compute.models import ModelLoadError
+        from dagster_project.corpora import CorpusError
+        from dagster_project.storage.warehouse import WarehouseFullError, WarehouseLockedError
+
+        _, cause = _user_error(error)
+        if not isinstance(cause, (ModelLoadError, CorpusError, WarehouseLockedError, WarehouseFullError)):
             raise
-        print(f"error: {told}", file=sys.stderr)
-        return 1
+        print(f"error: {_one_line(cause)}", file=sys.stderr)
+        return 2 if isinstance(cause, ModelLoadError) else 1
     return ui(args.port)
 
 

@@ -1,13 +1,16 @@
-"""`attn-warehouse` commands without a run: `sql`, the check for corpora, and quoted commands."""
+"""`attn-warehouse` commands: `sql`, `export`, the check for corpora, quoted commands, and `run` (quiet output
+with a log file, one-line errors, run config from --config and --set) on the tiny model and the demo corpus."""
 
 import re
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import duckdb
 import pytest
 
-from dagster_project.cli import main
+from dagster_project.cli import UsageError, main, run_config_from
 from dagster_project.compute.models import ModelSpec
 from dagster_project.storage.warehouse import upsert_model
 
@@ -68,3 +71,88 @@ def test_add_model_quotes_the_command_it_suggests(env: Path, tiny_model_dir: Pat
     command = re.search(r"`(attn-warehouse run .*)`", capsys.readouterr().out)[1]
     assert command == f"attn-warehouse run '{model}'"
     assert shlex.split(command) == ["attn-warehouse", "run", str(model)]
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    """`attn-warehouse ARGS` in a new process, with this test's environment."""
+    return subprocess.run(
+        [sys.executable, "-m", "dagster_project.cli", *args], capture_output=True, text=True, timeout=600
+    )
+
+
+def test_run_is_quiet_takes_run_config_and_logs_every_event_to_a_file(env: Path, tiny_model_dir: Path):
+    config = env.parent / "run.yaml"
+    config.write_text("ops:\n  demo_examples:\n    config:\n      size: 7\n      seed: 3\n")
+    done = _cli(
+        "run", str(tiny_model_dir), "--corpus", "demo", "--analysis", "attention",
+        "--config", str(config), "--set", "demo_examples.size=5",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    # One line per asset: position, start time, name, seconds, rows per table.
+    examples = re.search(
+        r"^\[ ?\d+/(\d+)\] \d\d:\d\d:\d\d demo_examples +\d+\.\d s  ([\d,]+) rows \(examples 5, ", out, re.M
+    )
+    assert examples, out
+    lines = [line for line in out.splitlines() if line.startswith("[")]
+    assert len(lines) == int(examples[1]) and lines[-1].split()[2] == "paper_report"
+    assert re.search(
+        r"^\[.*\] .* clark_fig2_special_tokens +\d+\.\d s  chart from [\d,]+ rows of clark_special", out, re.M
+    )
+    assert "DEBUG" not in out + done.stderr and "STEP_START" not in out + done.stderr
+    log = Path(re.search(r"^log: (\S+)", out, re.M)[1])
+    assert log.parent == env.parent / "dagster" / "logs" and "STEP_START" in log.read_text()
+    # --set wins over --config, the file's other field stays.
+    with duckdb.connect(str(env), read_only=True) as conn:
+        assert conn.execute("SELECT count(*), min(seed), max(seed) FROM examples WHERE corpus = 'demo'").fetchone() == (
+            5,
+            3,
+            3,
+        )
+
+
+def test_a_failing_asset_prints_its_one_line_cause_and_the_log(env: Path, tiny_model_dir: Path):
+    bad = env.parent / "data" / "ud_english_ewt" / "en_ewt-ud-test.conllu"
+    bad.parent.mkdir(parents=True)
+    bad.write_text(
+        "# sent_id = s1\n1\tCats\tcat\tNOUN\tNNS\t_\t2\tnsubj\t_\t_\n2\tsleep\tsleep\tVERB\tVBP\t_\tx\troot\t_\t_\n\n"
+    )
+    done = _cli("run", str(tiny_model_dir), "--corpus", "ud_ewt_test", "--analysis", "attention")
+    assert done.returncode == 1
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert errors == [f"error: ud_ewt_test_examples: {bad}, line 3: head 'x' is not an integer word id"]
+    log = re.search(r"\(the traceback is in (\S+)\)", done.stderr)[1]
+    assert "Traceback" in Path(log).read_text() and "Traceback" not in done.stderr
+
+
+def test_run_config_from_a_file_and_assignments():
+    assert run_config_from(None, ["finetuned_mrpc.max_steps=40", "finetuned_mrpc.settings=[pretrained]"]) == {
+        "ops": {"finetuned_mrpc": {"config": {"max_steps": 40, "settings": ["pretrained"]}}}
+    }
+    with pytest.raises(UsageError, match=r"--set 'max_steps=40': expected ASSET.FIELD=VALUE"):
+        run_config_from(None, ["max_steps=40"])
+
+
+def test_bad_run_config_is_refused_before_anything_runs(env: Path, tiny_model_dir: Path, capsys: pytest.CaptureFixture):
+    config = env.parent / "bad.yaml"
+    config.write_text("ops:\n  demo_examples: {config: {size: 5}\n")
+    assert main(["run", str(tiny_model_dir), "--corpus", "demo", "--config", str(config)]) == 2
+    assert re.search(rf"error: {re.escape(str(config))}, line \d: not valid YAML", capsys.readouterr().err)
+    assert main(["run", str(tiny_model_dir), "--corpus", "demo", "--set", "demo_hta_facts.max_examples=2"]) == 2
+    err = capsys.readouterr().err
+    assert "run config for 'demo_hta_facts', which this run does not materialize" in err
+    assert "--analysis=hta" in err
+    assert main(["run", str(tiny_model_dir), "--corpus", "demo", "--set", "demo_exampels.size=2"]) == 2
+    assert "no such asset (did you mean demo_examples?)" in capsys.readouterr().err
+    assert not env.exists()  # nothing registered
+
+
+def test_export_writes_a_view(env: Path, capsys: pytest.CaptureFixture):
+    with duckdb.connect(str(env)) as conn:
+        upsert_model(conn, SPEC)
+    out = env.parent / "models.csv"
+    assert main(["export", "models", "--format", "csv", "--out", str(out), "--model", "org--tiny"]) == 0
+    assert "models.csv: 1 rows of models for model org--tiny" in capsys.readouterr().out
+    assert out.read_text().splitlines()[1].startswith("org--tiny,org/tiny,")
+    assert main(["export", "modles"]) == 2
+    assert "no view or table 'modles' (did you mean models?)" in capsys.readouterr().err

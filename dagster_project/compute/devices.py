@@ -63,6 +63,11 @@ class ComputeDevice:
 CPU = ComputeDevice(torch.device("cpu"))
 
 
+def sum_dtype(device: torch.device) -> torch.dtype:
+    """The dtype long sums accumulate in on `device`: float64, except on MPS, which has none."""
+    return torch.float32 if device.type == "mps" else torch.float64
+
+
 def dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 

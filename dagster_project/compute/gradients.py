@@ -207,7 +207,7 @@ def grad_columns(sums: torch.Tensor, counts: torch.Tensor, example_ids: torch.Te
         "layer": (layer + 1).to(torch.int16),
         "head": (head + 1).to(torch.int16),
         "target_code": kind.to(torch.int8),
-        "grad_sum": sums[b, layer, head, kind].to(torch.float64),
+        "grad_sum": sums[b, layer, head, kind].cpu().to(torch.float64),  # on the CPU: MPS has no float64
         "weight_count": counts[b, kind].to(torch.int32),
     }
     return {name: value.cpu().numpy() for name, value in columns.items()}

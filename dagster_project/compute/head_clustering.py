@@ -14,6 +14,8 @@ import polars as pl
 import torch
 from sklearn.manifold import MDS
 
+from dagster_project.compute.devices import sum_dtype
+
 # Bytes of one chunk's pairwise mixture tensor (rows x head pairs x keys): small enough to stay in cache,
 # which makes the chunk loop ~3x faster than large chunks on a 2-core machine; peak use is 3 such buffers.
 MIXTURE_CHUNK_BYTES = 2**22
@@ -30,8 +32,9 @@ def head_js_divergence(attn: torch.Tensor, valid: torch.Tensor, chunk_bytes: int
     """Sums over a batch's real query rows of the JS divergence between every two heads' rows.
 
     attn: (B, L, H, T, T) attention maps whose columns over padded keys are 0; valid: (B, T) bool,
-    real tokens, on attn's device. Returns (L*H, L*H) float64 on that device, head index = layer * H + head
-    (0-based), symmetric with a zero diagonal. Per-row entropies are computed in attn's dtype and summed in float64.
+    real tokens, on attn's device. Returns (L*H, L*H) float64 (float32 on MPS) on that device, head index =
+    layer * H + head (0-based), symmetric with a zero diagonal. Per-row entropies are computed in attn's dtype and
+    summed in float64 (devices.sum_dtype).
     """
     if attn.dim() != 5 or attn.shape[-1] != attn.shape[-2]:
         raise ValueError(f"head_js_divergence: attn must be (B, L, H, T, T), got shape {tuple(attn.shape)}")
@@ -46,8 +49,9 @@ def head_js_divergence(attn: torch.Tensor, valid: torch.Tensor, chunk_bytes: int
     rows_per_chunk = max(1, chunk_bytes // (first.numel() * width * attn.element_size()))
     example_index, query_index = valid.nonzero(as_tuple=True)
 
-    head_entropy = torch.zeros(n_heads, dtype=torch.float64, device=attn.device)
-    mixture_entropy = torch.zeros(first.numel(), dtype=torch.float64, device=attn.device)
+    total = sum_dtype(attn.device)
+    head_entropy = torch.zeros(n_heads, dtype=total, device=attn.device)
+    mixture_entropy = torch.zeros(first.numel(), dtype=total, device=attn.device)
     # Reused buffers: fresh multi-MB allocations per chunk would cost page faults on every chunk.
     mixture, operand, log_buffer = (attn.new_empty(rows_per_chunk, first.numel(), width) for _ in range(3))
     for start in range(0, example_index.numel(), rows_per_chunk):
@@ -55,15 +59,15 @@ def head_js_divergence(attn: torch.Tensor, valid: torch.Tensor, chunk_bytes: int
         # Advanced indices around slices put the row dimension first: (rows, L, H, T).
         rows = attn[example_index[chunk], :, :, query_index[chunk], :].reshape(-1, n_heads, width)
         n_rows = rows.shape[0]
-        head_entropy += _entropy_sums(rows, torch.empty_like(rows)).sum(0, dtype=torch.float64)
+        head_entropy += _entropy_sums(rows, torch.empty_like(rows)).sum(0, dtype=total)
         # index_select with out= is ~15x faster than advanced indexing here.
         torch.index_select(rows, 1, first, out=mixture[:n_rows])
         torch.index_select(rows, 1, second, out=operand[:n_rows])
         mixture[:n_rows].add_(operand[:n_rows]).mul_(0.5)
-        mixture_entropy += _entropy_sums(mixture[:n_rows], log_buffer[:n_rows]).sum(0, dtype=torch.float64)
+        mixture_entropy += _entropy_sums(mixture[:n_rows], log_buffer[:n_rows]).sum(0, dtype=total)
 
     pair_sums = (mixture_entropy - 0.5 * (head_entropy[first] + head_entropy[second])).clamp_min(0.0)
-    distances = torch.zeros(n_heads, n_heads, dtype=torch.float64, device=attn.device)
+    distances = torch.zeros(n_heads, n_heads, dtype=total, device=attn.device)
     distances[first, second] = pair_sums
     distances[second, first] = pair_sums
     return distances

@@ -11,6 +11,7 @@ from dagster_project.compute.devices import (
     resolve,
     resolve_device,
     resolve_dtype,
+    sum_dtype,
 )
 from dagster_project.defs.resources import ComputeResource, default_resources
 
@@ -82,6 +83,11 @@ def test_batch_tokens_default_by_device_and_halve_for_backward():
     assert CPU.batch_tokens() == 4096 and CPU.batch_tokens(backward=True) == 2048
     assert ComputeDevice(torch.device("cuda", 1)).batch_tokens() == 16384
     assert ComputeDevice(torch.device("mps")).batch_tokens(backward=True) == 4096
+
+
+def test_long_sums_are_float64_except_on_mps():
+    assert sum_dtype(torch.device("cpu")) == sum_dtype(torch.device("cuda", 0)) == torch.float64
+    assert sum_dtype(torch.device("mps")) == torch.float32  # MPS has no float64
 
 
 def test_gradient_passes_run_in_float32_and_say_so():

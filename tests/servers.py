@@ -4,12 +4,15 @@ Both listen on a free port of 127.0.0.1 and are stopped by the caller (the fixtu
 tests/conftest.py). No mocks: DuckLake and the Dagster instance talk to them over the network."""
 
 import glob
+import logging
 import os
 import pwd
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -179,12 +182,46 @@ class S3Server:
 
 
 def start_s3() -> S3Server:
-    """moto's ThreadedMotoServer on a free port (the `moto[server]` dev extra)."""
+    """moto's ThreadedMotoServer on a free port (the `moto[server]` dev extra). It accepts any
+    credentials; see start_s3_checking_credentials."""
     try:
         from moto.server import ThreadedMotoServer
     except ImportError as error:
         raise ServerUnavailable(f"moto's server is not installed ({error}): pip install -e '.[dev]'") from error
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one line per request otherwise
     port = free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
     return S3Server(port=port, server=server)
+
+
+class _MotoProcess:
+    def __init__(self, process: subprocess.Popen):
+        self.process = process
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=10)
+
+
+def start_s3_checking_credentials() -> S3Server:
+    """moto's server in its own process with request authentication on from the first request
+    (INITIAL_NO_AUTH_ACTION_COUNT=0, a process-wide moto setting): every access key is unknown
+    to it, so every request is refused as S3 refuses wrong credentials."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        env={**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": "0"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return S3Server(port=port, server=_MotoProcess(process))
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                process.kill()
+                raise ServerUnavailable(f"moto's server did not start on port {port}") from None
+            time.sleep(0.1)

@@ -15,7 +15,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -252,21 +252,24 @@ def retry_on_conflict(
 
 
 def maintain_files(conn: duckdb.DuckDBPyConnection, keep: timedelta) -> dict[str, int]:
-    """DuckLake's file maintenance, in its recommended order: expire snapshots older than `keep`
-    (time travel before that is gone), merge small adjacent Parquet files, rewrite files that
-    deletes left mostly empty, then delete files that expired snapshots no longer reference and
-    orphans (files of writers killed before committing) older than `keep`. Returns how many
-    snapshots, merges, rewrites and deleted files each step reported."""
+    """DuckLake's file maintenance: merge small adjacent Parquet files, rewrite files that
+    deletes left mostly empty, expire snapshots older than `keep` (time travel before that is
+    gone; the merges and rewrites are snapshots too, so their replaced files expire in this
+    same pass when `keep` is 0), then delete the files expired snapshots no longer reference,
+    and orphans (files of writers killed before committing), older than `keep`. Returns what
+    each step reported (merged files, rewritten files, expired snapshots, deleted files)."""
     steps = {
-        "expired_snapshots": ("ducklake_expire_snapshots", True),
         "merged_files": ("ducklake_merge_adjacent_files", False),
         "rewritten_files": ("ducklake_rewrite_data_files", False),
+        "expired_snapshots": ("ducklake_expire_snapshots", True),
         "deleted_old_files": ("ducklake_cleanup_old_files", True),
         "deleted_orphaned_files": ("ducklake_delete_orphaned_files", True),
     }
     done = {}
     for name, (function, takes_cutoff) in steps.items():
-        cutoff = [datetime.now(UTC) - keep] if takes_cutoff else []
-        query = f"SELECT count(*) FROM {function}('{LAKE_NAME}'{', older_than => ?' if takes_cutoff else ''})"
-        done[name] = conn.execute(query, cutoff).fetchone()[0]
+        # the cutoff in the catalog's own clock (now()), so it is later than what was just scheduled
+        cutoff = ", older_than => now() - to_seconds(?::DOUBLE)" if takes_cutoff else ""
+        query = f"SELECT count(*) FROM {function}('{LAKE_NAME}'{cutoff})"
+        # fetchall: a result left streaming (fetchone) keeps the function's transaction from committing
+        done[name] = conn.execute(query, [keep.total_seconds()] if takes_cutoff else []).fetchall()[0][0]
     return done

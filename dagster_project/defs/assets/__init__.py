@@ -10,12 +10,13 @@ from dagster_project.defs.assets.kovaleva import similarity_assets, similarity_a
 from dagster_project.defs.assets.models import encoder_model
 from dagster_project.defs.assets.probes import dependency_probes
 from dagster_project.defs.assets.report import paper_report
-from dagster_project.defs.assets.views import warehouse_views
+from dagster_project.defs.assets.views import warehouse_maintenance, warehouse_views
 from dagster_project.defs.versioning import versioned_assets
 
 all_assets = [
     encoder_model,
     warehouse_views,
+    warehouse_maintenance,
     *corpus_assets,
     *fact_assets,
     *coreference_baselines_assets,
@@ -46,5 +47,6 @@ __all__ = [
     "hta_assets_by_corpus",
     "paper_report",
     "similarity_assets_by_task",
+    "warehouse_maintenance",
     "warehouse_views",
 ]

@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from dagster_project.compute.ablation import ablation_settings, settings_logits, use_ablation_attention
+from dagster_project.compute.attention_facts import feature_pair_links
 from dagster_project.compute.attention_pass import extract_attention_facts, pass_inputs
 from dagster_project.compute.devices import CPU, ComputeDevice, resolve
 from dagster_project.compute.fact_kinds import FACT_KINDS
@@ -83,7 +84,17 @@ def assert_same_rows(reference: pl.DataFrame, placed: pl.DataFrame, keys: list[s
 
 @pytest.fixture(scope="module")
 def words(encoder: LoadedEncoder) -> pl.DataFrame:
-    return encode_corpus(read_demo_pairs(), encoder.tokenizer, 128, 12, 0).words
+    """Demo words with made-up spaCy flags: every third word a verb, words 1 and 4 the subjects of 3 and 6."""
+    index = pl.col("word_index")
+    return encode_corpus(read_demo_pairs(), encoder.tokenizer, 128, 12, 0).words.with_columns(
+        is_noun=index % 3 != 0,
+        is_verb=index % 3 == 0,
+        is_pronoun=index == 2,
+        is_subject=index.is_in([1, 4]),
+        is_object=pl.lit(False),
+        is_negation=pl.lit(False),
+        head_word_index=index.replace_strict({1: 3, 4: 6}, default=None, return_dtype=pl.Int32),
+    )
 
 
 FACT_TABLES = {
@@ -93,6 +104,7 @@ FACT_TABLES = {
     "head_distances": ["layer_a", "head_a", "layer_b", "head_b"],
     "received_attention": ["example_id", "position", "layer", "head"],
     "frame_link_attention": ["example_id", "target_start", "element_start", "layer", "head"],
+    "feature_pair_attention": ["example_id", "pair", "layer", "head"],
     "pattern_example_maps": ["pattern", "example_id", "layer", "head", "query", "key"],
 }
 
@@ -102,7 +114,9 @@ def _facts(encoder: LoadedEncoder, tokens: pl.DataFrame, words: pl.DataFrame) ->
     links = pl.DataFrame(
         {"example_id": [first], "target_start": [0], "target_end": [1], "element_start": [2], "element_end": [4]}
     )
-    inputs = pass_inputs(encoder, tokens, words, frame_links=links, word_mode="max")
+    inputs = pass_inputs(
+        encoder, tokens, words, frame_links=links, feature_links=feature_pair_links(words), word_mode="max"
+    )
     kinds = [FACT_KINDS[table] for table in FACT_TABLES]
     return extract_attention_facts(encoder, tokens, kinds, inputs, batch_tokens=256).tables
 

@@ -33,7 +33,7 @@ from dagster_project.compute.finetuning import (
 from dagster_project.compute.gradients import extract_grad_importance, load_loss_model
 from dagster_project.compute.head_clustering import distance_matrix, embed_heads
 from dagster_project.compute.hta import HtaMethod
-from dagster_project.compute.hta_facts import extract_hta_facts
+from dagster_project.compute.hta_facts import estimate_check_error, extract_hta_facts
 from dagster_project.compute.models import LoadedEncoder, load_encoder
 from dagster_project.compute.probes import (
     attachment_counts,
@@ -148,9 +148,13 @@ def test_hta(compute, tiny_model_dir: Path, encoder, demo_tokens):
     tokens = demo_tokens.filter(pl.col("example_id").is_in(demo_tokens["example_id"].unique().sort()[:2].implode()))
     method = HtaMethod.parse("estimate(2)")
     reference = extract_hta_facts(encoder, tokens, method)
+    reference_check, _ = estimate_check_error(encoder, demo_tokens, method, 3)
     placed = load_encoder(str(tiny_model_dir), compute)
     with running_on(compute):
         facts = extract_hta_facts(placed, tokens, method)
+        check, _ = estimate_check_error(placed, demo_tokens, method, 3)
+    assert check.layer_pearson == pytest.approx(reference_check.layer_pearson, abs=TOLERANCE)
+    assert check.mean_abs_error == pytest.approx(reference_check.mean_abs_error, abs=TOLERANCE)
     assert_same_rows(reference.correlations, facts.correlations, ["example_id", "layer", "head", "kind"])
     assert_same_rows(reference.histograms, facts.histograms, ["example_id", "kind", "scope", "layer", "head", "offset"])
 

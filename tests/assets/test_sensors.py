@@ -247,3 +247,32 @@ def test_a_locked_warehouse_makes_the_entry_wait_for_the_next_tick(
     assert not result.run_requests and "locked by another process; next tick" in result.skip_reason.skip_message
     # Nothing was recorded as launched: the next tick, with the file free, registers it.
     assert tick(instance, resources, result.cursor).run_requests
+
+
+def test_after_attn_warehouse_run_the_sensor_launches_nothing_for_that_model(
+    tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dagster_project.cli import main
+
+    for name, value in {
+        "ATTN_WAREHOUSE": tmp_path / "warehouse.duckdb",
+        "ATTN_DATA_DIR": tmp_path / "no-data",
+        "ATTN_CHARTS_DIR": tmp_path / "charts",
+        "DAGSTER_HOME": tmp_path / "dagster",
+        "ATTN_MODELS_CACHE": tmp_path / "cache",
+        "ATTN_MODELS_REGISTRY": tmp_path / "models.toml",
+    }.items():
+        monkeypatch.setenv(name, str(value))
+    (tmp_path / "models.toml").write_text(f'[[model]]\nsource = "{tiny_model_dir}"\n')
+    assert main(["run", str(tiny_model_dir), "--corpus", "demo"]) == 0
+    resources = {
+        "warehouse": DuckDBResource(database=str(tmp_path / "warehouse.duckdb")),
+        "data_dir": DataDirectory(path=str(tmp_path / "no-data")),
+    }
+    with DagsterInstance.get() as instance:
+        result = tick(instance, resources, None)
+    tiny = model_key(str(tiny_model_dir))
+    assert not result.run_requests
+    # (clark has nothing to run on the demo corpus alone, for the CLI as for the sensor)
+    assert "attention: already materialized at the current code version" in result.skip_reason.skip_message
+    assert json.loads(result.cursor)["launched"] == [f"{tiny}:attention"]

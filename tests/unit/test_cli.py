@@ -6,12 +6,15 @@ import shlex
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import duckdb
 import pytest
 
 from dagster_project.cli import UsageError, main, run_config_from
 from dagster_project.compute.models import ModelSpec
+from dagster_project.defs.assets.writing import progress_logger
+from dagster_project.defs.console import PROGRESS_MESSAGE
 from dagster_project.storage.warehouse import upsert_model
 
 SPEC = ModelSpec("org--tiny", "org/tiny", "/models/tiny", "abc", "bert", 2, 2, True)
@@ -156,3 +159,10 @@ def test_export_writes_a_view(env: Path, capsys: pytest.CaptureFixture):
     assert out.read_text().splitlines()[1].startswith("org--tiny,org/tiny,")
     assert main(["export", "modles"]) == 2
     assert "no view or table 'modles' (did you mean models?)" in capsys.readouterr().err
+
+
+def test_the_console_reads_the_progress_lines_of_the_passes():
+    messages: list[str] = []
+    progress_logger(SimpleNamespace(log=SimpleNamespace(info=messages.append)), "demo pass")(30, 120, 12.0)
+    found = PROGRESS_MESSAGE.search(messages[0])
+    assert (found["done"], found["total"], found["seconds"]) == ("30", "120", "12")

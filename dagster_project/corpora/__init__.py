@@ -133,6 +133,9 @@ _SPECS = [
         lambda data_dir: read_ontogum(ontogum_files(data_dir), strict=False),
         annotations=("coref_mentions", "coref_clusters"),
         prepare=window_documents,
+        # Kovaleva §4.5 pairs: noun -> pronoun needs gold coreference, verb -> subject spaCy
+        spacy_features=True,
+        fact_kinds=("relation_hits", "feature_pair_attention"),
     ),
     _annotated(
         "conll2012",

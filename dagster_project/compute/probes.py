@@ -121,7 +121,9 @@ def distance_features(width: int, device: torch.device | None = None) -> torch.T
     behind = max(i - j, 0)."""
     positions = torch.arange(width, device=device)
     offsets = positions[None, :] - positions[:, None]
-    bins = torch.cat([torch.arange(-SHORT_DISTANCE, 0), torch.arange(1, SHORT_DISTANCE + 1)]).to(device)
+    bins = torch.cat(
+        [torch.arange(-SHORT_DISTANCE, 0, device=device), torch.arange(1, SHORT_DISTANCE + 1, device=device)]
+    )
     ahead, behind = offsets.clamp(min=0).float(), (-offsets).clamp(min=0).float()
     continuous = torch.stack([ahead.log1p(), behind.log1p(), ahead / 10, behind / 10], -1)
     return torch.cat([(offsets[..., None] == bins).float(), continuous], -1)

@@ -37,6 +37,7 @@ from dagster_project.compute.hta_facts import estimate_check_error, extract_hta_
 from dagster_project.compute.models import LoadedEncoder, load_encoder
 from dagster_project.compute.probes import (
     attachment_counts,
+    distance_probe_for,
     predict_heads,
     probe_batches,
     probe_for,
@@ -179,21 +180,25 @@ def _dependencies(words: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _probe(model: torch.nn.Module, tokens: pl.DataFrame, words: pl.DataFrame) -> tuple[float, int]:
-    """Train the attention-and-words probe for 2 epochs and score it on its training batches."""
+def _probe(model: torch.nn.Module, tokens: pl.DataFrame, words: pl.DataFrame) -> list[tuple[float, int]]:
+    """Train the attention-and-words probe and the distance baseline for 2 epochs; their losses and
+    correct heads on the training batches."""
     batches = probe_batches(model, tokens, words, _dependencies(words), 0, True, "mean", 256)
-    probe = probe_for(batches[0], use_words=True, both_directions=True)
-    loss = train_probe(probe, batches, epochs=2, learning_rate=0.05, seed=0)
-    return loss, attachment_counts([predict_heads(probe, batch) for batch in batches], batches)[0]
+    scores = []
+    for probe in (probe_for(batches[0], use_words=True, both_directions=True), distance_probe_for(batches[0], 8, 0)):
+        loss = train_probe(probe, batches, epochs=2, learning_rate=0.05, seed=0)
+        scores.append((loss, attachment_counts([predict_heads(probe, batch) for batch in batches], batches)[0]))
+    return scores
 
 
 def test_probes(compute, tiny_model_dir: Path, encoder, demo_tokens, words):
     reference = _probe(encoder.model, demo_tokens, words)
     placed = load_encoder(str(tiny_model_dir), compute).model
     with running_on(compute):
-        loss, correct = _probe(placed, demo_tokens, words)
+        scores = _probe(placed, demo_tokens, words)
         random_init = random_init_encoder(placed, seed=0)
-    assert loss == pytest.approx(reference[0], abs=TOLERANCE) and correct == reference[1]
+    for (loss, correct), (expected_loss, expected_correct) in zip(scores, reference, strict=True):
+        assert loss == pytest.approx(expected_loss, abs=TOLERANCE) and correct == expected_correct
     assert random_init.device.type == compute.device.type
 
 

@@ -40,7 +40,8 @@ def build_chart_asset(spec: ChartSpec) -> AssetsDefinition:
     @asset(
         name=spec.name,
         description=(
-            f"{spec.label}, from the `{spec.view}` view (corpus: first of {', '.join(spec.corpora)} with rows)."
+            f"{spec.label}, from the `{spec.view}` view (corpus: {'every one' if spec.all_corpora else 'first'} of "
+            f"{', '.join(spec.corpora)} with rows{'; every model beside the partition' if spec.all_models else ''})."
         ),
         partitions_def=model_partitions,
         deps=[warehouse_views, *(hta_assets if spec.analysis == "hta" else fact_assets), *analysis_inputs(spec)],

@@ -28,6 +28,7 @@ from transformers import (
 )
 
 from dagster_project.compute import models
+from dagster_project.compute.devices import CPU, ComputeDevice
 from dagster_project.compute.models import DEFAULT_MODEL, ModelLoadError, inspect_model, load_encoder, model_key
 from dagster_project.defs.partitions import model_partitions
 from dagster_project.defs.registration import register_model
@@ -57,6 +58,16 @@ def test_counts_come_from_the_model(tiny_model_dir: Path):
     assert encoder.model.config._attn_implementation == "eager"
     assert not encoder.model.training
     assert next(encoder.model.parameters()).dtype == torch.float32
+    assert encoder.compute == CPU
+
+
+def test_the_encoder_is_loaded_where_and_as_the_compute_device_says(tiny_model_dir: Path):
+    low = ComputeDevice(torch.device("cpu"), torch.bfloat16)
+    encoder = load_encoder(str(tiny_model_dir), low)
+    assert encoder.compute == low and encoder is not load_encoder(str(tiny_model_dir))
+    assert {parameter.dtype for parameter in encoder.model.parameters()} == {torch.bfloat16}
+    assert {parameter.device.type for parameter in encoder.model.parameters()} == {"cpu"}
+    assert encoder.model.config._attn_implementation == "eager" and not encoder.model.training
 
 
 def test_default_model_is_the_embedded_package():

@@ -220,19 +220,11 @@ class EstimateError:
     mean_abs_error: float  # over the same cells of every estimated layer
 
 
-def estimate_error(
-    model: PreTrainedModel, embeddings: list[torch.Tensor], method: HtaMethod, seeds: list[int]
-) -> EstimateError:
-    """Estimated (probes seeded per example, as the run draws them) vs exact input contributions
-    c_ji of the examples' embedding outputs ((n, D) each), per estimated layer 2..L."""
-    if method.probes is None:
-        return EstimateError({}, 0.0)
-    exact, estimated = [], []
-    for e0, seed in zip(embeddings, seeds, strict=True):
-        exact.append(normalize_rows(input_norms(model, e0, HtaMethod(None)))[1:].flatten(1))
-        estimate = input_norms(model, e0, method, torch.Generator().manual_seed(seed))
-        estimated.append(normalize_rows(estimate)[1:].flatten(1))
-    exact_cells, estimated_cells = torch.cat(exact, 1), torch.cat(estimated, 1)  # (L - 1, cells)
+def compare_contributions(exact: list[torch.Tensor], estimated: list[torch.Tensor]) -> EstimateError:
+    """Per estimated layer 2..L, Pearson and mean absolute error of estimated vs exact
+    contributions c_ji of the same examples ((L, H, n, n) each), pooled over the examples."""
+    exact_cells = torch.cat([maps[1:].flatten(1) for maps in exact], 1)  # (L - 1, cells)
+    estimated_cells = torch.cat([maps[1:].flatten(1) for maps in estimated], 1)
     a = exact_cells - exact_cells.mean(-1, keepdim=True)
     b = estimated_cells - estimated_cells.mean(-1, keepdim=True)
     pearson = (a * b).sum(-1) / (a.norm(dim=-1) * b.norm(dim=-1))
@@ -240,3 +232,17 @@ def estimate_error(
         {layer: float(value) for layer, value in enumerate(pearson.tolist(), start=2)},
         float((exact_cells - estimated_cells).abs().mean()) if exact_cells.numel() else 0.0,
     )
+
+
+def estimate_error(
+    model: PreTrainedModel, embeddings: list[torch.Tensor], method: HtaMethod, seeds: list[int]
+) -> EstimateError:
+    """Estimated (probes seeded per example, as the run draws them) vs exact input contributions
+    of the examples' embedding outputs ((n, D) each), per estimated layer 2..L."""
+    if method.probes is None:
+        return EstimateError({}, 0.0)
+    exact, estimated = [], []
+    for e0, seed in zip(embeddings, seeds, strict=True):
+        exact.append(normalize_rows(input_norms(model, e0, HtaMethod(None))))
+        estimated.append(normalize_rows(input_norms(model, e0, method, torch.Generator().manual_seed(seed))))
+    return compare_contributions(exact, estimated)

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 import torch
 
 DEVICE_SETTING, DTYPE_SETTING = "ATTN_DEVICE", "ATTN_DTYPE"
-DEVICES = ("auto", "cpu", "cuda", "cuda:N", "mps")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 _DTYPE_ALIASES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "half": "float16"}
 # Padded positions per forward batch by device type (a backward pass takes half: it keeps every
@@ -133,7 +132,7 @@ def resolve(
 def float32_maps(attentions: Sequence[torch.Tensor]) -> torch.Tensor:
     """(B, L, H, T, T) float32 maps from a forward's per-layer attentions, for the statistics.
     A low-precision forward's rows are renormalized after the cast: rounding each probability to
-    bfloat16 leaves rows that sum to 1 only within ~1e-3, and the statistics assume rows summing to 1."""
+    bfloat16 leaves rows that sum to 1 only within ~3e-3, and the statistics assume rows summing to 1."""
     attn = torch.stack(tuple(attentions), dim=1)
     if attn.dtype == torch.float32:
         return attn

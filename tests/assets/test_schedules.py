@@ -75,19 +75,24 @@ def test_a_new_code_version_makes_only_that_asset_stale(
     tiny = register_model(str(tiny_model_dir), instance, resources["warehouse"]).model_id
     assert tiny == model_key(str(tiny_model_dir))
     materialize(assets, selection=["warehouse_views"], instance=instance, resources=resources)
-    chosen = ["encoder_model", "demo_examples", "demo_attention_facts", "clark_fig2_special_tokens"]
+    chosen = ["encoder_model", "demo_examples", "demo_attention_facts", "clark_fig2_special_tokens", "paper_report"]
     materialize(assets, selection=chosen, partition_key=tiny, instance=instance, resources=resources)
     assert refresh_plan(instance, assets).selections == {}
 
     edited = with_code_version(assets, "demo_attention_facts", "edited")
     plan = refresh_plan(instance, edited)
     assert plan.stale == {tiny: [AssetKey("demo_attention_facts")]}
-    # The chart drawn from those facts is re-run with them; the model and corpus are not.
-    assert plan.selections == {tiny: [AssetKey("clark_fig2_special_tokens"), AssetKey("demo_attention_facts")]}
+    # The chart drawn from those facts is re-run with them, and the report showing it; the model
+    # and corpus are not.
+    assert plan.selections == {
+        tiny: [AssetKey("clark_fig2_special_tokens"), AssetKey("demo_attention_facts"), AssetKey("paper_report")]
+    }
 
     # A stale view file goes first, alone: the per-model runs wait for the next tick.
     views_edited = with_code_version(edited, "warehouse_views", "new-sql")
-    assert refresh_plan(instance, views_edited).selections == {None: [AssetKey("warehouse_views")]}
+    assert refresh_plan(instance, views_edited).selections == {
+        None: [AssetKey("paper_report"), AssetKey("warehouse_views")]
+    }
 
 
 @asset(

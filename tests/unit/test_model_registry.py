@@ -99,7 +99,9 @@ def test_fine_tuned_checkpoint_registers_with_the_corpora_of_its_recipe(tmp_path
     for name in ("base--rte", "broken", "unknown"):
         (finetuned / name).mkdir(parents=True)
         write(finetuned / name / "config.json", "{}")
-    write(finetuned / "base--rte" / "recipe.json", '{"task": "rte", "corpora": ["glue_rte"], "analyses": ["attention"]}')
+    write(
+        finetuned / "base--rte" / "recipe.json", '{"task": "rte", "corpora": ["glue_rte"], "analyses": ["attention"]}'
+    )
     write(finetuned / "broken" / "recipe.json", "{not json")
     write(finetuned / "unknown" / "recipe.json", '{"corpora": ["glue_qqp"]}')
     scan = scan_registry(tmp_path / "absent.toml", [finetuned], ANALYSES, {*CORPORA, "glue_rte"})

@@ -1,4 +1,5 @@
-"""`attn-warehouse`: run the main job, register models, query the warehouse, open the UI.
+"""`attn-warehouse`: run the analyses for a model (one line per asset; the full log in a file),
+register models, query or export the warehouse, write the report, open the UI.
 
 Sets DAGSTER_HOME to the project's .dagster folder unless it is set, so partitions and
 run history persist between commands and the UI.
@@ -11,8 +12,12 @@ import sys
 import time
 import traceback
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dagster_project import settings
+
+if TYPE_CHECKING:
+    from dagster_project.storage.backend import WarehouseConfig
 
 
 def _use_project_instance() -> None:
@@ -254,30 +259,38 @@ def add_model(source: str) -> int:
     return 0
 
 
-def _existing_warehouse() -> Path | None:
-    """The warehouse file, or None after saying there is none yet."""
-    warehouse = settings.warehouse_path()
+def _existing_warehouse() -> "WarehouseConfig | None":
+    """The configured warehouse (storage/backend.py), or None after saying there is none yet."""
+    from dagster_project.storage.backend import WarehouseConfig
+    from dagster_project.storage.lake import LakeConfigError
+
+    try:
+        warehouse = WarehouseConfig.from_env()
+    except LakeConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return None
     if warehouse.exists():
         return warehouse
     print(
-        f"error: no warehouse at {warehouse}: run `attn-warehouse run` first (or set ATTN_WAREHOUSE)", file=sys.stderr
+        f"error: no warehouse at {warehouse.database}: run `attn-warehouse run` first (or set ATTN_WAREHOUSE)",
+        file=sys.stderr,
     )
     return None
 
 
 def report(out_dir: Path | None) -> int:
     """Write the static HTML report of every registered model's charts, read from the warehouse."""
-    import duckdb
 
     from dagster_project.presentation.report import read_report_data, write_report
+    from dagster_project.storage.lake import LakeConfigError
 
     warehouse = _existing_warehouse()
     if warehouse is None:
         return 2
     try:
-        with duckdb.connect(str(warehouse), read_only=True) as conn:
+        with warehouse.connect_read_only() as conn:
             data = read_report_data(conn)
-    except ValueError as error:
+    except (ValueError, LakeConfigError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     pages = write_report(data, out_dir or settings.charts_dir() / "report")
@@ -292,11 +305,13 @@ def sql(query: str, max_rows: int) -> int:
     import polars as pl
     import pyarrow as pa
 
+    from dagster_project.storage.lake import LakeConfigError
+
     warehouse = _existing_warehouse()
     if warehouse is None:
         return 2
     try:
-        with duckdb.connect(str(warehouse), read_only=True) as conn:
+        with warehouse.connect_read_only() as conn:
             reader = conn.execute(query).to_arrow_reader(max_rows + 1)
             batches, n_rows = [], 0
             for batch in reader:
@@ -305,7 +320,7 @@ def sql(query: str, max_rows: int) -> int:
                 if n_rows > max_rows:
                     break
             result = pl.from_arrow(pa.Table.from_batches(batches, schema=reader.schema))
-    except duckdb.Error as error:
+    except (duckdb.Error, LakeConfigError) as error:
         return _reader_error(error, warehouse)
     assert isinstance(result, pl.DataFrame)
     with pl.Config(tbl_rows=max_rows, tbl_cols=-1, tbl_width_chars=200, fmt_str_lengths=80):
@@ -315,11 +330,12 @@ def sql(query: str, max_rows: int) -> int:
     return 0
 
 
-def _reader_error(error: Exception, warehouse: Path) -> int:
+def _reader_error(error: Exception, warehouse: "WarehouseConfig") -> int:
     """Say in one line why a read-only visit to the warehouse failed; exit status 2."""
     if "could not set lock" in str(error).lower():
         print(
-            f"error: the warehouse {warehouse} is being written by another process (a run?): try again when it ends",
+            f"error: the warehouse {warehouse.database} is being written by another process (a run?): "
+            "try again when it ends",
             file=sys.stderr,
         )
     else:
@@ -333,12 +349,14 @@ def export(view: str, file_format: str, out: Path | None, model_id: str | None) 
 
     import duckdb
 
+    from dagster_project.storage.lake import LakeConfigError
+
     warehouse = _existing_warehouse()
     if warehouse is None:
         return 2
     out = out or Path(f"{view}.{file_format}")
     try:
-        with duckdb.connect(str(warehouse), read_only=True) as conn:
+        with warehouse.connect_read_only() as conn:
             names = {name for (name,) in conn.execute("SELECT table_name FROM information_schema.tables").fetchall()}
             if view not in names:
                 close = difflib.get_close_matches(view, sorted(names), n=3)
@@ -357,7 +375,7 @@ def export(view: str, file_format: str, out: Path | None, model_id: str | None) 
                 relation.write_parquet(str(out))
             else:
                 relation.write_csv(str(out))
-    except duckdb.Error as error:
+    except (duckdb.Error, LakeConfigError) as error:
         return _reader_error(error, warehouse)
     print(f"{out}: {rows} rows of {view}" + (f" for model {model_id}" if model_id else ""))
     return 0

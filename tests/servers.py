@@ -183,7 +183,7 @@ class S3Server:
 
 def start_s3() -> S3Server:
     """moto's ThreadedMotoServer on a free port (the `moto[server]` dev extra). It accepts any
-    credentials; see start_s3_checking_credentials."""
+    credentials; see start_s3_process."""
     try:
         from moto.server import ThreadedMotoServer
     except ImportError as error:
@@ -204,14 +204,15 @@ class _MotoProcess:
         self.process.wait(timeout=10)
 
 
-def start_s3_checking_credentials() -> S3Server:
-    """moto's server in its own process with request authentication on from the first request
-    (INITIAL_NO_AUTH_ACTION_COUNT=0, a process-wide moto setting): every access key is unknown
-    to it, so every request is refused as S3 refuses wrong credentials."""
+def start_s3_process(check_credentials: bool = False) -> S3Server:
+    """moto's server in its own process (no GIL shared with the caller, for benchmarks). With
+    `check_credentials`, request authentication is on from the first request
+    (INITIAL_NO_AUTH_ACTION_COUNT=0, a process-wide moto setting): every access key is unknown to
+    it, so every request is refused as S3 refuses wrong credentials."""
     port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        env={**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": "0"},
+        env={**os.environ, **({"INITIAL_NO_AUTH_ACTION_COUNT": "0"} if check_credentials else {})},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

@@ -19,7 +19,7 @@ from dagster_project.storage.warehouse import (
     replace_partition,
     upsert_model,
 )
-from tests.servers import S3Server
+from tests.servers import S3Server, start_s3_process
 
 SPEC = ModelSpec("org--m", "org/m", "/x", "r1", "bert", 1, 2, True)
 
@@ -124,9 +124,7 @@ def test_a_missing_extension_package_is_named_with_the_pip_command(tmp_path: Pat
 
 
 def test_wrong_s3_credentials_fail_before_anything_is_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    from tests.servers import start_s3_checking_credentials
-
-    server = start_s3_checking_credentials()
+    server = start_s3_process(check_credentials=True)
     try:
         for name, value in server.env().items():
             monkeypatch.setenv(name, value)

@@ -245,11 +245,11 @@ _GLUE = tuple(f"glue_{task}" for task in GLUE_TASKS)
 # Kovaleva's tasks in the paper's order (QQP and MNLI are not staged), then the other GLUE
 # corpora (CoLA, WNLI: not in the paper) and the demo.
 KOVALEVA_PAPER_TASKS = ("mrpc", "stsb", "sst2", "rte", "qnli")
-_KOVALEVA_CORPORA = (
+_KOVALEVA_GLUE = (
     *(f"glue_{task}" for task in KOVALEVA_PAPER_TASKS),
     *(name for name in _GLUE if name.removeprefix("glue_") not in KOVALEVA_PAPER_TASKS),
-    "demo",
 )
+_KOVALEVA_CORPORA = (*_KOVALEVA_GLUE, "demo")
 CHARTS += (
     ChartSpec(
         "kovaleva_fig1_pattern_examples",
@@ -283,7 +283,7 @@ CHARTS += (
         "kovaleva",
         "Fig. 5",
         "kovaleva_finetune_similarity",
-        _GLUE,
+        _KOVALEVA_GLUE,
         draw.kovaleva_finetune_similarity_chart,
         all_corpora=True,
         analysis="finetuning",

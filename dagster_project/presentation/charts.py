@@ -484,7 +484,7 @@ def kovaleva_finetune_similarity_chart(rows: pl.DataFrame, title: str) -> alt.Fa
         # The scale spans the observed cosines (often all > 0.9), so small changes show.
         _head_heatmap(rows, "cosine", "cosine", "greys")
         .encode(color=alt.Color("cosine:Q", scale=alt.Scale(scheme="greys", reverse=True, zero=False)))
-        .facet(column=alt.Column("task:N"))
+        .facet(column=alt.Column("task:N", sort=_in_order(rows, "task")))
         .properties(title=f"{title}: pre-trained vs fine-tuned attention (darker: more change)")
     )
 

@@ -125,7 +125,7 @@ def _check_configured_assets(
 
 
 def _log_path() -> Path:
-    folder = settings.dagster_home() / "logs"
+    folder = settings.dagster_home() / "run_logs"  # not logs/: Dagster keeps its telemetry there
     folder.mkdir(parents=True, exist_ok=True)
     return folder / f"run-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
 

@@ -104,7 +104,7 @@ def test_run_is_quiet_takes_run_config_and_logs_every_event_to_a_file(env: Path,
     )
     assert "DEBUG" not in out + done.stderr and "STEP_START" not in out + done.stderr
     log = Path(re.search(r"^log: (\S+)", out, re.M)[1])
-    assert log.parent == env.parent / "dagster" / "logs" and "STEP_START" in log.read_text()
+    assert log.parent == env.parent / "dagster" / "run_logs" and "STEP_START" in log.read_text()
     # --set wins over --config, the file's other field stays.
     with duckdb.connect(str(env), read_only=True) as conn:
         assert conn.execute("SELECT count(*), min(seed), max(seed) FROM examples WHERE corpus = 'demo'").fetchone() == (

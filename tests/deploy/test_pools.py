@@ -11,7 +11,7 @@ import sys
 from dagster import AssetsDefinition
 
 from dagster_project.defs.assets import all_assets
-from dagster_project.defs.pools import GPU, WAREHOUSE_WRITER
+from dagster_project.defs.pools import GPU, K8S_CONFIG_TAG, WAREHOUSE_WRITER
 from dagster_project.settings import PROJECT_ROOT
 from dagster_project.storage.backend import BACKEND_SETTING, CATALOG_SETTING, DATA_PATH_SETTING
 from tests.deploy.passes import GPU_PASSES
@@ -34,6 +34,17 @@ def pools_by_asset() -> dict[str, str | None]:
         for asset in all_assets
         if isinstance(asset, AssetsDefinition) and asset.is_executable
     }
+
+
+def test_the_gpu_passes_are_the_assets_that_take_the_compute_device() -> None:
+    """A new pass given the `compute` resource (compute/devices.py) without the GPU placement fails here."""
+    on_device = {
+        asset.key
+        for asset in all_assets
+        if isinstance(asset, AssetsDefinition) and asset.is_executable and "compute" in asset.required_resource_keys
+    }
+    assert on_device == {asset.key for asset in GPU_PASSES}
+    assert all(asset.op.tags.get(K8S_CONFIG_TAG) for asset in GPU_PASSES)
 
 
 def test_pools_follow_the_backend(tmp_path) -> None:

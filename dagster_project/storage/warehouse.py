@@ -9,6 +9,7 @@ appends, since a delete aborts concurrent inserts into the same table; `lake.mai
 replaced batches later, and DDL runs only when the lake's schema is behind sql/schema.
 """
 
+import functools
 import hashlib
 import logging
 import re
@@ -51,6 +52,7 @@ def schema_files() -> list[Path]:
     return sorted((SQL_DIR / "schema").glob("*.sql"))
 
 
+@functools.cache
 def schema_columns() -> dict[str, tuple[str, ...]]:
     """Every table of sql/schema with its columns in order, as DuckDB parses the DDL files
     (CREATE TABLE and the ALTERs that add columns), on a throwaway in-memory database."""
@@ -406,8 +408,7 @@ def upsert_model(conn: duckdb.DuckDBPyConnection, spec: ModelSpec) -> None:
     registration time. An unchanged model writes nothing, so re-registering a model (every
     `attn-warehouse run`) never touches a lake that other processes are writing."""
     lake = is_lake(conn)
-    if not lake:
-        ensure_schema(conn)
+    ensure_schema(conn)  # on a lake, DDL only the first time (registration comes before the views)
     values = {
         "model_id": spec.model_id,
         "source": spec.source,

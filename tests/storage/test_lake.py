@@ -13,6 +13,8 @@ import pytest
 from dagster_project.compute.models import ModelSpec
 from dagster_project.storage.lake import LakeConfig, LakeConfigError, connect_lake, extension_file, maintain_files
 from dagster_project.storage.warehouse import (
+    PARTITIONED_TABLES,
+    LakeNotSetUpError,
     apply_views,
     expire_replaced_batches,
     partition_rows,
@@ -147,3 +149,20 @@ def test_a_data_path_that_is_not_writable_fails_before_anything_is_written(tmp_p
         raised.value
     )
     assert not (tmp_path / "catalog.ducklake").exists()
+
+
+def test_registration_sets_up_a_new_lake_and_unchanged_models_write_nothing(tmp_path: Path):
+    with connect_lake(LakeConfig(str(tmp_path / "catalog.ducklake"), str(tmp_path / "data"))) as conn:
+        with pytest.raises(LakeNotSetUpError, match="materialize `warehouse_views` once"):
+            replace_partition(conn, {"head_summaries": _summaries([0.5])}, SPEC.model_id, "demo")
+        upsert_model(conn, SPEC)  # creates and partitions the tables first: registration precedes the views
+        snapshots = "SELECT count(*) FROM ducklake_snapshots('lake')"
+        (before,) = conn.execute(snapshots).fetchone()
+        upsert_model(conn, SPEC)
+        assert conn.execute(snapshots).fetchone() == (before,)
+        upsert_model(conn, ModelSpec("org--m", "org/m", "/x", "r2", "bert", 1, 2, True))
+        assert conn.execute("SELECT revision FROM models").fetchall() == [("r2",)]
+        partitioned = conn.execute(
+            "SELECT count(DISTINCT table_id) FROM __ducklake_metadata_lake.ducklake_partition_info"
+        ).fetchone()
+        assert partitioned == (len(PARTITIONED_TABLES) + 1,)  # every partitioned table and `batches`

@@ -31,7 +31,7 @@ from dagster_project.defs.resources import ComputeResource
 from dagster_project.defs.tags import corpus_tags
 
 # The cheapest method whose worst estimated layer passes the check below on MiniLM (bench/bench_hta.py).
-DEFAULT_HTA_METHOD = "estimate(8,bf16)"
+DEFAULT_HTA_METHOD = "estimate(32,bf16)"
 CHECK_MIN_PEARSON = 0.99
 CHECK_EXAMPLES = 16  # examples the estimator check runs exact HTA on (all, in a smaller corpus)
 CONTRIBUTION_CHECK = "Input contributions of every query row sum to 1; histogram pairs sum to n^2."

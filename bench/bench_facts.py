@@ -94,7 +94,9 @@ def naive(encoder, tokens) -> None:
                         count = int(np.diag(np.outer(keep, keep), offset).sum())
                         if count:
                             conn.execute(
-                                "INSERT INTO position_histograms VALUES ('m', 'c', ?, 'attention', ?, ?, ?, ?, ?, ?)",
+                                "INSERT INTO position_histograms (model_id, corpus, example_id, kind, scope, layer, "
+                                'head, "offset", weight_sum, pair_count) '
+                                "VALUES ('m', 'c', ?, 'attention', ?, ?, ?, ?, ?, ?)",
                                 [
                                     example_id,
                                     scope,

@@ -54,6 +54,11 @@ def pool_limits(gpus: int | None = None) -> dict[str, int]:
     """The pools the assets use with the configured backend, and their limits (`gpus`: the number
     of devices the `gpu` pool shares, default this machine's)."""
     if single_writer():
+        if gpus is not None:
+            raise ValueError(
+                f"the duckdb backend runs the model passes in the {WAREHOUSE_WRITER} pool, one at a time, so it has "
+                f"no {GPU} pool to size: leave out --gpus, or set ATTN_WAREHOUSE_BACKEND=ducklake (README, Scaling out)"
+            )
         return {WAREHOUSE_WRITER: 1}
     count = local_device_count() if gpus is None else gpus
     if count < 1:

@@ -76,6 +76,8 @@ def test_attn_warehouse_pools_sets_the_pools_of_the_backend(
 ) -> None:
     assert main(["pools"]) == 0
     assert f"pool {WAREHOUSE_WRITER}: limit 1" in capsys.readouterr().out
+    assert main(["pools", "--gpus", "2"]) == 2
+    assert "no gpu pool to size" in capsys.readouterr().err
     monkeypatch.setenv(BACKEND_SETTING, "ducklake")
     assert main(["pools", "--gpus", "3"]) == 0
     assert f"pool {GPU}: limit 3" in capsys.readouterr().out
@@ -115,7 +117,10 @@ def test_concurrent_runs_with_the_multiprocess_executor_share_the_writer_pool(
         "chart_folder": ChartFolder(path=env["ATTN_CHARTS_DIR"]),
     }
     run_config = tmp_path / "run_config.yaml"
-    run_config.write_text(yaml.safe_dump({"execution": {"config": {"multiprocess": {"max_concurrent": 2}}}}))
+    # forkserver: the step processes fork from one that imported the definitions once per run.
+    forkserver = {"preload_modules": ["dagster_project.definitions"]}
+    executor = {"max_concurrent": 2, "start_method": {"forkserver": forkserver}}
+    run_config.write_text(yaml.safe_dump({"execution": {"config": {"multiprocess": executor}}}))
     with DagsterInstance.from_config(str(postgres_home)) as instance:
         model_ids = [
             register_model(str(_copy_model(tiny_model_dir, tmp_path / f"model_{index}")), instance, warehouse).model_id

@@ -1,8 +1,9 @@
 """The Kubernetes deployment (deploy/) checked against dagster-k8s itself, without a cluster:
-the run launcher that Dagster's Helm chart builds from deploy/values.yaml is loaded by a real
-Dagster instance (which validates it against K8sRunLauncher's config schema), each asset's
-`dagster-k8s/config` op tag goes through dagster-k8s's own tag parsing into the Kubernetes Job of
-its step, and deploy/definitions.py runs every job on the k8s_job_executor."""
+the run launcher and run coordinator that Dagster's Helm chart builds from deploy/values.yaml
+are loaded by a real Dagster instance (which validates them against their config schemas, the
+K8sRunLauncher's from dagster-k8s), each asset's `dagster-k8s/config` op tag goes through
+dagster-k8s's own tag parsing into the Kubernetes Job of its step, and deploy/definitions.py
+runs every job on the k8s_job_executor."""
 
 import importlib.util
 import re
@@ -13,7 +14,7 @@ from typing import Any
 
 import pytest
 import yaml
-from dagster import AssetsDefinition, DagsterInstance, DagsterInvalidConfigError
+from dagster import AssetsDefinition, DagsterInstance, DagsterInvalidConfigError, QueuedRunCoordinator
 
 from dagster_project.defs.assets import all_assets
 from dagster_project.defs.pools import GPU_RESOURCE, K8S_CONFIG_TAG
@@ -86,9 +87,27 @@ def chart_run_launcher(values: Mapping[str, Any], namespace: str = "attention") 
     return config
 
 
-def load_run_launcher(home: Path, config: Mapping[str, Any]):
-    """The run launcher of a Dagster instance whose dagster.yaml names K8sRunLauncher with `config`,
-    out of a cluster: the in-cluster credentials are swapped for a kubeconfig file in `home`."""
+def chart_run_coordinator(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The run_coordinator section the chart's dagsterYaml.runCoordinator.queued template
+    (_run-coordinator.tpl) renders from dagsterDaemon.runCoordinator, for the keys values.yaml sets."""
+    coordinator = values["dagsterDaemon"]["runCoordinator"]
+    assert coordinator["enabled"] and coordinator["type"] == "QueuedRunCoordinator"
+    settings = coordinator["config"]["queuedRunCoordinator"]
+    unknown = set(settings) - {"maxConcurrentRuns", "blockOpConcurrencyLimitedRuns"}
+    assert not unknown, f"values.yaml sets queuedRunCoordinator keys this test does not render: {unknown}"
+    config: dict[str, Any] = {"max_concurrent_runs": settings.get("maxConcurrentRuns", -1)}
+    if block := settings.get("blockOpConcurrencyLimitedRuns"):
+        config["block_op_concurrency_limited_runs"] = {
+            "enabled": block["enabled"],
+            "op_concurrency_slot_buffer": block["opConcurrencySlotBuffer"],
+        }
+    return {"module": "dagster.core.run_coordinator", "class": "QueuedRunCoordinator", "config": config}
+
+
+def load_instance(home: Path, config: Mapping[str, Any], run_coordinator: Mapping[str, Any] | None = None):
+    """The run launcher and run coordinator of a Dagster instance whose dagster.yaml names
+    K8sRunLauncher with `config` (and `run_coordinator`), out of a cluster: the in-cluster
+    credentials are swapped for a kubeconfig file in `home`."""
     kubeconfig = home / "kubeconfig"
     kubeconfig.write_text(
         yaml.safe_dump(
@@ -104,27 +123,33 @@ def load_run_launcher(home: Path, config: Mapping[str, Any]):
     )
     outside = {**config, "load_incluster_config": False, "kubeconfig_file": str(kubeconfig)}
     launcher = {"module": "dagster_k8s", "class": "K8sRunLauncher", "config": outside}
-    (home / "dagster.yaml").write_text(yaml.safe_dump({"run_launcher": launcher, "telemetry": {"enabled": False}}))
+    instance_yaml = {"run_launcher": launcher, "telemetry": {"enabled": False}}
+    if run_coordinator:
+        instance_yaml["run_coordinator"] = dict(run_coordinator)
+    (home / "dagster.yaml").write_text(yaml.safe_dump(instance_yaml))
     with DagsterInstance.from_config(str(home)) as instance:
-        return instance.run_launcher
+        return instance.run_launcher, instance.run_coordinator
 
 
-def test_the_charts_run_launcher_from_values_is_valid_for_dagster_k8s(tmp_path: Path) -> None:
+def test_the_charts_instance_from_values_is_valid_for_dagster_k8s(tmp_path: Path) -> None:
     config = chart_run_launcher(VALUES)
     assert config["load_incluster_config"] is True
-    launcher = load_run_launcher(tmp_path, config)
+    launcher, coordinator = load_instance(tmp_path, config, chart_run_coordinator(VALUES))
     assert isinstance(launcher, dagster_k8s.K8sRunLauncher)
     assert launcher.image_pull_policy == "IfNotPresent"
     assert launcher.job_namespace == "attention"
     run_pod = UserDefinedDagsterK8sConfig.from_dict(launcher.run_k8s_config)  # checked against the Kubernetes models
     assert run_pod.container_config["resources"]["requests"] == {"cpu": "250m", "memory": "1Gi"}
+    assert isinstance(coordinator, QueuedRunCoordinator)
+    assert coordinator.get_run_queue_config().max_concurrent_runs == 8
+    assert coordinator.should_block_op_concurrency_limited_runs and coordinator.op_concurrency_slot_buffer == 0
 
 
 def test_the_instance_rejects_a_run_launcher_key_dagster_k8s_does_not_have(tmp_path: Path) -> None:
     """The check above is not vacuous: a misspelled key fails the same load."""
     config = {**chart_run_launcher(VALUES), "image_pul_policy": "Always"}
     with pytest.raises(DagsterInvalidConfigError, match="image_pul_policy"):
-        load_run_launcher(tmp_path, config)
+        load_instance(tmp_path, config)
 
 
 def test_values_keep_the_postgres_driver_and_the_user_code_entry_point() -> None:

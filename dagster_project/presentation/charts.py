@@ -134,7 +134,7 @@ def pascual_correlation_chart(rows: pl.DataFrame, title: str) -> alt.FacetChart:
             x=alt.X("layer:O"),
             y=alt.Y(
                 "correlation:Q",
-                title="mean correlation (attention row vs contribution row)",
+                title="mean row correlation",
                 scale=alt.Scale(domain=[-0.2, 1]),
             ),
             tooltip=["layer", "head", "coefficient", alt.Tooltip("correlation:Q", format=".3f")],

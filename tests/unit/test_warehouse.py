@@ -10,8 +10,11 @@ import duckdb
 import polars as pl
 import pytest
 
+from dagster_project import settings
 from dagster_project.compute.models import ModelSpec
 from dagster_project.storage import warehouse
+from dagster_project.storage.backend import WarehouseConfig
+from dagster_project.storage.lake import LakeConfigError
 from dagster_project.storage.warehouse import (
     PARTITIONED_TABLES,
     VIEW_LAYERS,
@@ -140,7 +143,7 @@ def test_every_table_has_a_staging_view_with_all_its_columns(conn):
     assert _relations_read(staging["stg_batches"]) == {"batches"}
     for table in PARTITIONED_TABLES:
         # the rows of the current batch (stg_batches), with the model's readable columns and without batch_id
-        assert _relations_read(staging[f"stg_{table}"]) <= {table, "models", "stg_batches"}, table
+        assert {table, "stg_batches"} <= _relations_read(staging[f"stg_{table}"]) <= {table, "models", "stg_batches"}
         staged = [row[0] for row in conn.execute(f"DESCRIBE stg_{table}").fetchall()]
         assert set(staged) >= set(tables[table]) - {"batch_id"} | {"model"} and "batch_id" not in staged, table
 
@@ -276,3 +279,46 @@ def test_neighbour_means_weight_rows_by_all_tokens(conn):
     replace_partition(conn, {"head_summaries": frame}, "org--m", "demo")
     to_prev = conn.execute("SELECT to_prev FROM clark_relative_position WHERE head = 1").fetchone()[0]
     assert to_prev == pytest.approx(0.6)
+
+
+def test_rows_from_before_batches_are_carried_as_one_batch(conn):
+    # a warehouse written before batches: rows without a batch_id and no `batches` rows
+    conn.execute(
+        "INSERT INTO head_summaries (model_id, corpus, example_id, layer, head, n_tokens, to_cls) "
+        "VALUES ('org--m', 'demo', 0, 1, 1, 4, 0.25), ('org--m', 'demo', 1, 1, 1, 4, 0.75)"
+    )
+    upsert_model(conn, SPEC)
+    assert conn.execute("SELECT count(*) FROM stg_head_summaries").fetchone() == (0,)
+    apply_views(conn)
+    assert conn.execute("SELECT list(to_cls ORDER BY example_id) FROM stg_head_summaries").fetchone() == ([0.25, 0.75],)
+    assert conn.execute("SELECT table_name, batch_id, n_rows FROM batches").fetchall() == [
+        ("head_summaries", "carried", 2)
+    ]
+    # the next write replaces the carried batch like any other
+    replace_partition(conn, {"head_summaries": _summaries(5, 10, 0.5, 1.0)}, "org--m", "demo")
+    assert conn.execute("SELECT list(DISTINCT example_id) FROM stg_head_summaries").fetchone() == ([5],)
+    assert conn.execute("SELECT count(*) FROM batches").fetchone() == (1,)
+
+
+def test_the_duckdb_file_keeps_one_batch_per_partition(conn):
+    for _ in range(3):
+        replace_partition(conn, {"head_summaries": _summaries(0, 10, 0.2, 1.0)}, "org--m", "demo")
+    assert conn.execute("SELECT count(*), count(DISTINCT batch_id) FROM head_summaries").fetchone() == (2, 1)
+    assert conn.execute("SELECT count(*) FROM batches").fetchone() == (1,)
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"ATTN_WAREHOUSE_BACKEND": "postgres"}, "ATTN_WAREHOUSE_BACKEND='postgres' is not a warehouse backend"),
+        ({"ATTN_WAREHOUSE_BACKEND": "ducklake"}, "ducklake needs ATTN_LAKE_CATALOG and ATTN_LAKE_DATA_PATH"),
+    ],
+)
+def test_bad_backend_settings_say_what_to_set(env: dict, message: str):
+    with pytest.raises(LakeConfigError, match=re.escape(message)):
+        WarehouseConfig.from_env(env)
+
+
+def test_the_default_backend_is_the_duckdb_file():
+    config = WarehouseConfig.from_env({})
+    assert (config.backend, config.lake, config.database) == ("duckdb", None, str(settings.warehouse_path()))

@@ -82,43 +82,36 @@ def pascual_histograms_chart(rows: pl.DataFrame, title: str) -> alt.FacetChart:
     )
 
 
-def pascual_center_of_mass_chart(rows: pl.DataFrame, title: str) -> alt.FacetChart:
-    """Pascual Fig. 4/5: mean center of mass of the histograms per layer, one panel per corpus
-    (English, German and Arabic XNLI side by side, Fig. 4), attention and contribution (Fig. 5)."""
+def _center_of_mass_panels(rows: pl.DataFrame, color: alt.Color, dash: str, what: str, title: str) -> alt.FacetChart:
+    """Center of mass per layer as lines, one panel per corpus in the rows' order."""
     return (
         alt.Chart(rows)
         .mark_line(point=True)
         .encode(
             x=alt.X("layer:O"),
-            y=alt.Y("center_of_mass:Q", title="mean center of mass (tokens)"),
-            color=alt.Color("scope:N"),
-            strokeDash=alt.StrokeDash("kind:N"),
-            tooltip=["corpus", "layer", "scope", "kind", alt.Tooltip("center_of_mass:Q", format=".2f")],
+            y=alt.Y("center_of_mass:Q", title=f"mean {what} (tokens)"),
+            color=color,
+            strokeDash=alt.StrokeDash(f"{dash}:N"),
+            tooltip=["model", "corpus", "layer", "scope", "kind", alt.Tooltip("center_of_mass:Q", format=".2f")],
         )
         .properties(width=300, height=240)
         .facet(column=alt.Column("corpus:N", title=None, sort=_in_order(rows, "corpus")))
-        .properties(title=f"{title}: center of mass per layer")
+        .properties(title=f"{title}: {what} per layer")
     )
+
+
+def pascual_center_of_mass_chart(rows: pl.DataFrame, title: str) -> alt.FacetChart:
+    """Pascual Fig. 4/5: mean center of mass of the histograms per layer, one panel per corpus
+    (English, German and Arabic XNLI side by side, Fig. 4), attention and contribution (Fig. 5)."""
+    return _center_of_mass_panels(rows, alt.Color("scope:N"), "kind", "center of mass", title)
 
 
 def pascual_center_of_mass_models_chart(rows: pl.DataFrame, title: str) -> alt.FacetChart:
     """Pascual Fig. 4 across models: the attention center of mass per layer of every model with
     rows, one panel per corpus (the paper compares English, German and Arabic BERTs)."""
     rows = rows.filter(pl.col("kind") == "attention")
-    return (
-        alt.Chart(rows)
-        .mark_line(point=True)
-        .encode(
-            x=alt.X("layer:O"),
-            y=alt.Y("center_of_mass:Q", title="mean attention center of mass (tokens)"),
-            color=alt.Color("model:N", sort=_in_order(rows, "model")),
-            strokeDash=alt.StrokeDash("scope:N"),
-            tooltip=["model", "corpus", "layer", "scope", alt.Tooltip("center_of_mass:Q", format=".2f")],
-        )
-        .properties(width=300, height=240)
-        .facet(column=alt.Column("corpus:N", title=None, sort=_in_order(rows, "corpus")))
-        .properties(title=f"{title}: attention center of mass per layer, across models")
-    )
+    color = alt.Color("model:N", sort=_in_order(rows, "model"))
+    return _center_of_mass_panels(rows, color, "scope", "attention center of mass", title)
 
 
 def pascual_correlation_chart(rows: pl.DataFrame, title: str) -> alt.FacetChart:

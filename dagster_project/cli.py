@@ -113,12 +113,17 @@ def _check_configured_assets(
             corpus = specs[key].tags.get(CORPUS)
             wider = [*corpora, *([corpus] if corpus and corpus not in corpora else [])]
             runs = [analysis for analysis in ANALYSES if key in analysis_asset_keys(ANALYSES[analysis], wider, present)]
-            command = ["attn-warehouse", "run", source, *(f"--corpus={name}" for name in wider)]
+            command = ["attn-warehouse", "run", source, *(f"--corpus={chosen}" for chosen in wider)]
             command += [f"--analysis={analysis}" for analysis in dict.fromkeys([*analyses, *runs[:1]])]
+            if runs:
+                fix = f": run `{shlex.join(command)}`"
+            elif corpus and corpus not in present:
+                fix = f": its corpus {corpus} has no files in the data directory"
+            else:
+                fix = ": no analysis materializes it for these corpora"
             raise UsageError(
                 f"run config for '{name}', which this run does not materialize (analyses {', '.join(analyses)}; "
-                f"corpora {', '.join(corpora)})"
-                + (f": run `{shlex.join(command)}`" if runs else f": its corpus {corpus} has no files here")
+                f"corpora {', '.join(corpora)}){fix}"
             )
         keys.append(key)
     return keys

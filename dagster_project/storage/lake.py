@@ -184,11 +184,32 @@ def _check_data_path(conn: duckdb.DuckDBPyConnection, config: LakeConfig) -> Non
         ) from None
 
 
+# Per process: the DuckDB that has a lake attached, by (pid, config, read_only, S3 settings).
+_ATTACHED: dict[tuple, duckdb.DuckDBPyConnection] = {}
+
+
 def connect_lake(
     config: LakeConfig, read_only: bool = False, check_data_path: bool = True
 ) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB with the lake attached as `lake` and in use (`USE lake`), so table and
-    view names resolve in the lake. A writer's connection first checks the data path."""
+    """A connection with the lake attached as `lake` and in use (`USE lake`), so table and view
+    names resolve in the lake. A writer's first connection checks the data path.
+
+    A PostgreSQL or SQLite catalog is attached once per process, and each call gets a cursor of
+    that DuckDB (a connection with its own transactions): loading the extensions and attaching
+    cost about half a second, which every asset's connections would pay again. A DuckDB-file
+    catalog is opened per call, since the open file is locked against every other process."""
+    if config.catalog_kind == "duckdb":
+        return _attach(config, read_only, check_data_path)
+    key = (os.getpid(), config, read_only, S3Settings.from_env() if config.on_s3 else None)
+    if key not in _ATTACHED:
+        _ATTACHED[key] = _attach(config, read_only, check_data_path)
+    cursor = _ATTACHED[key].cursor()
+    cursor.execute(f"USE {LAKE_NAME}")
+    return cursor
+
+
+def _attach(config: LakeConfig, read_only: bool, check_data_path: bool) -> duckdb.DuckDBPyConnection:
+    """A new in-memory DuckDB with the lake attached and in use."""
     if config.catalog_kind != "postgres" and not read_only:
         folder = Path(config.catalog).expanduser().resolve().parent
         try:

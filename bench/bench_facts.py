@@ -154,7 +154,8 @@ def main() -> None:
         rate[name] = examples / seconds
         print(f"{name:>15}: {examples:5d} examples {seconds:8.2f} s {rate[name]:8.1f} examples/s")
     print(
-        f"histogram rows written: {facts.position_histograms.height}, head-summary rows: {facts.head_summaries.height}"
+        f"histogram rows written: {facts.tables['position_histograms'].height}, "
+        f"head-summary rows: {facts.tables['head_summaries'].height}"
     )
     print(
         f"extract / bare forward throughput:       {rate['extract facts'] / rate['bare forward']:.2f}x (target >= 0.8x)"

@@ -194,7 +194,9 @@ def test_gpu_passes_request_one_gpu_through_their_k8s_tag_and_other_steps_none()
     executable = [asset for asset in all_assets if isinstance(asset, AssetsDefinition) and asset.is_executable]
     assert gpu_keys <= {asset.key for asset in executable}
     for asset in executable:
-        pod = step_job(asset).spec.template.spec
+        template = step_job(asset).spec.template
+        assert template.metadata.labels["app.kubernetes.io/component"] == "step_worker"  # README's kubectl selector
+        pod = template.spec
         limits = pod.containers[0].resources.limits if pod.containers[0].resources else None
         tolerations = [(t.key, t.operator, t.effect) for t in pod.tolerations or []]
         if asset.key in gpu_keys:

@@ -12,8 +12,10 @@ that run a model. Declared here once; the asset decorators take `pool=` and `op_
   puts on the step's pod. Elsewhere the tag is ignored.
 
 Set the limits on the instance before the first run (`attn-warehouse pools`, set_pool_limits):
-a pool met for the first time gets `concurrency.pools.default_limit` from dagster.yaml, and two
-runs doing that at once on a Postgres instance race on inserting its slots.
+a pool met for the first time gets `concurrency.pools.default_limit` from dagster.yaml, and when
+two runs do that at once on a Postgres instance, the second one's INSERT hits the unique key and
+Dagster's fallback UPDATE runs in the transaction Postgres has aborted, failing that step
+(tests/deploy/test_postgres_instance.py shows it).
 """
 
 from collections.abc import Mapping

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
+import sqlalchemy
 import yaml
 from dagster import DagsterEventType, DagsterInstance, DagsterRunStatus, materialize
 
@@ -71,11 +72,27 @@ def test_a_plain_postgresql_scheme_needs_psycopg3(postgres_home: Path) -> None:
         DagsterInstance.from_config(str(postgres_home))
 
 
+def test_a_pool_created_twice_from_the_default_limit_fails_on_postgres(postgres_home: Path) -> None:
+    """Why the pools are set up front: with `concurrency.pools.default_limit`, the first step to
+    meet a pool inserts its limit. When two runs do that at once, the second INSERT hits the
+    unique key and Dagster falls back to an UPDATE in the same transaction, which Postgres has
+    aborted (SQLite would go on). Creating the pool a second time is that losing side."""
+    config = yaml.safe_load(INSTANCE_YAML.read_text())
+    config["concurrency"] = {"pools": {"default_limit": 1}}
+    (postgres_home / "dagster.yaml").write_text(yaml.safe_dump(config))
+    with DagsterInstance.from_config(str(postgres_home)) as instance:
+        storage = instance.event_log_storage
+        assert storage.initialize_concurrency_limit_to_default(WAREHOUSE_WRITER)
+        with pytest.raises(sqlalchemy.exc.InternalError, match="current transaction is aborted"):
+            storage.initialize_concurrency_limit_to_default(WAREHOUSE_WRITER)
+
+
 def test_attn_warehouse_pools_sets_the_pools_of_the_backend(
     postgres_home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["pools"]) == 0
-    assert f"pool {WAREHOUSE_WRITER}: limit 1" in capsys.readouterr().out
+    for _ in range(2):  # setting a limit again is fine, unlike creating a pool from the default twice
+        assert main(["pools"]) == 0
+        assert f"pool {WAREHOUSE_WRITER}: limit 1" in capsys.readouterr().out
     assert main(["pools", "--gpus", "2"]) == 2
     assert "no gpu pool to size" in capsys.readouterr().err
     monkeypatch.setenv(BACKEND_SETTING, "ducklake")

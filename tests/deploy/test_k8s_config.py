@@ -22,6 +22,7 @@ from dagster_project.settings import PROJECT_ROOT
 from tests.deploy.passes import GPU_PASSES
 
 dagster_k8s = pytest.importorskip("dagster_k8s", reason="dagster-k8s is in the scale extra: pip install -e '.[scale]'")
+from dagster_k8s.container_context import K8sContainerContext  # noqa: E402
 from dagster_k8s.job import (  # noqa: E402
     USER_DEFINED_K8S_CONFIG_KEY,
     UserDefinedDagsterK8sConfig,
@@ -139,7 +140,7 @@ def test_the_charts_instance_from_values_is_valid_for_dagster_k8s(tmp_path: Path
     assert launcher.image_pull_policy == "IfNotPresent"
     assert launcher.job_namespace == "attention"
     run_pod = UserDefinedDagsterK8sConfig.from_dict(launcher.run_k8s_config)  # checked against the Kubernetes models
-    assert run_pod.container_config["resources"]["requests"] == {"cpu": "250m", "memory": "1Gi"}
+    assert run_pod.container_config["resources"]["requests"] == {"cpu": "1", "memory": "4Gi"}
     assert isinstance(coordinator, QueuedRunCoordinator)
     assert coordinator.get_run_queue_config().max_concurrent_runs == 8
     assert coordinator.should_block_op_concurrency_limited_runs and coordinator.op_concurrency_slot_buffer == 0
@@ -175,9 +176,14 @@ def test_the_dockerfile_pins_the_projects_torch_and_takes_the_base_image_as_an_a
     assert "pip install -e '.[scale]'" in dockerfile
 
 
+RUN_POD = UserDefinedDagsterK8sConfig(**chart_run_launcher(VALUES)["run_k8s_config"])
+
+
 def step_job(asset: AssetsDefinition):
-    """The Kubernetes Job dagster-k8s builds for `asset`'s step from its op tags."""
-    user_config = get_user_defined_k8s_config(asset.op.tags)
+    """The Kubernetes Job dagster-k8s builds for `asset`'s step: the run's pod config from the
+    values merged with the step's op tags, as the k8s_job_executor merges them."""
+    step_config = K8sContainerContext(run_k8s_config=get_user_defined_k8s_config(asset.op.tags))
+    user_config = K8sContainerContext(run_k8s_config=RUN_POD).merge(step_config).run_k8s_config
     job_config = dagster_k8s.DagsterK8sJobConfig(
         job_image="registry.example.com/attention-warehouse:0.1.0-cuda",
         dagster_home="/opt/dagster/dagster_home",
@@ -197,7 +203,8 @@ def test_gpu_passes_request_one_gpu_through_their_k8s_tag_and_other_steps_none()
         template = step_job(asset).spec.template
         assert template.metadata.labels["app.kubernetes.io/component"] == "step_worker"  # README's kubectl selector
         pod = template.spec
-        limits = pod.containers[0].resources.limits if pod.containers[0].resources else None
+        assert pod.containers[0].resources.requests == {"cpu": "1", "memory": "4Gi"}, asset.key
+        limits = pod.containers[0].resources.limits
         tolerations = [(t.key, t.operator, t.effect) for t in pod.tolerations or []]
         if asset.key in gpu_keys:
             assert limits == {GPU_RESOURCE: "1"}, asset.key

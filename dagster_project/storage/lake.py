@@ -36,7 +36,7 @@ _PASSWORD_IN_URL = re.compile(r"(?P<head>[a-z][a-z0-9+.-]*://[^:/@\s]*:)(?P<pass
 _PASSWORD_IN_DSN = re.compile(r"(?P<head>\bpassword\s*=\s*)(?P<password>'(?:[^']|\\')*'|\S+)(?P<tail>)", re.I)
 # DuckLake's message for a logical conflict between two transactions (e.g. an insert into a
 # table another transaction deleted from); such a transaction can be retried as it was.
-TRANSACTION_CONFLICT = re.compile(r"transaction conflict|conflict on .* commit", re.IGNORECASE)
+TRANSACTION_CONFLICT = re.compile(r"transaction conflict", re.IGNORECASE)
 
 
 class LakeConfigError(RuntimeError):

@@ -5,8 +5,9 @@ Every write is a batch: its rows carry a `batch_id`, recorded in `batches` in th
 transaction, and the stg_ views show each (table, model_id, corpus)'s current batch. On the
 DuckDB file (one writer per file, so callers compute first and hold a connection only for a
 short write transaction) the write also deletes the partition's older rows. On DuckLake it only
-appends, since a delete aborts concurrent inserts into the same table; `lake.maintain` removes
-replaced batches later, and DDL runs only when the lake's schema is behind sql/schema.
+appends, since a delete aborts concurrent inserts into the same table; expire_replaced_batches
+(the maintenance asset) removes replaced batches later, and DDL runs only when the lake's schema
+is behind sql/schema.
 """
 
 import functools

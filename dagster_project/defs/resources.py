@@ -92,6 +92,15 @@ class WarehouseResource(DuckDBResource):
             conn.close()
 
 
+def connect_warehouse(warehouse: DuckDBResource, lock_timeout_seconds: float) -> duckdb.DuckDBPyConnection:
+    """A writing connection outside a run (the registry sensor), waiting at most
+    `lock_timeout_seconds` for a DuckDB file's lock; a lake has no lock to wait for."""
+    lake = warehouse.lake() if isinstance(warehouse, WarehouseResource) else None
+    if lake is not None:
+        return connect_lake(lake)
+    return connect_for_writing(warehouse.database, timeout_seconds=lock_timeout_seconds)
+
+
 def warehouse_resource(config: WarehouseConfig) -> WarehouseResource:
     """The resource of a configuration; a lake's catalog and data path stay environment variables
     (the catalog URL holds a password, which the UI then never shows)."""

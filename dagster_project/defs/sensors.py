@@ -52,13 +52,8 @@ from dagster_project.defs.jobs import (
     views_job,
 )
 from dagster_project.defs.partitions import model_partitions
-from dagster_project.defs.resources import DataDirectory
-from dagster_project.storage.warehouse import (
-    WarehouseLockedError,
-    connect_for_writing,
-    sql_code_version,
-    upsert_model,
-)
+from dagster_project.defs.resources import DataDirectory, connect_warehouse
+from dagster_project.storage.warehouse import WarehouseLockedError, sql_code_version, upsert_model
 
 MINIMUM_INTERVAL_SECONDS = 60
 RETRY_UNLOADABLE_HUB_ID_SECONDS = 15 * 60
@@ -163,7 +158,7 @@ def model_registry_sensor(
                 failed[entry.source] = {"reason": str(error), "retry_at": now + RETRY_UNLOADABLE_HUB_ID_SECONDS}
             continue
         try:  # a short wait: the tick must end within Dagster's sensor timeout
-            with closing(connect_for_writing(warehouse.database, timeout_seconds=LOCK_WAIT_SECONDS)) as conn:
+            with closing(connect_warehouse(warehouse, LOCK_WAIT_SECONDS)) as conn:
                 upsert_model(conn, spec)
         except WarehouseLockedError:
             problems.append(RegistryProblem(entry.origin, "the warehouse is locked by another process; next tick"))

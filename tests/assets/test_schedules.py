@@ -371,10 +371,11 @@ def test_code_versions_hash_the_modules_each_asset_computes_with() -> None:
         "dagster_project.defs.tags",
         "dagster_project.defs.partitions",
     }
-    # Plumbing to the others, but what encoder_model computes with.
+    # Plumbing to the others, but what encoder_model computes with (the model's device and dtype included).
     assert computing_modules(by_name["encoder_model"]) == {
         "dagster_project.defs.assets.models",
         "dagster_project.compute.models",
+        "dagster_project.compute.devices",
     }
     assert "dagster_project.compute.hta" in computing_modules(by_name["demo_hta_facts"])
     # Corpus assets reach every reader through the registry they import.

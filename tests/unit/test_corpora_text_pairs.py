@@ -4,6 +4,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from transformers import BertConfig
 
 from dagster_project.corpora import (
     CORPORA,
@@ -14,6 +15,7 @@ from dagster_project.corpora import (
     read_wikitext_pairs,
     read_xnli_pairs,
 )
+from dagster_project.defs.assets.corpora import head_dimension
 
 
 def test_detokenize_wikitext():
@@ -177,3 +179,12 @@ def test_paper_length_rules_of_the_pair_corpora():
         xnli = CORPORA[f"xnli_{language}"]
         assert (xnli.overlong, xnli.max_len, xnli.default_max_len(32), xnli.default_max_len(64)) == ("drop", 64, 32, 64)
     assert CORPORA["glue_rte"].default_max_len(32) == 128
+
+
+def test_head_dimension_of_a_model_config():
+    # The XNLI cap of the corpus asset: config.head_dim where a model sets it, else hidden / heads.
+    assert head_dimension(BertConfig(hidden_size=384, num_attention_heads=12)) == 32  # MiniLM
+    assert head_dimension(BertConfig(hidden_size=768, num_attention_heads=12)) == 64  # BERT-base
+    config = BertConfig(hidden_size=768, num_attention_heads=12)
+    config.head_dim = 48
+    assert head_dimension(config) == 48

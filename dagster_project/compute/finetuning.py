@@ -28,6 +28,7 @@ from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 from transformers import AutoConfig, AutoModelForSequenceClassification, PreTrainedModel, PreTrainedTokenizerBase
 
 from dagster_project.compute.devices import CPU, ComputeDevice
+from dagster_project.corpora.base import OVERLONG
 from dagster_project.corpora.text_pairs import GLUE_TASKS
 
 SETTINGS = ("pretrained", "random_init_finetuned", "pretrained_finetuned")
@@ -76,9 +77,6 @@ def task_head(task: str) -> tuple[int, str]:
         raise ValueError(f"unknown GLUE task '{task}'; known: {sorted(GLUE_TASKS)}")
     names = GLUE_TASKS[task].label_names
     return (1, "regression") if names is None else (len(names), "single_label_classification")
-
-
-OVERLONG = ("truncate", "drop")  # what fine-tuning and scoring do with pairs over max_len pieces
 
 
 @dataclass(frozen=True)

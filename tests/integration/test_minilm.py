@@ -44,6 +44,7 @@ EMPTY_VIEWS = {
     "stg_ablation_scores",
     "int_ablation_scores",
     "stg_task_scores",
+    "int_finetuned_models",
     "stg_finetune_cosines",
     "kovaleva_task_scores",
     "kovaleva_head_ablation",

@@ -66,8 +66,9 @@ def schema_columns() -> dict[str, tuple[str, ...]]:
     return {table: tuple(columns) for table, columns in rows}
 
 
-def view_files() -> list[Path]:
-    """View files in an order where every view comes after the views it reads.
+def view_files(sql_dir: Path | None = None) -> list[Path]:
+    """View files of `sql_dir` (default sql/; another, e.g. an older commit's sql/ checked out
+    elsewhere, for a comparison) in an order where every view comes after the views it reads.
 
     A view depends on another when the other's name (its file stem) appears as a word in its
     SQL, comments and string literals left out, the way dbt's ref() orders models, without a
@@ -75,7 +76,7 @@ def view_files() -> list[Path]:
     """
     files: dict[str, Path] = {}
     for layer in VIEW_LAYERS:
-        for path in sorted((SQL_DIR / layer).glob("*.sql")):
+        for path in sorted(((sql_dir or SQL_DIR) / layer).glob("*.sql")):
             if path.stem in files:
                 raise ValueError(f"view {path.stem} is defined twice: {files[path.stem]} and {path}")
             files[path.stem] = path

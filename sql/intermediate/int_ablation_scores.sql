@@ -14,5 +14,6 @@ SELECT
     100 * score AS score,
     100 * baseline_score AS baseline_score,
     100 * (score - baseline_score) AS delta_vs_baseline,
-    n_examples
+    n_examples,
+    (layer - 0.5) / n_layers AS relative_depth
 FROM stg_ablation_scores;

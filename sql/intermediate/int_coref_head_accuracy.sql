@@ -10,6 +10,7 @@ WITH judged AS (
         h.word_mode,
         h.layer,
         h.head,
+        h.n_layers,
         a.example_id,
         a.mention_id,
         a.mention_type,
@@ -31,8 +32,10 @@ SELECT
     head,
     coalesce(mention_type, 'all') AS mention_type,
     avg(correct::INTEGER) AS accuracy,
-    count(*) AS n
+    count(*) AS n,
+    (layer - 0.5) / n_layers AS relative_depth
 FROM judged
 GROUP BY GROUPING SETS (
-    (model, model_id, corpus, word_mode, layer, head, mention_type), (model, model_id, corpus, word_mode, layer, head)
+    (model, model_id, corpus, word_mode, layer, head, n_layers, mention_type),
+    (model, model_id, corpus, word_mode, layer, head, n_layers)
 );

@@ -22,7 +22,8 @@ SELECT
     h.head,
     d.direction,
     avg((h.target_word = d.to_word)::INTEGER) AS accuracy,
-    count(*) AS n
+    count(*) AS n,
+    (h.layer - 0.5) / h.n_layers AS relative_depth
 FROM directed AS d
 JOIN stg_relation_hits AS h
     ON h.model_id = d.model_id

@@ -13,7 +13,8 @@ SELECT
     r.head,
     max(r.received) AS received,
     max(r.from_cls) AS from_cls,
-    r.n_layers
+    r.n_layers,
+    (r.layer - 0.5) / r.n_layers AS relative_depth
 FROM stg_received_attention AS r
 JOIN int_token_features AS f USING (model_id, corpus, example_id, position)
 GROUP BY ALL;

@@ -19,6 +19,7 @@ SELECT
     sum(entropy * n_tokens) / sum(n_tokens) AS entropy,
     avg(cls_entropy) AS cls_entropy,
     -- entropy of a uniform row over the same tokens: log n
-    sum(ln(n_tokens) * n_tokens) / sum(n_tokens) AS uniform_entropy
+    sum(ln(n_tokens) * n_tokens) / sum(n_tokens) AS uniform_entropy,
+    (layer - 0.5) / n_layers AS relative_depth
 FROM stg_head_summaries
 GROUP BY ALL;

@@ -22,5 +22,6 @@ SELECT
     to_prev,
     to_next,
     to_cls + to_sep AS to_special,
-    entropy / uniform_entropy AS relative_entropy
+    entropy / uniform_entropy AS relative_entropy,
+    relative_depth
 FROM int_head_attention_means;

@@ -9,6 +9,7 @@ SELECT
     scope,
     layer,
     head,
-    sum("offset" * value) / sum(value) AS center_of_mass
+    sum("offset" * value) / sum(value) AS center_of_mass,
+    relative_depth
 FROM int_position_profiles
 GROUP BY ALL;

@@ -10,6 +10,7 @@ SELECT
     head,
     avg(pearson) AS pearson,
     avg(spearman) AS spearman,
-    count(*) AS n_examples
+    count(*) AS n_examples,
+    (layer - 0.5) / n_layers AS relative_depth
 FROM stg_hta_correlations
 GROUP BY ALL;

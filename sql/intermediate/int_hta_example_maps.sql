@@ -28,7 +28,8 @@ SELECT
     k.token AS key_token,
     c.value,
     s.pattern = c.pattern AS pattern_head,
-    c.hta_method
+    c.hta_method,
+    (c.layer - 0.5) / c.n_layers AS relative_depth
 FROM cells AS c
 JOIN stg_tokens AS q
     ON q.model_id = c.model_id AND q.corpus = c.corpus AND q.example_id = c.example_id AND q.position = c.query

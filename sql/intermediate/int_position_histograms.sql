@@ -9,8 +9,8 @@
 -- its own column list and documents only what differs. This view is the one place that unions
 -- them; the HTA run parameter hta_method is left out, as each partition holds one method.
 CREATE OR REPLACE VIEW int_position_histograms AS
-SELECT model, model_id, corpus, example_id, kind, scope, layer, head, "offset", weight_sum, pair_count
+SELECT model, model_id, corpus, example_id, kind, scope, layer, head, "offset", weight_sum, pair_count, (layer - 0.5) / n_layers AS relative_depth
 FROM stg_position_histograms
 UNION ALL
-SELECT model, model_id, corpus, example_id, kind, scope, layer, head, "offset", weight_sum, pair_count
+SELECT model, model_id, corpus, example_id, kind, scope, layer, head, "offset", weight_sum, pair_count, (layer - 0.5) / n_layers AS relative_depth
 FROM stg_contribution_histograms;

@@ -11,6 +11,7 @@ SELECT
     head,
     "offset",
     sum(weight_sum) / sum(pair_count) AS value,
-    sum(pair_count)::BIGINT AS n_pairs
+    sum(pair_count)::BIGINT AS n_pairs,
+    relative_depth
 FROM int_position_histograms
 GROUP BY ALL;

@@ -21,11 +21,12 @@ systems AS (
         h.n,
         h.word_mode,
         h.layer,
-        h.head
+        h.head,
+        h.relative_depth
     FROM int_coref_head_accuracy AS h
     JOIN best_head USING (model_id, corpus, word_mode, layer, head)
     UNION ALL
-    SELECT model, model_id, corpus, system, mention_type, accuracy, n, NULL, NULL, NULL
+    SELECT model, model_id, corpus, system, mention_type, accuracy, n, NULL, NULL, NULL, NULL
     FROM int_coref_baseline_accuracy
 )
 SELECT *

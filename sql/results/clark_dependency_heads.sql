@@ -33,7 +33,8 @@ SELECT
     h.accuracy,
     b.baseline_offset,
     b.accuracy AS baseline_accuracy,
-    h.n
+    h.n,
+    h.relative_depth
 FROM best_head AS h
 JOIN best_baseline AS b USING (model_id, corpus, word_mode, relation)
 WHERE h.n >= 100

@@ -1,5 +1,5 @@
 -- Clark et al. Fig. 4: mean attention entropy per head, the [CLS]-row entropy (3.89 nats
 -- in BERT-base's last layer) and the entropy a uniform head would have on the same inputs.
 CREATE OR REPLACE VIEW clark_entropy AS
-SELECT model, model_id, corpus, layer, head, entropy, cls_entropy, uniform_entropy, n_examples
+SELECT model, model_id, corpus, layer, head, entropy, cls_entropy, uniform_entropy, n_examples, relative_depth
 FROM int_head_attention_means;

@@ -14,6 +14,7 @@ SELECT
     mask_probability,
     seed,
     COUNT(DISTINCT example_id) AS n_examples,
-    SUM(weight_count)::BIGINT AS n_weights
+    SUM(weight_count)::BIGINT AS n_weights,
+    (layer - 0.5) / n_layers AS relative_depth
 FROM stg_grad_importance
-GROUP BY model, model_id, corpus, layer, target_type, loss_name, mask_probability, seed;
+GROUP BY model, model_id, corpus, layer, n_layers, target_type, loss_name, mask_probability, seed;

@@ -12,6 +12,7 @@ SELECT
     h.x,
     h.y,
     h.stress,
-    b.behaviour
+    b.behaviour,
+    (h.layer - 0.5) / h.n_layers AS relative_depth
 FROM stg_head_mds AS h
 LEFT JOIN int_head_behaviours AS b USING (model_id, corpus, layer, head);

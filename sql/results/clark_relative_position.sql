@@ -12,5 +12,6 @@ SELECT
     to_next,
     to_prev > 0.5 AS mostly_previous,
     to_next > 0.5 AS mostly_next,
-    n_examples
+    n_examples,
+    relative_depth
 FROM int_head_attention_means;

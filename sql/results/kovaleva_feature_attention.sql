@@ -9,7 +9,7 @@
 -- model: its own id), so the rows WHERE base_model_id = <base> hold both models per task.
 CREATE OR REPLACE VIEW kovaleva_feature_attention AS
 WITH scores AS (
-    SELECT model, model_id, corpus, feature, layer, head, avg(received) AS score, count(*) AS n_examples
+    SELECT model, model_id, corpus, feature, layer, head, relative_depth, avg(received) AS score, count(*) AS n_examples
     FROM int_feature_received_attention
     GROUP BY ALL
     UNION ALL
@@ -20,6 +20,7 @@ WITH scores AS (
         replace(pair, '_', '->') AS feature,
         layer,
         head,
+        (layer - 0.5) / n_layers AS relative_depth,
         avg(attention) AS score,
         count(*) AS n_examples
     FROM stg_feature_pair_attention
@@ -41,7 +42,8 @@ SELECT
     CASE WHEN l.base_model_id IS NULL THEN 'pre-trained' ELSE 'fine-tuned' END AS role,
     coalesce(l.base_model, s.model) AS base_model,
     coalesce(l.base_model_id, s.model_id) AS base_model_id,
-    b.score AS base_score
+    b.score AS base_score,
+    s.relative_depth
 FROM scores AS s
 LEFT JOIN links AS l ON l.tuned_model_id = s.model_id AND l.corpus = s.corpus
 LEFT JOIN scores AS b

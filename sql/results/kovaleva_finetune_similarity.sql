@@ -13,6 +13,7 @@ SELECT
     layer,
     head,
     avg(cosine) AS cosine,
-    count(*) AS n_examples
+    count(*) AS n_examples,
+    (layer - 0.5) / n_layers AS relative_depth
 FROM stg_finetune_cosines
 GROUP BY ALL;

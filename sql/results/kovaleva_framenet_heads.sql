@@ -10,7 +10,7 @@
 -- Compare BERT-base: two heads at 0.201 and 0.209.
 CREATE OR REPLACE VIEW kovaleva_framenet_heads AS
 WITH per_sentence AS (
-    SELECT model, model_id, corpus, example_id, layer, head, max(max_attention) AS max_attention, count(*) AS n_links
+    SELECT model, model_id, corpus, example_id, layer, head, n_layers, max(max_attention) AS max_attention, count(*) AS n_links
     FROM stg_frame_link_attention
     GROUP BY ALL
 ),
@@ -30,7 +30,8 @@ SELECT
     avg(s.max_attention) > any_value(c.p99) AS above_p99,
     avg((s.max_attention > c.p99)::INTEGER) AS share_above_p99,
     count(*) AS n_sentences,
-    sum(s.n_links) AS n_links
+    sum(s.n_links) AS n_links,
+    (s.layer - 0.5) / s.n_layers AS relative_depth
 FROM per_sentence AS s
 JOIN cutoff AS c USING (model_id, corpus)
-GROUP BY s.model, s.model_id, s.corpus, s.layer, s.head;
+GROUP BY s.model, s.model_id, s.corpus, s.layer, s.head, s.n_layers;

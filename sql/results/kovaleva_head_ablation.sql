@@ -20,7 +20,8 @@ SELECT
     h.to_sep,
     h.to_punct,
     h.entropy,
-    h.uniform_entropy
+    h.uniform_entropy,
+    a.relative_depth
 FROM int_ablation_scores AS a
 LEFT JOIN int_head_attention_means AS h
     ON h.model_id = a.tuned_model_id AND h.corpus = a.corpus AND h.layer = a.layer AND h.head = a.head

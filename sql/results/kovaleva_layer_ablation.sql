@@ -12,6 +12,7 @@ SELECT
     score,
     baseline_score,
     delta_vs_baseline,
-    n_examples
+    n_examples,
+    relative_depth
 FROM int_ablation_scores
 WHERE kind = 'layer';

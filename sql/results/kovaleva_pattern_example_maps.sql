@@ -14,7 +14,8 @@ SELECT
     p.key,
     q.token AS query_token,
     k.token AS key_token,
-    p.attention
+    p.attention,
+    (p.layer - 0.5) / p.n_layers AS relative_depth
 FROM stg_pattern_example_maps AS p
 JOIN stg_tokens AS q
     ON q.model_id = p.model_id AND q.corpus = p.corpus AND q.example_id = p.example_id AND q.position = p.query

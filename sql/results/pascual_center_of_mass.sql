@@ -10,6 +10,7 @@ SELECT
     kind,
     avg(center_of_mass) AS center_of_mass,
     min(center_of_mass) AS min_head_center_of_mass,
-    max(center_of_mass) AS max_head_center_of_mass
+    max(center_of_mass) AS max_head_center_of_mass,
+    relative_depth
 FROM int_head_centers_of_mass
 GROUP BY ALL;

@@ -1,14 +1,22 @@
 """Disabling attention heads (Kovaleva §4.6): a disabled head attends uniformly, 1/n to each
 of the n real (non-pad) tokens, "maintaining the information flow of the original model".
 
-The hook is an attention function registered with transformers' AttentionInterface (and the
-eager mask for it), not forked model code. Many ablation settings share one forward pass:
-the batch is repeated once per setting and each copy gets its own (layers, heads) mask of
-disabled heads, so the cost is about one forward pass per setting.
+Not forked model code: encoders whose attention goes through transformers' AttentionInterface
+(BERT, RoBERTa, XLM-R, ELECTRA, DistilBERT, ALBERT) get an attention function registered there
+(with the eager mask); those computing their probabilities in their own code (MPNet, DeBERTa)
+get a forward hook on the dropout their probabilities pass through. Both read which heads to
+disable from `disabling_heads`, and tell the layer by counting attention calls: an encoder runs
+its layers in order, one self-attention each (ALBERT runs its one shared layer n times, so no
+module could say its layer). Many ablation settings share one forward pass: the batch is
+repeated once per setting and each copy gets its own (layers, heads) mask of disabled heads, so
+the cost is about one forward pass per setting.
 """
 
 import time
-from collections.abc import Callable, Iterable
+import weakref
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 import torch
@@ -16,6 +24,51 @@ from transformers import AttentionInterface, PreTrainedModel
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, eager_mask
 
 ABLATION_ATTENTION = "uniform_head_ablation"
+# Self-attention classes that compute their probabilities themselves, and the attribute of the
+# dropout module those probabilities pass through (its output is what multiplies the values).
+PROBABILITY_DROPOUTS = {"MPNetSelfAttention": "dropout", "DisentangledSelfAttention": "dropout"}
+
+
+@dataclass
+class _DisabledHeads:
+    """The heads disabled in the forward passes of a `disabling_heads` block."""
+
+    disabled: torch.Tensor  # (S, L, H) bool
+    valid: torch.Tensor  # (S*B, T) bool: the real keys of every batch copy
+    calls: int = 0  # attention calls so far; call k is layer k % L
+
+    def apply(self, weights: torch.Tensor) -> torch.Tensor:
+        """(S*B, H, T, T) attention probabilities with the disabled heads' rows uniform over real keys."""
+        n_settings, n_layers = self.disabled.shape[:2]
+        layer = self.calls % n_layers
+        self.calls += 1
+        rows, heads = weights.shape[:2]
+        valid = self.valid[:, None, None, :].to(weights.dtype)
+        uniform = valid / valid.sum(-1, keepdim=True)
+        disabled = self.disabled[:, layer].repeat_interleave(rows // n_settings, dim=0).view(rows, heads, 1, 1)
+        return torch.where(disabled, uniform, weights)
+
+
+_ACTIVE: ContextVar[_DisabledHeads | None] = ContextVar("disabled_heads", default=None)
+
+
+@contextmanager
+def disabling_heads(disabled: torch.Tensor, attention_mask: torch.Tensor) -> Iterator[None]:
+    """Within the block, forward passes of a model switched by `use_ablation_attention` disable heads:
+    batch copy s (rows s*B .. s*B + B - 1 of the inputs) disables the heads with disabled[s, layer].
+    attention_mask (S*B, T): the inputs' mask, 1 for real tokens. Raises when the model made no
+    whole number of passes' attention calls (its attention did not reach the hook)."""
+    state = _DisabledHeads(disabled.to(torch.bool), attention_mask.to(disabled.device).bool())
+    token = _ACTIVE.set(state)
+    try:
+        yield
+    finally:
+        _ACTIVE.reset(token)
+    if state.calls == 0 or state.calls % disabled.shape[1]:
+        raise RuntimeError(
+            f"head ablation saw {state.calls} attention calls for a {disabled.shape[1]}-layer model: the model's "
+            "attention does not go through the ablation hook (call use_ablation_attention(model) first)."
+        )
 
 
 def uniform_ablation_attention(
@@ -26,35 +79,16 @@ def uniform_ablation_attention(
     attention_mask: torch.Tensor | None,
     scaling: float | None = None,
     dropout: float = 0.0,
-    disabled_heads: torch.Tensor | None = None,
     **_: object,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Eager attention where, for batch copy s, the heads with disabled_heads[s, layer] attend
-    uniformly over the real keys. Without `disabled_heads` it is eager attention exactly.
-
-    query/key/value: (S*B, H, T, d); disabled_heads: (S, L, H) bool; attention_mask: the
-    eager additive mask (S*B, 1, T, T) (0 for real keys, the dtype's minimum for pads).
-    """
+    """Eager attention, with the heads `disabling_heads` names uniform; outside such a block it is
+    eager attention exactly. query/key/value: (S*B, H, T, d); attention_mask: the eager additive mask."""
     scores = torch.matmul(query, key.transpose(2, 3)) * (query.size(-1) ** -0.5 if scaling is None else scaling)
     if attention_mask is not None:
         scores = scores + attention_mask
     weights = torch.softmax(scores, dim=-1)
-    if disabled_heads is not None:
-        layer = getattr(module, "layer_idx", None)
-        if layer is None:
-            raise ValueError(
-                f"{type(module).__name__} has no layer_idx, so the head-ablation hook cannot tell its layer; "
-                "ablation supports encoders whose attention modules carry layer_idx (BERT, MiniLM, RoBERTa, ELECTRA)."
-            )
-        n_settings = disabled_heads.shape[0]
-        rows, heads, length = weights.shape[0], weights.shape[1], weights.shape[-1]
-        if attention_mask is None:
-            valid = torch.ones(rows, 1, 1, length, dtype=weights.dtype, device=weights.device)
-        else:
-            valid = (attention_mask > torch.finfo(attention_mask.dtype).min / 2).to(weights.dtype)
-        uniform = valid / valid.sum(-1, keepdim=True)
-        disabled = disabled_heads[:, layer].repeat_interleave(rows // n_settings, dim=0).view(rows, heads, 1, 1)
-        weights = torch.where(disabled, uniform, weights)
+    if (state := _ACTIVE.get()) is not None:
+        weights = state.apply(weights)
     weights = torch.nn.functional.dropout(weights, p=dropout, training=module.training)
     output = torch.matmul(weights, value).transpose(1, 2).contiguous()
     return output, weights
@@ -62,6 +96,15 @@ def uniform_ablation_attention(
 
 AttentionInterface.register(ABLATION_ATTENTION, uniform_ablation_attention)
 ALL_MASK_ATTENTION_FUNCTIONS.register(ABLATION_ATTENTION, eager_mask)
+
+
+def _ablate_probabilities(_: torch.nn.Module, __: tuple, probabilities: torch.Tensor) -> torch.Tensor:
+    """Forward hook on a probability dropout: its output with the disabled heads uniform."""
+    state = _ACTIVE.get()
+    return probabilities if state is None else state.apply(probabilities)
+
+
+_HOOKED: "weakref.WeakSet[torch.nn.Module]" = weakref.WeakSet()
 
 
 @dataclass(frozen=True)
@@ -84,21 +127,36 @@ def ablation_settings(n_layers: int, n_heads: int) -> AblationSettings:
 
 def use_ablation_attention(model: PreTrainedModel) -> PreTrainedModel:
     """Switch a loaded model to the ablation hook (eager attention until heads are disabled)."""
-    model.set_attn_implementation(ABLATION_ATTENTION)
+    if model._supports_attention_backend:
+        model.set_attn_implementation(ABLATION_ATTENTION)
+        return model
+    dropouts = [
+        getattr(module, PROBABILITY_DROPOUTS[type(module).__name__])
+        for module in model.modules()
+        if type(module).__name__ in PROBABILITY_DROPOUTS
+    ]
+    if not dropouts:
+        raise ValueError(
+            f"Cannot disable heads of {type(model).__name__} ({model.config.model_type}): its attention goes "
+            "through neither transformers' AttentionInterface nor a self-attention class the ablation hooks "
+            f"({', '.join(PROBABILITY_DROPOUTS)}). Add its class and probability dropout to PROBABILITY_DROPOUTS."
+        )
+    for dropout in dropouts:
+        if dropout not in _HOOKED:
+            dropout.register_forward_hook(_ablate_probabilities)
+            _HOOKED.add(dropout)
     return model
 
 
 @torch.no_grad()
 def ablated_logits(model: PreTrainedModel, inputs: dict[str, torch.Tensor], disabled: torch.Tensor) -> torch.Tensor:
     """Logits (S, B, C) of B examples under S settings of disabled heads, in one forward pass on the
-    model's device; returned in float32 on the CPU."""
-    if model.config._attn_implementation != ABLATION_ATTENTION:
-        raise ValueError(
-            f"model uses '{model.config._attn_implementation}' attention: call use_ablation_attention(model) first"
-        )
+    model's device; returned in float32 on the CPU. The model must be switched by use_ablation_attention."""
     n_settings, batch = disabled.shape[0], next(iter(inputs.values())).shape[0]
     repeated = {name: tensor.to(model.device).repeat(n_settings, 1) for name, tensor in inputs.items()}
-    logits = model(**repeated, disabled_heads=disabled.to(model.device)).logits
+    mask = repeated.get("attention_mask", torch.ones_like(repeated["input_ids"]))
+    with disabling_heads(disabled.to(model.device), mask):
+        logits = model(**repeated).logits
     return logits.view(n_settings, batch, -1).float().cpu()
 
 

@@ -8,18 +8,13 @@ import torch
 from dagster_project.compute.ablation import (
     ablated_logits,
     ablation_settings,
+    disabling_heads,
     settings_logits,
     uniform_ablation_attention,
     use_ablation_attention,
 )
 from dagster_project.compute.finetuning import build_classifier
 from tests.tiny_models import TINY_HEADS, TINY_LAYERS
-
-
-class _Attention(torch.nn.Module):
-    def __init__(self, layer_idx: int) -> None:
-        super().__init__()
-        self.layer_idx = layer_idx
 
 
 @pytest.fixture(scope="module")
@@ -42,16 +37,24 @@ def test_disabled_head_rows_are_exactly_one_over_n():
     additive = torch.zeros(2, 1, 4, 4).masked_fill(~valid[:, None, None, :], torch.finfo(torch.float32).min)
     disabled = torch.zeros(1, 2, 3, dtype=torch.bool)
     disabled[0, 1, 2] = True  # layer index 1, head index 2
-    output, weights = uniform_ablation_attention(_Attention(1), query, key, value, additive, disabled_heads=disabled)
+    module = torch.nn.Module()
+    _, eager = uniform_ablation_attention(module, query, key, value, additive)
+    with disabling_heads(disabled, valid):
+        # the first call is layer index 0: the mask disables nothing there
+        _, untouched = uniform_ablation_attention(module, query, key, value, additive)
+        output, weights = uniform_ablation_attention(module, query, key, value, additive)
+    assert torch.equal(untouched, eager)
     assert torch.equal(weights[0, 2], torch.full((4, 4), 0.25))
     assert torch.equal(weights[1, 2], torch.tensor([[0.5, 0.5, 0.0, 0.0]] * 4))
     # other heads keep softmax attention; the output is the uniform mean of the real values
-    _, eager = uniform_ablation_attention(_Attention(1), query, key, value, additive)
     assert torch.equal(weights[:, :2], eager[:, :2])
     assert torch.allclose(output[1, :, 2], value[1, 2, :2].mean(0).expand(4, 5))
-    # the same mask for another layer disables nothing
-    _, untouched = uniform_ablation_attention(_Attention(0), query, key, value, additive, disabled_heads=disabled)
-    assert torch.equal(untouched, eager)
+
+
+def test_a_model_whose_attention_misses_the_hook_is_an_error(tiny_model_dir: Path, inputs: dict):
+    eager = build_classifier(str(tiny_model_dir), "rte", "pretrained", seed=0).eval()
+    with pytest.raises(RuntimeError, match="saw 0 attention calls for a 2-layer model"):
+        ablated_logits(eager, inputs, torch.zeros(1, TINY_LAYERS, TINY_HEADS, dtype=torch.bool))
 
 
 def test_no_disabled_head_reproduces_the_baseline_exactly(
@@ -67,8 +70,8 @@ def test_no_disabled_head_reproduces_the_baseline_exactly(
 def test_model_attention_of_a_disabled_head_is_uniform_over_real_tokens(classifier: torch.nn.Module, inputs: dict):
     disabled = torch.zeros(1, TINY_LAYERS, TINY_HEADS, dtype=torch.bool)
     disabled[0, 1, 3] = True
-    with torch.no_grad():
-        attentions = classifier(**inputs, disabled_heads=disabled, output_attentions=True).attentions
+    with torch.no_grad(), disabling_heads(disabled, inputs["attention_mask"]):
+        attentions = classifier(**inputs, output_attentions=True).attentions
     assert torch.equal(attentions[1][2, 3, 0], torch.tensor([1 / 3] * 3 + [0.0] * 4))
     assert torch.equal(attentions[1][1, 3, 4], torch.tensor([0.2] * 5 + [0.0] * 2))
     assert not torch.allclose(attentions[1][2, 2, 0, :3], torch.full((3,), 1 / 3))  # a kept head

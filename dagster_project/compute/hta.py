@@ -3,15 +3,20 @@
 For the output o of head h at token j of layer l (the head's context vector before the
 output projection), the contribution of token i of an earlier representation e is
     c_ji = ||d o_j / d e_i||_F / sum_k ||d o_j / d e_k||_F.
-- previous-layer contribution (e = the layer's input): closed form, below;
-- input contribution (e = the embedding output e^0): forward-mode AD through the encoder,
-  exactly (one tangent per input coordinate) or estimated with k probes per input token,
-  E ||J v||^2 = ||J||_F^2 when E[v v^T] = I (the first layer, where e^0 is the layer's
-  input, always takes the exact closed form).
+- previous-layer contribution (e = the layer's input): closed form where the scores are
+  q k^T / sqrt(dh) plus an input-independent bias, else (DeBERTa's disentangled attention) the
+  layer's attention block replayed alone under one jvp per input coordinate;
+- input contribution (e = the first layer's input e^0, the embedding output): forward-mode AD
+  through the encoder, exactly (one tangent per input coordinate) or estimated with k probes per
+  input token, E ||J v||^2 = ||J||_F^2 when E[v v^T] = I (the first layer, where e^0 is the
+  layer's input, always takes the exact previous-layer norms).
+o is read by a forward hook on the output projection, wherever the family's AttentionLayout
+(compute/attention_layouts.py) puts it; the family's own code computes everything else.
 """
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -19,6 +24,8 @@ import torch
 from torch import nn
 from torch.func import jvp, vmap
 from transformers import PreTrainedModel
+
+from dagster_project.compute.attention_layouts import attention_blocks, attention_layout, unique_modules
 
 PROBE_CHUNK = 128  # tangents per vectorized jvp call
 
@@ -47,49 +54,58 @@ class HtaMethod:
 
 @dataclass(frozen=True)
 class AttentionWeights:
-    """Q/K/V projections of every layer stacked: W (L, H, D, dh), b (L, H, dh)."""
+    """Q/K/V projections of every layer stacked: W (L, H, D, dh), b (L, H, dh); `score_bias`
+    (n tokens -> (H, n, n)) is an input-independent term every layer adds to its scores."""
 
     query: tuple[torch.Tensor, torch.Tensor]
     key: tuple[torch.Tensor, torch.Tensor]
     value: tuple[torch.Tensor, torch.Tensor]
     scaling: float
+    score_bias: Callable[[int], torch.Tensor] | None = None
 
     def first_layer(self) -> "AttentionWeights":
         first = lambda pair: (pair[0][:1], pair[1][:1])  # noqa: E731
-        return AttentionWeights(first(self.query), first(self.key), first(self.value), self.scaling)
+        return AttentionWeights(first(self.query), first(self.key), first(self.value), self.scaling, self.score_bias)
 
 
 @lru_cache(maxsize=4)
 def attention_weights(model: PreTrainedModel) -> AttentionWeights:
-    """Stack the self-attention projections of a BERT-family encoder (query/key/value Linear)."""
-    layers = [layer.attention.self for layer in _encoder_layers(model)]
-    heads, size = layers[0].num_attention_heads, layers[0].attention_head_size
+    """Stack the self-attention projections of every layer (as the family's AttentionLayout names them;
+    ALBERT's shared layer repeated). Only for layouts whose scores are q k^T / sqrt(dh) plus an
+    input-independent bias: others have no closed form (layer_input_norms falls back to per-layer jvp)."""
+    layout = attention_layout(model)
+    if not layout.closed_form:
+        raise NotImplementedError(
+            f"{type(model).__name__} ({model.config.model_type}) scores are not q k^T plus an input-independent bias, "
+            "so previous_layer_norms' closed form does not apply: use layer_input_norms (exact per-layer jvp)."
+        )
+    blocks = attention_blocks(model)
+    heads = model.config.num_attention_heads
 
-    def stacked(name: str) -> tuple[torch.Tensor, torch.Tensor]:
-        linears: list[nn.Linear] = [getattr(layer, name) for layer in layers]
+    def stacked(path: str) -> tuple[torch.Tensor, torch.Tensor]:
+        linears: list[nn.Linear] = [block.get_submodule(path) for block in blocks]
         weight = torch.stack([linear.weight.detach() for linear in linears])  # (L, H*dh, D)
         bias = torch.stack([linear.bias.detach() for linear in linears])
-        return weight.view(len(layers), heads, size, -1).transpose(-1, -2), bias.view(len(layers), heads, size)
-
-    return AttentionWeights(stacked("query"), stacked("key"), stacked("value"), size**-0.5)
-
-
-def _encoder_layers(model: PreTrainedModel) -> nn.ModuleList:
-    layers = getattr(getattr(model, "encoder", None), "layer", None)
-    if layers is None or not all(
-        hasattr(layer.attention.self, name) for layer in layers for name in ("query", "key", "value")
-    ):
-        raise NotImplementedError(
-            f"HTA needs a BERT-family encoder (encoder.layer[i].attention.self.query/key/value); "
-            f"{type(model).__name__} is laid out differently."
+        return weight.view(len(blocks), heads, -1, weight.shape[-1]).transpose(-1, -2), bias.view(
+            len(blocks), heads, -1
         )
-    return layers
+
+    query = stacked(layout.query)
+    score_bias = layout.score_bias
+    return AttentionWeights(
+        query,
+        stacked(layout.key),
+        stacked(layout.value),
+        query[0].shape[-1] ** -0.5,
+        None if score_bias is None else lambda n_tokens: score_bias(model.base_model, n_tokens).detach(),
+    )
 
 
 def previous_layer_norms(weights: AttentionWeights, hidden: torch.Tensor) -> torch.Tensor:
     """||d o_j / d x_i||_F for every layer, head, j, i, in closed form. hidden: (L, n, D) layer inputs.
 
-    With q, k, v the head's projections of x, A = softmax(s q k^T), o_j = sum_k A_jk v_k,
+    With q, k, v the head's projections of x, A = softmax(s q k^T + B) (B: the layout's
+    input-independent score bias, e.g. MPNet's relative positions), o_j = sum_k A_jk v_k,
     g_j = s W_K q_j and r_j = W_V^T g_j:
       i != j:  J_ji = A_ji (W_V^T + (v_i - o_j) g_j^T), so
                ||J_ji||^2 = A_ji^2 (||W_V||^2 + 2 (v_i - o_j).r_j + ||v_i - o_j||^2 ||g_j||^2);
@@ -99,7 +115,10 @@ def previous_layer_norms(weights: AttentionWeights, hidden: torch.Tensor) -> tor
     (wq, bq), (wk, bk), (wv, bv) = weights.query, weights.key, weights.value
     x = hidden[:, None]  # (L, 1, n, D)
     q, k, v = x @ wq + bq[:, :, None], x @ wk + bk[:, :, None], x @ wv + bv[:, :, None]  # (L, H, n, dh)
-    attn = torch.softmax(weights.scaling * q @ k.transpose(-1, -2), dim=-1)
+    scores = weights.scaling * q @ k.transpose(-1, -2)
+    if weights.score_bias is not None:  # input-independent: shifts A, not the form of the Jacobian
+        scores = scores + weights.score_bias(hidden.shape[1])
+    attn = torch.softmax(scores, dim=-1)
     o = attn @ v
     g = weights.scaling * q @ wk.transpose(-1, -2)  # (L, H, n, D)
     r = g @ wv  # (L, H, n, dh)
@@ -131,27 +150,123 @@ def normalize_rows(norms: torch.Tensor) -> torch.Tensor:
     return norms / norms.sum(-1, keepdim=True)
 
 
-def context_function(model: PreTrainedModel):
-    """e0 (1, n, D) -> stacked head outputs of every layer, (L, n, H, dh)."""
-    layers = _encoder_layers(model)
-    heads, size = layers[0].attention.self.num_attention_heads, layers[0].attention.self.attention_head_size
-    captured: list[torch.Tensor] = []
+def _forward_from(model: PreTrainedModel, e0: torch.Tensor) -> None:
+    """Run the base model with the first layer's input replaced by e0 (1, n, D) (the ids fed to the
+    embeddings are placeholders): every family's own code computes the rest."""
+    first = attention_layout(model).layers(model.base_model)[0]
+    pending = [True]  # ALBERT's first layer module runs for every layer: replace its first input only
 
-    def capture(_module, _inputs, output):
-        captured.append(output[0])
+    def replace(_module, args, kwargs):
+        if not pending:
+            return None
+        pending.clear()
+        return _with_input(args, kwargs, e0)
+
+    handle = first.register_forward_pre_hook(replace, with_kwargs=True)
+    placeholder = torch.zeros(e0.shape[:2], dtype=torch.long, device=e0.device)
+    try:
+        model.base_model(input_ids=placeholder, attention_mask=torch.ones_like(placeholder))
+    finally:
+        handle.remove()
+
+
+def _with_input(args: tuple, kwargs: dict, hidden: torch.Tensor) -> tuple[tuple, dict]:
+    """A module call's (args, kwargs) with its hidden-state input (first argument) replaced."""
+    if args:
+        return (hidden, *args[1:]), kwargs
+    return args, {**kwargs, "hidden_states": hidden}
+
+
+def _capture_contexts(projections: list[nn.Module], captured: list[torch.Tensor]) -> list:
+    """Forward pre-hooks appending each output projection's input (every head's context) to `captured`."""
+    return [
+        projection.register_forward_pre_hook(lambda _module, args: captured.append(args[0]))
+        for projection in unique_modules(projections)
+    ]
+
+
+def context_function(model: PreTrainedModel) -> Callable[[torch.Tensor], torch.Tensor]:
+    """e0 (1, n, D), the first layer's input -> stacked head outputs of every layer, (L, n, H, dh):
+    the input of each layer's output projection, read by a forward pre-hook (any family of
+    ATTENTION_LAYOUTS; ALBERT's shared projection fires once per layer, in order)."""
+    layout = attention_layout(model)
+    projections = [block.get_submodule(layout.output) for block in attention_blocks(model)]
+    heads = model.config.num_attention_heads
+    captured: list[torch.Tensor] = []
 
     def contexts(e0: torch.Tensor) -> torch.Tensor:
         captured.clear()
-        handles = [layer.attention.self.register_forward_hook(capture) for layer in layers]
+        handles = _capture_contexts(projections, captured)
         try:
-            model.encoder(e0)
+            _forward_from(model, e0)
         finally:
             for handle in handles:
                 handle.remove()
         stacked = torch.stack(captured)[:, 0]  # (L, n, H*dh)
-        return stacked.view(*stacked.shape[:2], heads, size)
+        return stacked.view(*stacked.shape[:2], heads, -1)
 
     return contexts
+
+
+def _jacobian_norms(function: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+    """||d out_j / d x_i||_F exactly, one jvp per coordinate of x (n, D); function: x -> (..., n, H, dh).
+    Returns (..., H, j, i)."""
+    n_tokens, width = x.shape
+    tangents = torch.eye(n_tokens * width, dtype=x.dtype, device=x.device).view(n_tokens * width, n_tokens, width)
+    with torch.no_grad():
+        outputs = vmap(lambda tangent: jvp(function, (x,), (tangent,))[1], chunk_size=PROBE_CHUNK)(tangents)
+    squared = (outputs * outputs).sum(-1).view(n_tokens, width, *outputs.shape[1:-1]).sum(1)  # (i, ..., j, H)
+    return squared.movedim(0, -1).transpose(-2, -3).sqrt()
+
+
+def replayed_layer_norms(model: PreTrainedModel, hidden: torch.Tensor) -> torch.Tensor:
+    """||d o_j / d x_i||_F of each layer w.r.t. its own input, exactly, for any layout: each layer's
+    attention block is replayed alone (with the other arguments it got in a forward from hidden[0])
+    under one jvp per input coordinate, n * D per layer. hidden: (m, n, D), the inputs of the first m
+    layers. Returns (m, H, n, n)."""
+    layout = attention_layout(model)
+    blocks = attention_blocks(model)[: hidden.shape[0]]
+    heads = model.config.num_attention_heads
+    calls: list[tuple[tuple, dict]] = []
+    handles = [
+        block.register_forward_pre_hook(lambda _module, args, kwargs: calls.append((args, kwargs)), with_kwargs=True)
+        for block in unique_modules(blocks)
+    ]
+    try:
+        with torch.no_grad():
+            _forward_from(model, hidden[:1])
+    finally:
+        for handle in handles:
+            handle.remove()
+    norms = []
+    for block, (args, kwargs), x in zip(blocks, calls, hidden, strict=False):
+        captured: list[torch.Tensor] = []
+
+        def context(x: torch.Tensor, block=block, args=args, kwargs=kwargs, captured=captured) -> torch.Tensor:
+            captured.clear()
+            handles = _capture_contexts([block.get_submodule(layout.output)], captured)
+            try:
+                replay_args, replay_kwargs = _with_input(args, kwargs, x[None])
+                block(*replay_args, **replay_kwargs)
+            finally:
+                for handle in handles:
+                    handle.remove()
+            return captured[0][0].view(x.shape[0], heads, -1)
+
+        norms.append(_jacobian_norms(context, x))
+    return torch.stack(norms)
+
+
+def layer_input_norms(model: PreTrainedModel, hidden: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """Previous-layer ||d o_j / d x_i||_F of the first m layers (hidden: their inputs, (m, n, D)):
+    the closed form where the family's scores allow it, else the exact per-layer jvp fallback.
+    Returns (m, H, n, n) and the number of jvps it took (0 for the closed form)."""
+    if attention_layout(model).closed_form:
+        weights = attention_weights(model)
+        if hidden.shape[0] == 1:
+            weights = weights.first_layer()
+        return previous_layer_norms(weights, hidden), 0
+    return replayed_layer_norms(model, hidden), hidden.numel()
 
 
 def orthogonal_probes(n_tokens: int, width: int, k: int, generator: torch.Generator) -> torch.Tensor:
@@ -167,33 +282,39 @@ def orthogonal_probes(n_tokens: int, width: int, k: int, generator: torch.Genera
 
 
 def input_norms(
-    model: PreTrainedModel, e0: torch.Tensor, method: HtaMethod, generator: torch.Generator | None = None
+    model: PreTrainedModel,
+    e0: torch.Tensor,
+    method: HtaMethod,
+    generator: torch.Generator | None = None,
+    first_layer_norms: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """||d o_j / d e0_i||_F for every layer, head, j, i (estimated for estimate(k)).
 
-    e0: (n, D) embedding output of one example. Returns (L, H, n, n).
+    e0: (n, D) the first layer's input (embedding output) of one example. Returns (L, H, n, n).
+    first_layer_norms: the first layer's previous-layer norms (H, n, n) when already computed
+    (estimate(k) takes them for layer 1, where they are exact).
     """
     n_tokens, width = e0.shape
     if method.probes is None:
-        tangents = torch.eye(n_tokens * width, device=e0.device).view(n_tokens * width, n_tokens, width)
+        tangents = torch.eye(n_tokens * width, dtype=e0.dtype, device=e0.device).view(n_tokens * width, n_tokens, width)
         per_token = width
     else:
         # Drawn on the CPU (the same probes on every device), then moved to e0's.
         generator = generator or torch.Generator().manual_seed(0)
-        tangents = orthogonal_probes(n_tokens, width, method.probes, generator).to(e0.device)
+        tangents = orthogonal_probes(n_tokens, width, method.probes, generator).to(e0.device, e0.dtype)
         per_token = method.probes
     contexts = context_function(model)
     primal = e0[None]
     with torch.no_grad(), torch.autocast(e0.device.type, dtype=torch.bfloat16, enabled=method.bf16):
         outputs = vmap(lambda tangent: jvp(contexts, (primal,), (tangent[None],))[1], chunk_size=PROBE_CHUNK)(tangents)
-    outputs = outputs.float()
+    outputs = outputs.to(e0.dtype)  # back from bfloat16 autocast
     # outputs: (T, L, n_j, H, dh); tangents are grouped by input token i. Summed over a
     # token's probes, ||J v||^2 is exact for unit tangents and unbiased for the probes.
     squared = (outputs * outputs).sum(-1).view(n_tokens, per_token, *outputs.shape[1:4]).sum(1)  # (i, L, j, H)
     norms = squared.permute(1, 3, 2, 0).sqrt()  # (L, H, j, i)
     if method.probes is not None:
         # e^0 is the first layer's input: there the closed form is exact and costs nothing.
-        norms[0] = previous_layer_norms(attention_weights(model).first_layer(), e0[None])[0]
+        norms[0] = layer_input_norms(model, e0[None])[0][0] if first_layer_norms is None else first_layer_norms
     return norms
 
 

@@ -20,11 +20,10 @@ from dagster_project.compute.batching import (
 from dagster_project.compute.hta import (
     EstimateError,
     HtaMethod,
-    attention_weights,
     estimate_error,
     input_norms,
+    layer_input_norms,
     normalize_rows,
-    previous_layer_norms,
     row_correlations,
 )
 from dagster_project.compute.metrics import (
@@ -40,21 +39,40 @@ CONTRIBUTION_KINDS = ("previous_layer", "input")
 
 
 @dataclass(frozen=True)
+class PreviousLayerCost:
+    """What the previous-layer contributions took: jvps is 0 for the closed form, else one per
+    coordinate of each layer's input (the per-layer jvp fallback, e.g. DeBERTa)."""
+
+    jvps: int = 0
+    seconds: float = 0.0
+
+    @property
+    def method(self) -> str:
+        return "per-layer jvp (exact)" if self.jvps else "closed form"
+
+    def __add__(self, other: "PreviousLayerCost") -> "PreviousLayerCost":
+        return PreviousLayerCost(self.jvps + other.jvps, self.seconds + other.seconds)
+
+
+@dataclass(frozen=True)
 class HtaFacts:
     correlations: pl.DataFrame  # example_id, layer, head, kind, pearson, spearman
     histograms: pl.DataFrame  # as position_histograms, kind = contribution
     example_maps: pl.DataFrame  # full maps of one example per attention-pattern class
     n_examples: int
     seconds: float
+    previous_layer_cost: PreviousLayerCost
 
 
 @dataclass(frozen=True)
 class ExampleMaps:
-    """Attention and both contribution maps of one example, (L, H, n, n) each."""
+    """Attention and both contribution maps of one example, (L, H, n, n) each, and what the
+    previous-layer map cost."""
 
     attention: torch.Tensor
     previous_layer: torch.Tensor
     input: torch.Tensor
+    previous_layer_cost: PreviousLayerCost
 
 
 def example_maps(encoder: LoadedEncoder, inputs: dict[str, torch.Tensor], method: HtaMethod, seed: int) -> ExampleMaps:
@@ -63,10 +81,15 @@ def example_maps(encoder: LoadedEncoder, inputs: dict[str, torch.Tensor], method
     with torch.no_grad():
         output = model(**inputs, output_attentions=True, output_hidden_states=True)
     hidden = torch.stack(output.hidden_states[:-1])[:, 0]  # inputs of every layer, (L, n, D)
+    started = time.perf_counter()
+    previous, jvps = layer_input_norms(model, hidden)
+    cost = PreviousLayerCost(jvps, time.perf_counter() - started)
+    generator = torch.Generator().manual_seed(seed)
     return ExampleMaps(
         attention=torch.stack(output.attentions)[:, 0],
-        previous_layer=normalize_rows(previous_layer_norms(attention_weights(model), hidden)),
-        input=normalize_rows(input_norms(model, hidden[0], method, torch.Generator().manual_seed(seed))),
+        previous_layer=normalize_rows(previous),
+        input=normalize_rows(input_norms(model, hidden[0], method, generator, first_layer_norms=previous[0])),
+        previous_layer_cost=cost,
     )
 
 
@@ -112,11 +135,13 @@ def extract_hta_facts(
     correlation_parts: list[dict[str, np.ndarray]] = []
     histogram_parts: dict[str, list[dict[str, np.ndarray]]] = {scope: [] for scope in SCOPES}
     best: dict[str, tuple[int, int, ExampleMaps]] = {}  # pattern -> (heads of that pattern, example id, maps)
+    previous_layer_cost = PreviousLayerCost()
     for done, batch in enumerate(
         length_batches(tokens, encoder.tokenizer.pad_token_id or 0, 1, encoder.spec.takes_token_types), 1
     ):
         batch = batch.to(encoder.compute.device)
         maps = example_maps(encoder, batch.inputs, method, seed + int(batch.example_ids[0]))
+        previous_layer_cost += maps.previous_layer_cost
         for kind in CONTRIBUTION_KINDS:
             pearson, spearman = row_correlations(maps.attention, getattr(maps, kind))
             columns = head_columns({"pearson": pearson[None], "spearman": spearman[None]}, batch.example_ids)
@@ -139,6 +164,7 @@ def extract_hta_facts(
         example_maps=pl.concat(example_rows).with_columns(hta_method=pl.lit(str(method))),
         n_examples=total,
         seconds=time.perf_counter() - started,
+        previous_layer_cost=previous_layer_cost,
     )
 
 
@@ -167,9 +193,8 @@ def estimate_check_error(
     with torch.no_grad():
         for batch in length_batches(sample, encoder.tokenizer.pad_token_id or 0, 1, encoder.spec.takes_token_types):
             batch = batch.to(encoder.compute.device)
-            inputs = batch.inputs
-            embeddings.append(
-                encoder.model.embeddings(input_ids=inputs["input_ids"], token_type_ids=inputs.get("token_type_ids"))[0]
-            )
+            # e^0 is the first layer's input, whatever the family puts before it (ALBERT's and
+            # ELECTRA's projections of smaller embeddings included).
+            embeddings.append(encoder.model(**batch.inputs, output_hidden_states=True).hidden_states[0][0])
             seeds.append(seed + int(batch.example_ids[0]))
     return estimate_error(encoder.model, embeddings, method, seeds), chosen

@@ -112,16 +112,13 @@ def test_uniform_attention_with_identity_values_is_uniform():
         intermediate_size=8,
         attn_implementation="eager",
     )
-    attention = BertModel(config).eval().encoder.layer[0].attention.self
+    model = BertModel(config).eval()
+    attention = model.encoder.layer[0].attention.self
     with torch.no_grad():
         attention.query.weight.zero_()
         attention.query.bias.zero_()
         attention.value.weight.copy_(torch.eye(size))
         attention.value.bias.zero_()
-    model = type("OneLayer", (), {})()
-    model.encoder = type(
-        "Encoder", (), {"layer": [type("Layer", (), {"attention": type("A", (), {"self": attention})()})()]}
-    )()
     norms = previous_layer_norms(attention_weights(model), torch.randn(1, tokens, size))
     torch.testing.assert_close(norms, torch.full((1, 1, tokens, tokens), math.sqrt(size) / tokens))
     torch.testing.assert_close(normalize_rows(norms), torch.full((1, 1, tokens, tokens), 1 / tokens))

@@ -116,6 +116,10 @@ def build_hta_asset(corpus: str) -> AssetsDefinition:
                 "examples": facts.n_examples,
                 "seconds": round(facts.seconds, 1),
                 "seconds_per_example": round(facts.seconds / facts.n_examples, 2),
+                # Closed form (0 jvps) where the family's scores allow it, else the exact per-layer fallback.
+                "previous_layer_method": facts.previous_layer_cost.method,
+                "previous_layer_jvps": facts.previous_layer_cost.jvps,
+                "previous_layer_seconds": round(facts.previous_layer_cost.seconds, 2),
                 "example_per_pattern": table_preview(
                     facts.example_maps.group_by("pattern").agg(example_id=pl.col("example_id").first()).sort("pattern")
                 ),

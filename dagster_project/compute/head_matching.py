@@ -20,6 +20,7 @@ import polars as pl
 import torch
 
 from dagster_project.compute.batching import length_batches
+from dagster_project.compute.checks import CheckOutcome
 from dagster_project.compute.devices import float32_maps
 from dagster_project.compute.metrics import word_level_maps, word_piece_matrix
 from dagster_project.compute.models import LoadedEncoder
@@ -27,6 +28,7 @@ from dagster_project.compute.models import LoadedEncoder
 # Bytes of one chunk's mixture tensor (rows x head pairs x columns): small enough for the cache.
 MIXTURE_CHUNK_BYTES = 2**24
 EXAMPLES_PER_CHUNK = 16  # examples whose word rows both models hold at once
+MAX_JS_DISTANCE = float(np.sqrt(np.log(2)))  # of two distributions with disjoint support (natural log)
 
 
 def js_distance_sums(p: torch.Tensor, q: torch.Tensor, chunk_bytes: int = MIXTURE_CHUNK_BYTES) -> torch.Tensor:
@@ -160,6 +162,15 @@ def match_heads(
     return HeadMatches(distances, examples.len(), n_words)
 
 
+DISTANCE_SCHEMA = {
+    "layer": pl.Int16,
+    "head": pl.Int16,
+    "other_layer": pl.Int16,
+    "other_head": pl.Int16,
+    "js_distance": pl.Float64,
+}
+
+
 def distance_rows(distances: torch.Tensor, heads_first: int, heads_second: int) -> pl.DataFrame:
     """Rows of an (A, B) head distance matrix, head index = layer * heads + head (0-based), as
     1-based layer, head, other_layer, other_head and js_distance."""
@@ -173,11 +184,18 @@ def distance_rows(distances: torch.Tensor, heads_first: int, heads_second: int) 
             "other_head": second % heads_second + 1,
             "js_distance": distances.numpy().ravel(),
         },
-        schema={
-            "layer": pl.Int16,
-            "head": pl.Int16,
-            "other_layer": pl.Int16,
-            "other_head": pl.Int16,
-            "js_distance": pl.Float64,
-        },
+        schema=DISTANCE_SCHEMA,
+    )
+
+
+def distances_in_range(frame: pl.DataFrame, expected_rows: int) -> CheckOutcome:
+    """Every js_distance is finite and within [0, sqrt(ln 2)], and there is one row per head pair."""
+    # float32 entropies can overshoot the bound by rounding
+    bound = pl.col("js_distance").is_between(0, MAX_JS_DISTANCE + 1e-5)
+    bad = frame.filter(~pl.col("js_distance").is_finite() | ~bound)
+    return CheckOutcome(
+        "distances_in_range",
+        bad.is_empty() and frame.height == expected_rows,
+        f"Every js_distance is finite and in [0, sqrt(ln 2)], one row per head pair ({expected_rows}).",
+        {"rows": frame.height, "expected_rows": expected_rows, "out_of_range": bad.height},
     )

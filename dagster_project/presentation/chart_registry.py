@@ -4,6 +4,7 @@ from it."""
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import altair as alt
 import duckdb
@@ -17,7 +18,12 @@ from dagster_project.storage.warehouse import partition_rows
 # Corpora with gold coreference mentions: Table 2 is drawn for each one with rows.
 COREFERENCE_CORPORA = tuple(name for name, spec in CORPORA.items() if "coref_mentions" in spec.annotations)
 XNLI_CORPORA = ("xnli_en", "xnli_de", "xnli_ar")  # Pascual Fig. 4: English, German and Arabic side by side
-PAPER_AUTHORS = {"clark": "Clark et al.", "kovaleva": "Kovaleva et al.", "pascual": "Pascual et al."}
+PAPER_AUTHORS = {
+    "clark": "Clark et al.",
+    "kovaleva": "Kovaleva et al.",
+    "pascual": "Pascual et al.",
+    "compare": "Models compared:",  # not a paper: every registered model overlaid (issue 17.4)
+}
 ANALYSES = ("attention", "hta", "clark", "finetuning")
 
 
@@ -58,6 +64,8 @@ class ChartSpec:
                 rows = rows.filter(pl.col("corpus").is_in(own_corpora))
         else:
             rows = partition_rows(conn, self.view, model_id)
+        # DuckDB sums of integers are HUGEINT, which reach polars as Decimal; Vega-Lite's JSON has no decimals.
+        rows = rows.with_columns(pl.col(pl.Decimal).cast(pl.Float64))
         if self.all_corpora:
             found = [name for name in self.corpora if name in set(rows["corpus"])]
             order = pl.col("corpus").replace_strict({name: index for index, name in enumerate(found)}, default=None)
@@ -70,7 +78,12 @@ class ChartSpec:
         return None if corpus is None else (corpus, rows.filter(pl.col("corpus") == corpus))
 
     def title(self, rows: pl.DataFrame, corpus: str) -> str:
-        return f"{rows['model'][0]} on {corpus}" + (f": {self.caption}" if self.caption else "")
+        """The model's short name (draw.short_model_name) and the corpus; the source is in `source`."""
+        return f"{draw.short_model_name(rows['model'][0])} on {corpus}" + (f": {self.caption}" if self.caption else "")
+
+    def source(self, rows: pl.DataFrame) -> str:
+        """The model the chart is drawn for, as registered (hub id or local path), for captions."""
+        return rows["model"][0]
 
 
 CHARTS = (
@@ -317,5 +330,127 @@ CHARTS += (
         draw.kovaleva_cls_attention_chart,
         all_corpora=True,
         side_by_side=True,
+    ),
+)
+
+# Issue 17.4, the compare page: every per-layer result of every registered model overlaid on
+# relative depth, the partition's model first. Corpora: the paper corpora, then the GLUE tasks,
+# where the checkpoints the pipeline fine-tunes are analysed beside their base model.
+_COMPARE_CORPORA = ("wiki_segments", "xnli_en", "demo", *_KOVALEVA_GLUE)
+_COMPARE_EMPTY = "no model has rows in the view on these corpora yet"
+
+
+def _depth_curves(
+    name: str,
+    view: str,
+    values: tuple[str, ...],
+    label: str,
+    series: str | None = None,
+    corpora: tuple[str, ...] = _COMPARE_CORPORA,
+    **options,
+) -> ChartSpec:
+    return ChartSpec(
+        name,
+        "compare",
+        label,
+        view,
+        corpora,
+        partial(draw.depth_curves_chart, values=values, label=label, series=series),
+        when_empty=options.pop("when_empty", _COMPARE_EMPTY),
+        all_corpora=True,
+        all_models=True,
+        **options,
+    )
+
+
+CHARTS += (
+    ChartSpec(
+        "compare_head_matches",
+        "compare",
+        "head correspondence",
+        "compare_head_matches",
+        ("wiki_segments", "xnli_en", "demo", *_KOVALEVA_GLUE, "ud_ewt_test", "framenet"),
+        draw.compare_head_matches_chart,
+        reads=("head_matches",),
+        when_empty="register a second model and materialize <corpus>_head_matches for a corpus both models have",
+    ),
+    _depth_curves(
+        "compare_special_tokens",
+        "clark_special_tokens",
+        ("to_cls", "to_sep", "to_punct"),
+        "attention to special tokens",
+    ),
+    _depth_curves("compare_entropy", "clark_entropy", ("entropy",), "attention entropy (nats)"),
+    _depth_curves(
+        "compare_relative_position",
+        "clark_relative_position",
+        ("to_prev", "to_self", "to_next"),
+        "attention by position",
+    ),
+    _depth_curves(
+        "compare_center_of_mass",
+        "pascual_center_of_mass",
+        ("center_of_mass",),
+        "center of mass (tokens)",
+        series="kind",
+        corpora=(*XNLI_CORPORA, "demo"),
+    ),
+    _depth_curves(
+        "compare_framenet_heads",
+        "kovaleva_framenet_heads",
+        ("mean_max_attention",),
+        "FrameNet link attention",
+        corpora=("framenet",),
+    ),
+    _depth_curves(
+        "compare_feature_attention",
+        "kovaleva_feature_attention",
+        ("score",),
+        "attention received by feature",
+        series="feature",
+    ),
+    _depth_curves(
+        "compare_grad_importance",
+        "clark_grad_importance",
+        ("grad_magnitude",),
+        "gradient magnitude",
+        series="target_type",
+        analysis="clark",
+        reads=("grad_importance",),
+    ),
+    _depth_curves(
+        "compare_hta_local_correlation",
+        "pascual_hta_local_correlation",
+        ("pearson",),
+        "attention vs previous-layer contribution (Pearson)",
+        corpora=(*XNLI_CORPORA, "demo"),
+        analysis="hta",
+    ),
+    _depth_curves(
+        "compare_hta_global_correlation",
+        "pascual_hta_global_correlation",
+        ("pearson",),
+        "attention vs input contribution (Pearson)",
+        corpora=(*XNLI_CORPORA, "demo"),
+        analysis="hta",
+    ),
+    _depth_curves(
+        "compare_finetune_similarity",
+        "kovaleva_finetune_similarity",
+        ("cosine",),
+        "pre-trained vs fine-tuned cosine",
+        corpora=_KOVALEVA_GLUE,
+        analysis="finetuning",
+        reads=("finetune_cosines",),
+    ),
+    _depth_curves(
+        "compare_layer_ablation",
+        "kovaleva_layer_ablation",
+        ("delta_vs_baseline",),
+        "score change with the layer disabled (points)",
+        series="metric",
+        corpora=tuple(f"glue_{task}" for task in FINETUNE_TASKS),
+        analysis="finetuning",
+        reads=("ablation_scores",),
     ),
 )

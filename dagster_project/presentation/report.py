@@ -22,6 +22,7 @@ PAPER_TITLES = {
     "clark": "Clark et al. 2019, What Does BERT Look At? An Analysis of BERT's Attention",
     "kovaleva": "Kovaleva et al. 2019, Revealing the Dark Secrets of BERT",
     "pascual": "Pascual et al. 2021, Telling BERT's Full Story: from Local Attention to Global Aggregation",
+    "compare": "Models compared: every registered model's per-layer results on relative depth, and head correspondence",
 }
 
 
@@ -182,8 +183,8 @@ def _chart_block(data: ReportData, spec: ChartSpec, model_id: str, source: str) 
     return (
         f'<figure data-chart="{html.escape(spec.name)}">'
         f'<img alt="{html.escape(spec.label)}" src="data:image/png;base64,{encoded}">'
-        f"<figcaption>{html.escape(spec.label)}: view <code>{html.escape(spec.view)}</code>, "
-        f"corpus {html.escape(corpus)}, "
+        f"<figcaption>{html.escape(spec.label)}: model <code>{html.escape(spec.source(rows))}</code>, "
+        f"view <code>{html.escape(spec.view)}</code>, corpus {html.escape(corpus)}, "
         f"{rows.height} rows</figcaption></figure>"
     )
 

@@ -4,12 +4,16 @@ import dataclasses
 
 import duckdb
 import polars as pl
+import pytest
 
 from dagster_project.presentation.chart_registry import CHARTS, XNLI_CORPORA
 from dagster_project.presentation.charts import (
     clark_head_mds_chart,
+    compare_head_matches_chart,
+    depth_curves_chart,
     pascual_correlation_chart,
     pascual_hta_pattern_maps_chart,
+    short_model_name,
 )
 
 SPECS = {spec.name: spec for spec in CHARTS}
@@ -95,3 +99,112 @@ def test_hta_pattern_maps_chart_has_a_column_per_class_and_a_row_per_map() -> No
     assert spec["facet"]["column"]["sort"] == ["vertical (1-2, ex. 2)", "heterogeneous (2-1, ex. 4)"]
     assert spec["facet"]["row"]["sort"] == ["attention", "previous-layer contribution", "input contribution"]
     assert SPECS["pascual_fig7_hta_pattern_maps"].view == "pascual_hta_pattern_maps"
+
+
+def test_titles_use_the_short_name_and_captions_the_source() -> None:
+    assert short_model_name("/tmp/C/models/all-mpnet-base-v2") == "all-mpnet-base-v2"
+    assert short_model_name("/tmp/C/models/all-mpnet-base-v2/") == "all-mpnet-base-v2"
+    assert short_model_name("sentence-transformers/all-MiniLM-L6-v2") == "all-MiniLM-L6-v2"
+    assert short_model_name("bert-base-uncased") == "bert-base-uncased"
+    rows = pl.DataFrame({"model": ["/home/me/checkpoints/all-mpnet-base-v2"], "layer": [1]})
+    spec = SPECS["clark_fig4_entropy"]
+    assert spec.title(rows, "demo") == "all-mpnet-base-v2 on demo"
+    assert spec.source(rows) == "/home/me/checkpoints/all-mpnet-base-v2"
+
+
+def _per_head_rows(model: str, n_layers: int, heads: int = 2, **columns: float) -> pl.DataFrame:
+    """Per-head rows of a model, with relative_depth = (layer - 0.5) / n_layers as the views compute it."""
+    layers = [layer for layer in range(1, n_layers + 1) for _ in range(heads)]
+    return pl.DataFrame(
+        {
+            "model": model,
+            "model_id": model.replace("/", "--"),
+            "corpus": "demo",
+            "layer": layers,
+            "head": [head for _ in range(n_layers) for head in range(1, heads + 1)],
+            "relative_depth": [(layer - 0.5) / n_layers for layer in layers],
+            **{name: [value * layer for layer in layers] for name, value in columns.items()},
+        }
+    )
+
+
+def test_depth_curves_overlay_models_of_different_depths() -> None:
+    rows = pl.concat([_per_head_rows("org/six", 6, entropy=0.1), _per_head_rows("/models/twelve", 12, entropy=0.05)])
+    chart = depth_curves_chart(rows, "six on demo", ("entropy",), "entropy")
+    spec = chart.to_dict()
+    data = _data(spec)
+    assert {row["model_name"] for row in data} == {"six", "twelve"}
+    assert {row["source"] for row in data} == {"org/six", "/models/twelve"}
+    # the last layer of either model sits at the same relative depth as its own (layer - 0.5) / n
+    depths = {(row["model_name"], row["layer"]): row["relative_depth"] for row in data}
+    assert depths["six", 6] == 5.5 / 6 and depths["twelve", 12] == 11.5 / 12
+    line, heads = spec["spec"]["layer"]
+    assert line["encoding"]["x"]["field"] == "relative_depth"
+    assert line["encoding"]["y"] == {"aggregate": "mean", "field": "value", "type": "quantitative", "title": "entropy"}
+    assert heads["mark"]["type"] == "circle"  # no interval columns: no error bars
+    assert spec["facet"]["column"]["field"] == "corpus"
+
+
+def test_depth_curves_draw_the_interval_where_the_view_has_one() -> None:
+    rows = _per_head_rows("org/six", 2, entropy=1.0).with_columns(
+        ci_low=pl.col("entropy") - 0.1, ci_high=pl.col("entropy") + 0.2
+    )
+    spec = depth_curves_chart(rows, "six on demo", ("entropy",), "entropy").to_dict()
+    bars = spec["spec"]["layer"][-1]
+    assert bars["mark"]["type"] == "rule"
+    assert (bars["encoding"]["y"]["field"], bars["encoding"]["y2"]["field"]) == ("ci_low", "ci_high")
+    first = next(row for row in _data(spec) if row["layer"] == 1 and row["head"] == 1)
+    assert (first["value"], first["ci_low"], first["ci_high"]) == pytest.approx((1.0, 0.9, 1.2))
+    # Several values from one view: a shared ci_low/ci_high cannot say whose interval it is; <value>_ci_low can.
+    several = rows.with_columns(to_sep=pl.col("entropy"), to_sep_ci_low=0.0, to_sep_ci_high=2.0)
+    data = _data(depth_curves_chart(several, "t", ("entropy", "to_sep"), "x").to_dict())
+    assert {(row["series"], row.get("ci_high")) for row in data} == {("entropy", None), ("to_sep", 2.0)}
+
+
+def test_compare_charts_show_every_model_with_rows_on_the_corpus() -> None:
+    conn = duckdb.connect(":memory:")
+    rows = pl.concat([_per_head_rows("org/six", 6, entropy=0.1), _per_head_rows("/models/twelve", 12, entropy=0.05)])
+    conn.register("entropy_rows", rows.to_arrow())
+    spec = dataclasses.replace(SPECS["compare_entropy"], view="entropy_rows")
+    corpus, found = spec.rows(conn, "--models--twelve")
+    assert corpus == "demo"
+    assert found["model"].unique(maintain_order=True).to_list() == ["/models/twelve", "org/six"]
+    assert spec.label == "Models compared: attention entropy (nats)" and spec.paper == "compare"
+
+
+def test_view_sums_reach_the_charts_as_floats() -> None:
+    """A view's sum of integers is a DuckDB HUGEINT, a polars Decimal, which Vega-Lite's JSON cannot hold."""
+    conn = duckdb.connect(":memory:")
+    conn.execute(
+        "CREATE VIEW framenet AS SELECT 'm' AS model_id, 'm' AS model, 'framenet' AS corpus, 1 AS layer, 1 AS head, "
+        "0.2 AS mean_max_attention, 0.1 AS p99, true AS above_p99, sum(3::BIGINT) AS n_links"
+    )
+    spec = dataclasses.replace(SPECS["kovaleva_fig3_framenet_heads"], view="framenet")
+    corpus, rows = spec.rows(conn, "m")
+    assert rows.schema["n_links"] == pl.Float64
+    spec.draw(rows, spec.title(rows, corpus)).to_json()
+
+
+def test_head_matches_chart_has_a_panel_per_other_model() -> None:
+    rows = pl.DataFrame(
+        {
+            "model": "org/six",
+            "layer": [1, 2],
+            "head": [1, 1],
+            "relative_depth": [0.25, 0.75],
+            "other_model": ["/models/all-mpnet-base-v2", "/models/all-mpnet-base-v2"],
+            "other_layer": [2, 4],
+            "other_head": [3, 1],
+            "other_relative_depth": [0.375, 0.875],
+            "js_distance": [0.2, 0.3],
+            "runner_up_distance": [0.25, 0.31],
+            "n_examples": [3, 3],
+            "n_words": [40, 40],
+        }
+    )
+    spec = compare_head_matches_chart(rows, "six on demo").to_dict()
+    assert spec["facet"]["column"]["field"] == "other"
+    assert {(row["other"], row["head_label"], row["match_label"]) for row in _data(spec)} == {
+        ("all-mpnet-base-v2", "1-1", "2-3"),
+        ("all-mpnet-base-v2", "2-1", "4-1"),
+    }

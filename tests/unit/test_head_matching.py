@@ -12,6 +12,7 @@ from scipy.spatial.distance import jensenshannon
 
 from dagster_project.compute.head_matching import (
     MatchSide,
+    distances_in_range,
     js_distance_sums,
     match_heads,
     shared_words,
@@ -156,3 +157,12 @@ def test_match_heads_without_shared_examples_says_so(bert_side: MatchSide) -> No
     )
     with pytest.raises(ValueError, match="share no example"):
         match_heads(bert_side, elsewhere)
+
+
+def test_distances_in_range_check() -> None:
+    rows = pl.DataFrame({"js_distance": [0.0, 0.5, math.sqrt(math.log(2))]})
+    assert distances_in_range(rows, 3).passed
+    assert not distances_in_range(rows, 4).passed  # a head pair missing
+    assert not distances_in_range(rows.with_columns(js_distance=pl.Series([0.0, 0.9, 0.1])), 3).passed
+    assert not distances_in_range(rows.with_columns(js_distance=pl.Series([0.0, float("nan"), 0.1])), 3).passed
+    assert distances_in_range(rows.clear(), 0).passed  # no other model: nothing to compare, nothing wrong

@@ -5,6 +5,7 @@ from dagster_project.defs.assets.facts import fact_assets, fact_assets_by_corpus
 from dagster_project.defs.assets.finetuning import ablation_assets_by_task, finetuned_assets_by_task, finetuning_assets
 from dagster_project.defs.assets.gradients import grad_importance
 from dagster_project.defs.assets.head_clustering import head_mds
+from dagster_project.defs.assets.head_matching import head_match_assets, head_match_assets_by_corpus
 from dagster_project.defs.assets.hta import hta_assets, hta_assets_by_corpus
 from dagster_project.defs.assets.kovaleva import similarity_assets, similarity_assets_by_task
 from dagster_project.defs.assets.models import encoder_model
@@ -23,6 +24,7 @@ all_assets = [
     grad_importance,
     dependency_probes,
     head_mds,
+    *head_match_assets,
     *hta_assets,
     *finetuning_assets,
     *similarity_assets,
@@ -43,6 +45,7 @@ __all__ = [
     "fact_assets_by_corpus",
     "finetuned_assets_by_task",
     "grad_importance",
+    "head_match_assets_by_corpus",
     "head_mds",
     "hta_assets_by_corpus",
     "paper_report",

@@ -11,6 +11,7 @@ from dagster_project.defs.assets.facts import fact_assets
 from dagster_project.defs.assets.finetuning import ablation_assets_by_task
 from dagster_project.defs.assets.gradients import grad_importance
 from dagster_project.defs.assets.head_clustering import head_mds
+from dagster_project.defs.assets.head_matching import head_match_assets
 from dagster_project.defs.assets.hta import hta_assets
 from dagster_project.defs.assets.kovaleva import similarity_assets
 from dagster_project.defs.assets.probes import dependency_probes
@@ -28,6 +29,7 @@ TABLE_WRITERS: dict[str, list[AssetsDefinition]] = {
     "probe_scores": [dependency_probes],
     "ablation_scores": list(ablation_assets_by_task.values()),
     "finetune_cosines": similarity_assets,
+    "head_matches": head_match_assets,
 }
 
 
@@ -74,6 +76,7 @@ def build_chart_asset(spec: ChartSpec) -> AssetsDefinition:
                 "chart": MetadataValue.md(f"![{spec.label}](data:image/png;base64,{encoded})"),
                 "html": MetadataValue.path(str(html)),
                 "png": MetadataValue.path(str(png)),
+                "model": spec.source(rows),  # the title has the short name
                 "corpus": corpus,
                 "view": spec.view,
                 "view_rows": rows.height,

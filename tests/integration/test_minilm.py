@@ -37,8 +37,11 @@ SLICE = {
     "framenet": 10,
 }
 ANALYSES = [hta_assets_by_corpus["xnli_en"], head_mds, dependency_probes, coreference_baselines_by_corpus["ontogum"]]
-# Views a MiniLM warehouse leaves empty: no loss head for gradients, no fine-tuned model.
+# Views a MiniLM warehouse leaves empty: no loss head for gradients, no fine-tuned model, no
+# second model to match heads with.
 EMPTY_VIEWS = {
+    "stg_head_matches",
+    "compare_head_matches",
     "stg_grad_importance",
     "clark_grad_importance",
     "stg_ablation_scores",

@@ -106,7 +106,8 @@ def encode_task(
     segments = [texts["text_a"].to_list()]
     if texts["text_b"].is_not_null().any():
         segments.append(texts["text_b"].to_list())
-    encoded = tokenizer(*segments, return_token_type_ids=True, verbose=False)
+    # split_special_tokens: '[SEP]' or '<s>' in a sentence is text, as in encode_corpus
+    encoded = tokenizer(*segments, split_special_tokens=True, return_token_type_ids=True, verbose=False)
     token_ids, token_types = encoded["input_ids"], encoded["token_type_ids"]
     overlong_rows = [row for row, ids in enumerate(token_ids) if len(ids) > max_len]
     keep = list(range(len(token_ids)))
@@ -117,6 +118,7 @@ def encode_task(
             *([segment[row] for row in overlong_rows] for segment in segments),
             truncation="longest_first",
             max_length=max_len,
+            split_special_tokens=True,
             return_token_type_ids=True,
         )
         for row, ids, types in zip(overlong_rows, cut["input_ids"], cut["token_type_ids"]):
@@ -188,6 +190,19 @@ def _on_device(model: PreTrainedModel, inputs: dict[str, torch.Tensor]) -> dict[
     return {name: value.to(model.device) for name, value in inputs.items()}
 
 
+def no_decay_parameters(model: PreTrainedModel) -> set[str]:
+    """Names of the parameters Devlin et al.'s recipe exempts from weight decay: every bias and every
+    layer-norm weight, found by module type (DistilBERT's `sa_layer_norm`, ALBERT's
+    `full_layer_layer_norm` and BERT's `LayerNorm` alike)."""
+    norms = {
+        f"{module_name}.{name}".lstrip(".")
+        for module_name, module in model.named_modules()
+        if isinstance(module, torch.nn.LayerNorm)
+        for name, _ in module.named_parameters(recurse=False)
+    }
+    return norms | {name for name, _ in model.named_parameters() if name.endswith("bias")}
+
+
 def fine_tune(
     model: PreTrainedModel,
     data: TaskData,
@@ -213,8 +228,9 @@ def fine_tune(
     steps_per_epoch = math.ceil(len(indices) / recipe.batch_size)
     steps = min(recipe.epochs * steps_per_epoch, recipe.max_steps or math.inf)
     warmup = int(recipe.warmup_ratio * steps)
-    no_decay = [p for name, p in model.named_parameters() if name.endswith("bias") or "LayerNorm" in name]
-    decay = [p for name, p in model.named_parameters() if not (name.endswith("bias") or "LayerNorm" in name)]
+    exempt = no_decay_parameters(model)
+    no_decay = [p for name, p in model.named_parameters() if name in exempt]
+    decay = [p for name, p in model.named_parameters() if name not in exempt]
     optimizer = torch.optim.AdamW(
         [{"params": decay, "weight_decay": recipe.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
         lr=recipe.learning_rate,

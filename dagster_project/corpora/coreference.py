@@ -344,7 +344,9 @@ def window_documents(data: CorpusData, tokenizer: PreTrainedTokenizerBase, max_l
     """
     words = data.words.sort("example_id", "word_index")
     special = tokenizer.num_special_tokens_to_add(pair=False)
-    pieces = tokenizer(words["word"].to_list(), add_special_tokens=False, verbose=False)["input_ids"]
+    pieces = tokenizer(words["word"].to_list(), add_special_tokens=False, split_special_tokens=True, verbose=False)[
+        "input_ids"
+    ]
     words = words.with_columns(n_pieces=pl.Series([len(ids) for ids in pieces], dtype=pl.Int32))
     sentences = (
         data.annotations["sentences"]

@@ -32,6 +32,27 @@ def punctuation_ids(tokenizer: PreTrainedTokenizerBase) -> list[int]:
     return [index for piece, index in tokenizer.get_vocab().items() if piece.lstrip(_SPACE_MARKERS) in PUNCTUATION]
 
 
+def token_classes(tokenizer: PreTrainedTokenizerBase) -> pl.Expr:
+    """Each piece's class from the tokenizer's own ids: 'cls' / 'sep' for the [CLS] (RoBERTa's `<s>`) and
+    every separator (`</s>`, both of a `</s></s>` run) the tokenizer added around the segments, 'special'
+    for other tokens it added, 'punct' for a bare '.' or ',', else 'other'. Only added tokens
+    (`is_special`, the special-tokens mask) are special: a text piece is text even where a
+    SentencePiece vocabulary reads '<s>' in a sentence as the id of `<s>`."""
+    added = pl.col("is_special")
+    token = pl.col("token_id")
+    return (
+        pl.when(added & (token == tokenizer.cls_token_id))
+        .then(pl.lit("cls"))
+        .when(added & (token == tokenizer.sep_token_id))
+        .then(pl.lit("sep"))
+        .when(added)
+        .then(pl.lit("special"))
+        .when(token.is_in(punctuation_ids(tokenizer)))
+        .then(pl.lit("punct"))
+        .otherwise(pl.lit("other"))
+    )
+
+
 def align_words(words: pl.DataFrame, tokens: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Map words to their pieces, and pieces to their word, by character offsets.
 
@@ -155,6 +176,7 @@ def encode_corpus(
         segments = [frame["text_a"].to_list(), *([frame["text_b"].to_list()] if has_b else [])]
         return tokenizer(
             *segments,
+            split_special_tokens=True,  # text is text: '[SEP]' or '<s>' in a sentence is no separator
             return_special_tokens_mask=True,
             return_token_type_ids=True,
             return_offsets_mapping=True,
@@ -203,17 +225,7 @@ def encode_corpus(
     tokens = tokens.with_columns(
         position=pl.int_range(pl.len()).over("example_id").cast(pl.Int16),
         is_special=pl.col("is_special").cast(pl.Boolean),
-    ).with_columns(
-        token_class=pl.when(pl.col("token_id") == tokenizer.cls_token_id)
-        .then(pl.lit("cls"))
-        .when(pl.col("token_id") == tokenizer.sep_token_id)
-        .then(pl.lit("sep"))
-        .when(pl.col("token_id").is_in(punctuation_ids(tokenizer)))
-        .then(pl.lit("punct"))
-        .when(pl.col("is_special"))
-        .then(pl.lit("special"))
-        .otherwise(pl.lit("other")),
-    )
+    ).with_columns(token_class=token_classes(tokenizer))
     # Models without token types (RoBERTa...) get 0s from the tokenizer; the segment then
     # follows the separators: a token belongs to segment k if k separators precede it.
     sep_before = (pl.col("token_class") == "sep").cast(pl.Int16).cum_sum().shift(1, fill_value=0).over("example_id")

@@ -4,9 +4,10 @@ The registry in `fact_kinds` says which corpus gets which; `attention_pass` runs
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
 import torch
 
-from dagster_project.compute.batching import Batch, flat, head_columns
+from dagster_project.compute.batching import Batch, flat, head_columns, head_grid
 from dagster_project.compute.metrics import (
     PATTERNS,
     PatternThresholds,
@@ -32,23 +33,48 @@ MENTION_COLUMNS = ("example_id", "cluster_id", "word_start", "word_end", "head_w
 FRAME_LINK_COLUMNS = ("target_start", "target_end", "element_start", "element_end")
 
 
-def relation_hit_columns(
+def relation_hit_frame(
     attn: torch.Tensor, word_spans: torch.Tensor, example_ids: torch.Tensor, word_mode: str
-) -> dict[str, np.ndarray]:
+) -> pl.DataFrame:
     """Per (example, word with pieces, layer, head) the most-attended other word of the
-    word-level map (METHODS §3 relation hits), as flat columns."""
+    word-level map (METHODS §3 relation hits), in the warehouse's dense grain
+    (sql/schema/relation_hits.sql): per (example, layer, head) one row whose target_words[i]
+    is word i's target, null for a word without pieces; examples without a hit have no row."""
     membership = word_piece_matrix(word_spans[..., 0], word_spans[..., 1], attn.shape[-1])
     real = membership.sum(-1) > 0
     best = most_attended_words(word_level_maps(attn, membership, word_mode), real)
-    b, layer, head, word = (real[:, None, None, :] & (best >= 0)).nonzero(as_tuple=True)
-    return flat(
+    hit = real & (best[:, 0, 0] >= 0)  # (B, W): words with pieces, when the example has another one
+    words = torch.arange(1, hit.shape[1] + 1, device=hit.device)
+    length = torch.where(hit, words, 0).amax(-1)  # (B,): up to its last word with a hit
+    cells = (words <= length[:, None])[:, None, None].expand_as(best)
+    rows, layers, heads = (index.expand(best.shape[:3]) for index in head_grid(*best.shape[:3], best.device))
+    per_head = (length > 0)[:, None, None].expand_as(rows)
+    columns = flat(
         {
-            "example_id": example_ids[b],
-            "word_index": word.to(torch.int32),
-            "layer": (layer + 1).to(torch.int16),
-            "head": (head + 1).to(torch.int16),
-            "target_word": best[b, layer, head, word].to(torch.int32),
+            "example_id": example_ids[rows[per_head]],
+            "layer": layers[per_head],
+            "head": heads[per_head],
+            "length": length[rows[per_head]],
+            "target_words": best[cells].to(torch.int16),
+            "hit": hit[:, None, None].expand_as(best)[cells],
         }
+    )
+    lists = np.concatenate([[0], np.cumsum(columns.pop("length"))])
+    targets = pa.array(columns.pop("target_words"), mask=~columns.pop("hit"))
+    return pl.DataFrame(columns).with_columns(
+        target_words=pl.from_arrow(pa.LargeListArray.from_arrays(lists, targets)), word_mode=pl.lit(word_mode)
+    )
+
+
+def relation_hit_rows(hits: pl.DataFrame) -> pl.DataFrame:
+    """Dense relation hits (relation_hit_frame, or the warehouse table's) unpacked to the flat
+    grain of stg_relation_hits: one row per (example, word with a hit, layer, head)."""
+    return (
+        hits.with_columns(word_index=pl.int_ranges(pl.col("target_words").list.len(), dtype=pl.Int32))
+        .explode("word_index", "target_words")
+        .drop_nulls("target_words")
+        .with_columns(target_word=pl.col("target_words").cast(pl.Int32))
+        .drop("target_words")
     )
 
 

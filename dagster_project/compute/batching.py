@@ -10,13 +10,13 @@ from dataclasses import dataclass, fields, replace
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
 import torch
 
 from dagster_project.compute.metrics import TokenMasks, pair_mask, relative_position_histogram
 
 SCOPES = ("all", "content")
 SCOPE = pl.Enum(SCOPES)
-KIND = pl.Enum(["attention", "contribution"])  # contribution: HTA input contribution
 BUILT_ON = torch.device("cpu")  # batches are built here, then moved to the pass's device (Batch.to)
 # spaCy flags of `word_features` (Kovaleva §4.4), carried per word in a batch.
 WORD_FEATURES = ("is_noun", "is_verb", "is_pronoun", "is_subject", "is_object", "is_negation")
@@ -140,7 +140,7 @@ def _by_word_index(chunk: pl.DataFrame, columns: list[str], dtype: torch.dtype) 
     return placed
 
 
-def _grid(
+def head_grid(
     batch_size: int, n_layers: int, n_heads: int, device: torch.device
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Broadcastable (B, L, H) index tensors: example row, 1-based layer, 1-based head."""
@@ -154,7 +154,7 @@ def head_columns(values: dict[str, torch.Tensor], example_ids: torch.Tensor) -> 
     """Flat (example, layer, head) rows from (B, L, H) tensors of per-head values."""
     first = next(iter(values.values()))
     shape = first.shape
-    rows, layers, heads = _grid(*shape, first.device)
+    rows, layers, heads = head_grid(*shape, first.device)
     return flat(
         {
             "example_id": example_ids[rows].expand(shape),
@@ -165,27 +165,64 @@ def head_columns(values: dict[str, torch.Tensor], example_ids: torch.Tensor) -> 
     )
 
 
-def histogram_columns(
-    maps: torch.Tensor, masks: TokenMasks, example_ids: torch.Tensor
-) -> dict[str, dict[str, np.ndarray]]:
-    """Per scope, the relative-position (sum, count) rows of (B, L, H, T, T) maps."""
-    width = maps.shape[-1]
-    scoped = {}
+def histogram_frame(maps: torch.Tensor, masks: TokenMasks, example_ids: torch.Tensor) -> pl.DataFrame:
+    """The relative-position histograms of (B, L, H, T, T) maps in the warehouse's dense grain
+    (sql/schema/position_histograms.sql): per scope and (example, layer, head) one row with the
+    pair counts and 1 + the mean weight at every offset -m..m, m the largest offset a pair of the
+    scope reaches in the example (examples without a pair in the scope have no row)."""
+    batch_size, n_layers, n_heads, width = maps.shape[:4]
+    distance = torch.arange(1 - width, width, device=maps.device).abs()
+    rows, layers, heads = head_grid(batch_size, n_layers, n_heads, maps.device)
+    parts = []
     for scope, tokens in zip(SCOPES, (masks.valid, masks.content)):
         sums, counts = relative_position_histogram(maps, pair_mask(tokens, tokens))
-        # Offsets no (query, key) pair reaches (beyond the example's length) are not facts.
-        b, layer, head, offset = (counts[:, None, None, :] > 0).expand_as(sums).nonzero(as_tuple=True)
-        scoped[scope] = flat(
+        reach = torch.where(counts > 0, distance, -1).amax(-1)  # (B,): -1 when no pair is in scope
+        cells = (distance <= reach[:, None])[:, None, None].expand_as(sums)  # offsets -m..m of each example
+        per_head = (reach >= 0)[:, None, None].expand(-1, n_layers, n_heads)
+        columns = flat(
             {
-                "example_id": example_ids[b],
-                "layer": (layer + 1).to(torch.int16),
-                "head": (head + 1).to(torch.int16),
-                "offset": (offset - (width - 1)).to(torch.int16),
-                "weight_sum": sums[b, layer, head, offset],
-                "pair_count": counts[b, offset].to(torch.int32),
+                "example_id": example_ids[rows].expand_as(per_head)[per_head],
+                "layer": layers.expand_as(per_head)[per_head],
+                "head": heads.expand_as(per_head)[per_head],
+                "length": (2 * reach[:, None, None] + 1).expand_as(per_head)[per_head],
+                "pair_counts": counts[:, None, None].expand_as(sums)[cells].to(torch.int16),
+                "weight_sums": sums[cells],
             }
         )
-    return scoped
+        pair_counts, weight_sums = columns.pop("pair_counts"), columns.pop("weight_sums")
+        # 1 + mean in float64, rounded once to float32's 2^-23 grid of [1, 2) (the schema's precision).
+        means = 1.0 + np.divide(
+            weight_sums.astype(np.float64), pair_counts, out=np.zeros(len(pair_counts)), where=pair_counts > 0
+        )
+        lists = np.concatenate([[0], np.cumsum(columns.pop("length"))])
+        parts.append(
+            pl.DataFrame(columns).with_columns(
+                scope=pl.lit(scope, dtype=SCOPE),
+                pair_counts=pl.from_arrow(pa.LargeListArray.from_arrays(lists, pair_counts)),
+                mean_weights_plus_one=pl.from_arrow(pa.LargeListArray.from_arrays(lists, means.astype(np.float32))),
+            )
+        )
+    return pl.concat(parts).select("example_id", "scope", "layer", "head", "pair_counts", "mean_weights_plus_one")
+
+
+def histogram_rows(histograms: pl.DataFrame, kind: str) -> pl.DataFrame:
+    """Dense histogram rows (histogram_frame, or a warehouse table's) unpacked to the flat grain
+    of stg_position_histograms: one row per offset a pair reaches, with weight_sum and pair_count,
+    labelled with their `kind` (attention | contribution)."""
+    reach = (pl.col("pair_counts").list.len().cast(pl.Int32) - 1) // 2
+    return (
+        histograms.with_columns(offset=pl.int_ranges(-reach, reach + 1, dtype=pl.Int16))
+        .explode("offset", "pair_counts", "mean_weights_plus_one")
+        .filter(pl.col("pair_counts") > 0)
+        .with_columns(
+            weight_sum=((pl.col("mean_weights_plus_one").cast(pl.Float64) - 1) * pl.col("pair_counts")).cast(
+                pl.Float32
+            ),
+            pair_count=pl.col("pair_counts").cast(pl.Int32),
+            kind=pl.lit(kind),
+        )
+        .drop("pair_counts", "mean_weights_plus_one")
+    )
 
 
 def flat(columns: dict[str, torch.Tensor]) -> dict[str, np.ndarray]:
@@ -196,11 +233,3 @@ def flat(columns: dict[str, torch.Tensor]) -> dict[str, np.ndarray]:
 def frame(parts: list[dict[str, np.ndarray]]) -> pl.DataFrame:
     """One frame from the flat column dicts of several batches."""
     return pl.DataFrame({name: np.concatenate([part[name] for part in parts]) for name in parts[0]})
-
-
-def histogram_frame(parts: dict[str, list[dict[str, np.ndarray]]], kind: str) -> pl.DataFrame:
-    """The histogram rows of several batches, labelled with their kind and scope."""
-    return pl.concat(
-        frame(scope_parts).with_columns(kind=pl.lit(kind, dtype=KIND), scope=pl.lit(scope, dtype=SCOPE))
-        for scope, scope_parts in parts.items()
-    )

@@ -20,9 +20,10 @@ from dagster_project.compute.attention_facts import (
     frame_link_columns,
     pick_pattern_examples,
     received_attention_columns,
-    relation_hit_columns,
+    relation_hit_frame,
+    relation_hit_rows,
 )
-from dagster_project.compute.batching import SCOPES, Batch, frame, histogram_columns, histogram_frame
+from dagster_project.compute.batching import Batch, frame, histogram_frame, histogram_rows
 from dagster_project.compute.checks import (
     CheckOutcome,
     finite,
@@ -83,15 +84,17 @@ class BatchRows:
 
 
 @dataclass
-class PositionHistograms:
-    parts: dict[str, list[dict[str, np.ndarray]]] = field(default_factory=lambda: {scope: [] for scope in SCOPES})
+class BatchFrames:
+    """A kind whose rows are a frame per batch (the kinds stored in a dense grain, with list columns)."""
+
+    rows: Callable[[torch.Tensor, Batch], pl.DataFrame]
+    parts: list[pl.DataFrame] = field(default_factory=list)
 
     def add(self, attn: torch.Tensor, batch: Batch, summaries: dict[str, np.ndarray]) -> None:
-        for scope, columns in histogram_columns(attn, batch.masks, batch.example_ids).items():
-            self.parts[scope].append(columns)
+        self.parts.append(self.rows(attn, batch))
 
     def finish(self) -> pl.DataFrame:
-        return histogram_frame(self.parts, "attention")
+        return pl.concat(self.parts) if self.parts else pl.DataFrame()
 
 
 @dataclass
@@ -196,13 +199,16 @@ FACT_KINDS: dict[str, FactKind] = {
         FactKind(
             "position_histograms",
             "Per (example, layer, head, scope): attention mass and pair count per relative offset (Clark §3, Pascual).",
-            lambda inputs: PositionHistograms(),
+            lambda inputs: BatchFrames(lambda attn, batch: histogram_frame(attn, batch.masks, batch.example_ids)),
             checks=(
                 FactCheck(
                     "histogram_pairs_and_mass",
                     HISTOGRAM_CHECK,
                     lambda tables, inputs: histogram_masses(
-                        tables["position_histograms"], _lengths(tables), "histogram_pairs_and_mass", HISTOGRAM_CHECK
+                        histogram_rows(tables["position_histograms"], "attention"),
+                        _lengths(tables),
+                        "histogram_pairs_and_mass",
+                        HISTOGRAM_CHECK,
                     ),
                 ),
             ),
@@ -211,18 +217,17 @@ FACT_KINDS: dict[str, FactKind] = {
             "relation_hits",
             "Per (example, word, layer, head): the most-attended other word of the word-level map, joined to "
             "gold relations in SQL (Clark §4).",
-            lambda inputs: BatchRows(
-                lambda attn, batch, summaries: [
-                    relation_hit_columns(attn, batch.word_spans, batch.example_ids, inputs.word_mode)
-                ],
-                lambda rows: rows.with_columns(word_mode=pl.lit(inputs.word_mode)),
+            lambda inputs: BatchFrames(
+                lambda attn, batch: relation_hit_frame(attn, batch.word_spans, batch.example_ids, inputs.word_mode)
             ),
             needs=frozenset({WORDS}),
             checks=(
                 FactCheck(
                     "relation_hit_targets",
                     "Relation-hit targets are other words of the same example; one hit per word, layer and head.",
-                    lambda tables, inputs: relation_hit_targets(tables["relation_hits"], inputs.words, _heads(inputs)),
+                    lambda tables, inputs: relation_hit_targets(
+                        relation_hit_rows(tables["relation_hits"]), inputs.words, _heads(inputs)
+                    ),
                 ),
             ),
         ),

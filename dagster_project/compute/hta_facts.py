@@ -10,10 +10,8 @@ import polars as pl
 import torch
 
 from dagster_project.compute.batching import (
-    SCOPES,
     frame,
     head_columns,
-    histogram_columns,
     histogram_frame,
     length_batches,
 )
@@ -57,7 +55,7 @@ class PreviousLayerCost:
 @dataclass(frozen=True)
 class HtaFacts:
     correlations: pl.DataFrame  # example_id, layer, head, kind, pearson, spearman
-    histograms: pl.DataFrame  # as position_histograms, kind = contribution
+    histograms: pl.DataFrame  # dense rows as in contribution_histograms (batching.histogram_frame)
     example_maps: pl.DataFrame  # full maps of one example per attention-pattern class
     n_examples: int
     seconds: float
@@ -133,7 +131,7 @@ def extract_hta_facts(
     started = time.perf_counter()
     total = tokens["example_id"].n_unique()
     correlation_parts: list[dict[str, np.ndarray]] = []
-    histogram_parts: dict[str, list[dict[str, np.ndarray]]] = {scope: [] for scope in SCOPES}
+    histogram_parts: list[pl.DataFrame] = []
     best: dict[str, tuple[int, int, ExampleMaps]] = {}  # pattern -> (heads of that pattern, example id, maps)
     previous_layer_cost = PreviousLayerCost()
     for done, batch in enumerate(
@@ -146,8 +144,7 @@ def extract_hta_facts(
             pearson, spearman = row_correlations(maps.attention, getattr(maps, kind))
             columns = head_columns({"pearson": pearson[None], "spearman": spearman[None]}, batch.example_ids)
             correlation_parts.append({**columns, "kind": np.full(len(columns["layer"]), kind)})
-        for scope, columns in histogram_columns(maps.input[None], batch.masks, batch.example_ids).items():
-            histogram_parts[scope].append(columns)
+        histogram_parts.append(histogram_frame(maps.input[None], batch.masks, batch.example_ids))
         attention = maps.attention[None]
         classes = pattern_classes(
             head_summaries(attention, batch.masks), segment_block_mass(attention, batch.masks), batch.masks, thresholds
@@ -160,7 +157,7 @@ def extract_hta_facts(
     example_rows = [_map_rows(maps, example_id, pattern) for pattern, (_, example_id, maps) in best.items()]
     return HtaFacts(
         correlations=frame(correlation_parts).with_columns(hta_method=pl.lit(str(method))),
-        histograms=histogram_frame(histogram_parts, "contribution").with_columns(hta_method=pl.lit(str(method))),
+        histograms=pl.concat(histogram_parts).with_columns(hta_method=pl.lit(str(method))),
         example_maps=pl.concat(example_rows).with_columns(hta_method=pl.lit(str(method))),
         n_examples=total,
         seconds=time.perf_counter() - started,

@@ -28,6 +28,7 @@ import polars as pl
 
 from dagster_project.compute.models import ModelSpec
 from dagster_project.settings import SQL_DIR
+from dagster_project.storage.dense_grain import insert_statement, migrate_flat_tables
 from dagster_project.storage.lake import is_lake, retry_on_conflict
 
 _log = logging.getLogger(__name__)
@@ -117,7 +118,9 @@ def _partitioned(tables: dict[str, tuple[str, ...]]) -> list[str]:
 
 def _run_schema_files(conn: duckdb.DuckDBPyConnection) -> list[str]:
     """Run sql/schema and give every partitioned table (model_id and corpus) its `batch_id`
-    column; returns the partitioned tables, `batches` among them."""
+    column; returns the partitioned tables, `batches` among them. Tables of a grain older than
+    sql/schema's are rewritten first (dense_grain.migrate_flat_tables)."""
+    migrate_flat_tables(conn, _tables_with_columns(conn))
     for path in schema_files():
         conn.execute(path.read_text())
     partitioned = _partitioned(_tables_with_columns(conn))
@@ -377,7 +380,7 @@ def replace_partition(
 def _insert(conn: duckdb.DuckDBPyConnection, table: str, frame: pl.DataFrame) -> None:
     conn.register("incoming_rows", frame.to_arrow())
     try:
-        conn.execute(f"INSERT INTO {table} BY NAME SELECT * FROM incoming_rows")
+        conn.execute(insert_statement(table, frame.columns, "incoming_rows"))  # flat-grain rows packed
     finally:
         conn.unregister("incoming_rows")
 

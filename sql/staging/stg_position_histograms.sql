@@ -1,12 +1,41 @@
--- Staging for `position_histograms` (columns in sql/schema/position_histograms.sql): every row and
--- column, with the model's readable name and shape from `models`. The staging rules:
--- stg_models.sql.
+-- Staging for `position_histograms` (dense rows, sql/schema/position_histograms.sql) in the flat
+-- grain the views read: one row per (example, scope, layer, head, offset) that a pair reaches,
+-- with kind = attention, weight_sum (the stored mean times the pair count, see the schema for
+-- its precision) and pair_count, and the model's readable name and shape from `models`. The
+-- staging rules: stg_models.sql.
 CREATE OR REPLACE VIEW stg_position_histograms AS
+WITH unnested AS (
+    SELECT
+        m.source AS model,
+        t.model_id,
+        t.corpus,
+        t.example_id,
+        t.scope,
+        t.layer,
+        t.head,
+        (len(t.pair_counts) - 1) // 2 AS reach,
+        generate_subscripts(t.pair_counts, 1) AS position,
+        unnest(t.pair_counts) AS pair_count,
+        unnest(t.mean_weights_plus_one) AS mean_weight_plus_one,
+        m.n_layers,
+        m.n_heads
+    FROM position_histograms AS t
+    JOIN models AS m USING (model_id)
+    WHERE t.batch_id IN (SELECT batch_id FROM stg_batches WHERE table_name = 'position_histograms')
+)
 SELECT
-    m.source AS model,
-    t.* EXCLUDE (batch_id),
-    m.n_layers,
-    m.n_heads
-FROM position_histograms AS t
-JOIN models AS m USING (model_id)
-WHERE t.batch_id IN (SELECT batch_id FROM stg_batches WHERE table_name = 'position_histograms');
+    model,
+    model_id,
+    corpus,
+    example_id,
+    'attention' AS kind,
+    scope,
+    layer,
+    head,
+    (position - 1 - reach)::SMALLINT AS "offset",
+    ((mean_weight_plus_one::DOUBLE - 1) * pair_count)::FLOAT AS weight_sum,
+    pair_count::INTEGER AS pair_count,
+    n_layers,
+    n_heads
+FROM unnested
+WHERE pair_count > 0;

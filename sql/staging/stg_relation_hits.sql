@@ -1,11 +1,36 @@
--- Staging for `relation_hits` (columns in sql/schema/relation_hits.sql): every row and column, with
--- the model's readable name and shape from `models`. The staging rules: stg_models.sql.
+-- Staging for `relation_hits` (dense rows, sql/schema/relation_hits.sql) in the flat grain the
+-- views read: one row per (example, word with a hit, layer, head) with word_index and
+-- target_word, and the model's readable name and shape from `models`. The staging rules:
+-- stg_models.sql.
 CREATE OR REPLACE VIEW stg_relation_hits AS
+WITH unnested AS (
+    SELECT
+        m.source AS model,
+        t.model_id,
+        t.corpus,
+        t.example_id,
+        generate_subscripts(t.target_words, 1) - 1 AS word_index,
+        t.layer,
+        t.head,
+        unnest(t.target_words) AS target_word,
+        t.word_mode,
+        m.n_layers,
+        m.n_heads
+    FROM relation_hits AS t
+    JOIN models AS m USING (model_id)
+    WHERE t.batch_id IN (SELECT batch_id FROM stg_batches WHERE table_name = 'relation_hits')
+)
 SELECT
-    m.source AS model,
-    t.* EXCLUDE (batch_id),
-    m.n_layers,
-    m.n_heads
-FROM relation_hits AS t
-JOIN models AS m USING (model_id)
-WHERE t.batch_id IN (SELECT batch_id FROM stg_batches WHERE table_name = 'relation_hits');
+    model,
+    model_id,
+    corpus,
+    example_id,
+    word_index::INTEGER AS word_index,
+    layer,
+    head,
+    target_word::INTEGER AS target_word,
+    word_mode,
+    n_layers,
+    n_heads
+FROM unnested
+WHERE target_word IS NOT NULL;

@@ -6,9 +6,9 @@ import polars as pl
 import pytest
 import torch
 
-from dagster_project.compute.attention_facts import feature_pair_links
+from dagster_project.compute.attention_facts import feature_pair_links, relation_hit_rows
 from dagster_project.compute.attention_pass import AttentionFacts, extract_attention_facts, pass_inputs
-from dagster_project.compute.batching import length_batches
+from dagster_project.compute.batching import histogram_rows, length_batches
 from dagster_project.compute.fact_kinds import FACT_KINDS
 from dagster_project.corpora import encode_corpus, read_demo_pairs
 from tests.tiny_models import TINY_HEADS, TINY_LAYERS
@@ -50,8 +50,8 @@ def test_padded_batches_match_single_examples(encoder, demo_tokens):
         assert (a[column] - b[column]).abs().max() < 1e-5, column
     hist_keys = ["example_id", "scope", "layer", "head", "offset"]
     ha, hb = (
-        one_by_one.tables["position_histograms"].sort(hist_keys),
-        padded.tables["position_histograms"].sort(hist_keys),
+        histogram_rows(one_by_one.tables["position_histograms"], "attention").sort(hist_keys),
+        histogram_rows(padded.tables["position_histograms"], "attention").sort(hist_keys),
     )
     assert ha.select(hist_keys + ["pair_count"]).equals(hb.select(hist_keys + ["pair_count"]))
     assert (ha["weight_sum"] - hb["weight_sum"]).abs().max() < 1e-5
@@ -61,7 +61,7 @@ def test_histograms_account_for_every_pair(encoder, demo_tokens):
     facts = extract(encoder, demo_tokens)
     n = demo_tokens.group_by("example_id").agg(n=pl.len(), content=(~pl.col("token_class").is_in(["cls", "sep"])).sum())
     per_head = (
-        facts.tables["position_histograms"]
+        histogram_rows(facts.tables["position_histograms"], "attention")
         .group_by("example_id", "scope", "layer", "head")
         .agg(pairs=pl.col("pair_count").sum(), mass=pl.col("weight_sum").sum(), offsets=pl.len())
         .join(n, on="example_id")
@@ -88,10 +88,11 @@ def test_relation_hits_do_not_depend_on_batching(encoder, demo_tokens, demo_word
     one_by_one = extract(encoder, demo_tokens, ("relation_hits",), demo_words, batch_tokens=1, word_mode="max")
     padded = extract(encoder, demo_tokens, ("relation_hits",), demo_words, word_mode="max")
     keys = ["example_id", "word_index", "layer", "head"]
-    assert one_by_one.tables["relation_hits"].sort(keys).equals(padded.tables["relation_hits"].sort(keys))
+    hits = relation_hit_rows(padded.tables["relation_hits"])
+    assert relation_hit_rows(one_by_one.tables["relation_hits"]).sort(keys).equals(hits.sort(keys))
     real = demo_words.filter(pl.col("piece_start").is_not_null())
-    assert padded.tables["relation_hits"].height == real.height * TINY_LAYERS * TINY_HEADS
-    assert set(padded.tables["relation_hits"]["word_mode"]) == {"max"}
+    assert hits.height == real.height * TINY_LAYERS * TINY_HEADS
+    assert set(hits["word_mode"]) == {"max"}
 
 
 def test_relation_hits_are_the_word_level_argmax(encoder, demo_tokens, demo_words):
@@ -114,7 +115,7 @@ def test_relation_hits_are_the_word_level_argmax(encoder, demo_tokens, demo_word
     word_map = torch.stack([to_words[start:end].mean(0) for start, end in spans])
     word_map.fill_diagonal_(-1.0)
     expected = dict(zip(words["word_index"], [words["word_index"][i] for i in word_map.argmax(-1).tolist()]))
-    hits = facts.tables["relation_hits"].filter(
+    hits = relation_hit_rows(facts.tables["relation_hits"]).filter(
         (pl.col("example_id") == example) & (pl.col("layer") == layer) & (pl.col("head") == head)
     )
     assert dict(zip(hits["word_index"], hits["target_word"])) == expected

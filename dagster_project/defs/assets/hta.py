@@ -13,6 +13,7 @@ from dagster import (
 )
 from dagster_duckdb import DuckDBResource
 
+from dagster_project.compute.batching import histogram_rows
 from dagster_project.compute.checks import CheckOutcome, estimate_matches_exact, histogram_masses
 from dagster_project.compute.hta import HtaMethod
 from dagster_project.compute.hta_facts import estimate_check_error, extract_hta_facts
@@ -99,7 +100,9 @@ def build_hta_asset(corpus: str) -> AssetsDefinition:
             )
         facts = extract_hta_facts(encoder, tokens, method, config.seed, report)
         lengths = tokens.group_by("example_id").agg(n_tokens=pl.len())
-        sums = histogram_masses(facts.histograms, lengths, "contributions_sum_to_one", CONTRIBUTION_CHECK)
+        sums = histogram_masses(
+            histogram_rows(facts.histograms, "contribution"), lengths, "contributions_sum_to_one", CONTRIBUTION_CHECK
+        )
         return write_partition(
             context,
             warehouse,

@@ -1,0 +1,69 @@
+"""The fact tables stored in a dense grain: position_histograms, contribution_histograms and
+relation_hits keep a list per (example, [scope,] layer, head) instead of a row per offset or
+word (their sql/schema files say how), and their stg_ views unnest them back to that flat grain.
+
+Rows in the flat grain are packed by the queries of sql/dense/, reading the relation
+`flat_rows`: when a warehouse written before the dense grain is opened (`migrate_flat_tables`,
+from ensure_schema), and when rows are written in the flat grain (`insert_statement`, from
+replace_partition), as hand-made test rows and converters are.
+"""
+
+import duckdb
+
+from dagster_project.settings import SQL_DIR
+from dagster_project.storage.lake import is_lake
+
+# table -> (the flat grain's column that the dense grain folds into its lists, its packing query in sql/dense/)
+DENSE_TABLES = {
+    "position_histograms": ("offset", "histograms"),
+    "contribution_histograms": ("offset", "histograms"),
+    "relation_hits": ("word_index", "relation_hits"),
+}
+FLAT_ROWS = "flat_rows"  # the relation the packing queries read
+
+
+def packing_query(table: str) -> str:
+    """The SELECT that packs `flat_rows` of the flat grain into `table`'s dense rows."""
+    return (SQL_DIR / "dense" / f"{DENSE_TABLES[table][1]}.sql").read_text()
+
+
+def is_flat(table: str, columns: list[str] | tuple[str, ...]) -> bool:
+    """Whether rows with these columns are in `table`'s flat grain (the dense grain has no row per offset or word)."""
+    return table in DENSE_TABLES and DENSE_TABLES[table][0] in columns
+
+
+def insert_statement(table: str, columns: list[str], relation: str) -> str:
+    """INSERT of the rows of `relation` (with `columns`) into `table`, packed first when they are in the flat grain."""
+    if is_flat(table, columns):
+        return f"INSERT INTO {table} BY NAME WITH {FLAT_ROWS} AS (SELECT * FROM {relation}) {packing_query(table)}"
+    return f"INSERT INTO {table} BY NAME SELECT * FROM {relation}"
+
+
+def migrate_flat_tables(conn: duckdb.DuckDBPyConnection, existing: dict[str, tuple[str, ...]]) -> list[str]:
+    """Rewrite every dense-grain table that `existing` (table -> columns of the open warehouse)
+    shows in the flat grain, as a warehouse written before the dense grain has it: the table is
+    renamed, created anew from its schema file, filled with the packed rows (batch_id kept) and
+    the old one dropped. Runs in the caller's transaction on DuckLake, in its own on the DuckDB
+    file, so a failure leaves the old table as it was. Returns the tables rewritten."""
+    flat = [table for table in DENSE_TABLES if table in existing and is_flat(table, existing[table])]
+    if not flat:
+        return []
+    lake = is_lake(conn)
+    if not lake:
+        conn.execute("BEGIN TRANSACTION")
+    try:
+        for table in flat:
+            conn.execute(f"ALTER TABLE {table} RENAME TO {FLAT_ROWS}")
+            conn.execute((SQL_DIR / "schema" / f"{table}.sql").read_text())
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS batch_id VARCHAR")
+            if lake:  # as ensure_schema sets up a new lake table
+                conn.execute(f"ALTER TABLE {table} SET PARTITIONED BY (model_id, corpus)")
+            conn.execute(f"INSERT INTO {table} BY NAME {packing_query(table)}")
+            conn.execute(f"DROP TABLE {FLAT_ROWS}")
+        if not lake:
+            conn.execute("COMMIT")
+    except BaseException:
+        if not lake:
+            conn.execute("ROLLBACK")
+        raise
+    return flat

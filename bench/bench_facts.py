@@ -6,10 +6,13 @@ All run in this process on the same examples and the same model:
            statistic, the fact frames ready to write
   write    the Arrow write of both fact tables to an in-memory DuckDB
   naive    one example per forward pass, numpy loops over layers, heads and offsets,
-           one INSERT per row (statistics and storage, so it compares with extract + write)
+           one INSERT per row (statistics and storage, so it compares with extract + write);
+  Both write the dense grain of sql/schema/position_histograms.sql (a row per example, scope,
+  layer and head, with the per-offset lists).
 
-The naive baseline inserts ~10,000 rows one at a time per example, so it runs on the first
---naive-examples of the same examples; ratios compare throughput (examples/s).
+The naive baseline loops over every offset of every head in Python and inserts one row per
+(example, scope, layer, head) at a time, so it runs on the first --naive-examples of the same
+examples; ratios compare throughput (examples/s).
 
 Usage: OMP_WAIT_POLICY=PASSIVE python bench/bench_facts.py [--examples 512] [--naive-examples 16]
 The device and forward dtype come from ATTN_DEVICE / ATTN_DTYPE (README "Devices").
@@ -90,23 +93,19 @@ def naive(encoder, tokens) -> None:
                 content = (classes != "cls") & (classes != "sep")
                 for scope, keep in (("all", np.ones(n, bool)), ("content", content)):
                     masked = a * np.outer(keep, keep)
+                    counts, means = [], []
                     for offset in range(-(n - 1), n):
                         count = int(np.diag(np.outer(keep, keep), offset).sum())
-                        if count:
-                            conn.execute(
-                                "INSERT INTO position_histograms (model_id, corpus, example_id, kind, scope, layer, "
-                                'head, "offset", weight_sum, pair_count) '
-                                "VALUES ('m', 'c', ?, 'attention', ?, ?, ?, ?, ?, ?)",
-                                [
-                                    example_id,
-                                    scope,
-                                    layer + 1,
-                                    head + 1,
-                                    offset,
-                                    float(np.trace(masked, offset)),
-                                    count,
-                                ],
-                            )
+                        counts.append(count)
+                        means.append(1.0 + (float(np.trace(masked, offset)) / count if count else 0.0))
+                    reach = max((abs(offset) for offset, count in zip(range(-(n - 1), n), counts) if count), default=-1)
+                    if reach >= 0:
+                        kept = slice(n - 1 - reach, n + reach)
+                        conn.execute(
+                            "INSERT INTO position_histograms (model_id, corpus, example_id, scope, layer, head, "
+                            "pair_counts, mean_weights_plus_one) VALUES ('m', 'c', ?, ?, ?, ?, ?, ?)",
+                            [example_id, scope, layer + 1, head + 1, counts[kept], means[kept]],
+                        )
 
 
 def timed(function, *args) -> float:
@@ -154,7 +153,7 @@ def main() -> None:
         rate[name] = examples / seconds
         print(f"{name:>15}: {examples:5d} examples {seconds:8.2f} s {rate[name]:8.1f} examples/s")
     print(
-        f"histogram rows written: {facts.tables['position_histograms'].height}, "
+        f"histogram rows written: {facts.tables['position_histograms'].height} (per example, scope, layer, head), "
         f"head-summary rows: {facts.tables['head_summaries'].height}"
     )
     print(

@@ -1,0 +1,162 @@
+"""Every encoder family end to end through the assets: attention facts, the Clark analyses (gradient
+importance, dependency probes, head MDS) and Kovaleva's fine-tuning, head ablation and base vs
+fine-tuned similarity, one in-process run per family on its tiny random masked LM
+(tests/tiny_models.FAMILIES) and toy corpora."""
+
+from pathlib import Path
+
+import duckdb
+import polars as pl
+import pytest
+import transformers
+from dagster import AssetSelection, DagsterInstance, materialize
+from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING_NAMES
+
+from dagster_project.defs.assets import (
+    ablation_assets_by_task,
+    all_assets,
+    corpus_assets_by_name,
+    encoder_model,
+    fact_assets_by_corpus,
+    finetuned_assets_by_task,
+    similarity_assets_by_task,
+    warehouse_views,
+)
+from dagster_project.defs.assets.gradients import grad_importance
+from dagster_project.defs.assets.head_clustering import head_mds
+from dagster_project.defs.assets.probes import dependency_probes
+from dagster_project.defs.registration import register_model
+from dagster_project.defs.resources import DataDirectory
+from tests.tiny_models import FAMILIES, TINY_HEADS, TINY_LAYERS, family_config, save_model
+
+# Two sentences, 6 words: right-branching attaches 3 of the 5 scored words correctly (tests/assets/test_probes).
+UD = """# sent_id = s1
+1	I	I	PRON	PRP	_	4	nsubj	_	_
+2-3	don't	_	_	_	_	_	_	_	_
+2	do	do	AUX	VBP	_	4	aux	_	_
+3	n't	not	PART	RB	_	4	advmod	_	_
+4	know	know	VERB	VB	_	0	root	_	_
+5	.	.	PUNCT	.	_	4	punct	_	_
+
+# sent_id = s2
+1	Cats	cat	NOUN	NNS	_	2	nsubj	_	_
+2	sleep	sleep	VERB	VBP	_	0	root	_	_
+
+"""
+WIKI = " = Cats = \n The cat sat on the mat . \n It slept well . \n The dog went home . \n"
+SEPARATORS = {"roberta": 3, "xlm-roberta": 3, "mpnet": 3}  # `</s></s>` between the segments; others 2
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """UD EWT dev/test, a WikiText file and GLUE RTE train/validation, all tiny."""
+    root = tmp_path_factory.mktemp("data")
+    (root / "ud_english_ewt").mkdir()
+    for split in ("dev", "test"):
+        (root / "ud_english_ewt" / f"en_ewt-ud-{split}.conllu").write_text(UD, encoding="utf-8")
+    (root / "wikipedia").mkdir()
+    (root / "wikipedia" / "wikitext2_raw_wiki.test.raw").write_text(WIKI, encoding="utf-8")
+    glue = root / "glue" / "hf_parquet"
+    glue.mkdir(parents=True)
+    words = ["good", "bad", "cat", "dog", "rain", "sun"]
+    for split, n in (("train", 8), ("validation", 6)):
+        pl.DataFrame(
+            {
+                "sentence1": [f"the {words[i % 6]} is here ." for i in range(n)],
+                "sentence2": [f"a {words[(i * 5) % 6]} is there" for i in range(n)],
+                "label": [i % 2 for i in range(n)],
+                "idx": list(range(n)),
+            }
+        ).write_parquet(glue / f"rte_{split}.parquet")
+    return root
+
+
+def _masked_lm(name: str, folder: Path) -> Path:
+    """The family's tiny model with its masked-LM head (the loss gradient importance takes)."""
+    tokenizer = FAMILIES[name].tokenizer()
+    config = family_config(name, tokenizer)
+    model_class = getattr(transformers, MODEL_FOR_MASKED_LM_MAPPING_NAMES[config.model_type])
+    transformers.set_seed(0)
+    return save_model(folder, model_class(config), tokenizer)
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_family_runs_every_analysis(
+    name: str, data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, resources: dict
+):
+    monkeypatch.setenv("ATTN_MODELS_CACHE", str(tmp_path / "models_cache"))
+    resources = {**resources, "data_dir": DataDirectory(path=str(data_dir))}
+    instance = DagsterInstance.ephemeral()
+    model_id = register_model(str(_masked_lm(name, tmp_path / name)), instance, resources["warehouse"]).model_id
+    assert materialize([warehouse_views], instance=instance, resources=resources).success
+    selection = AssetSelection.assets(
+        encoder_model,
+        *(corpus_assets_by_name[corpus] for corpus in ("demo", "ud_ewt_dev", "ud_ewt_test", "wiki_segments")),
+        *(corpus_assets_by_name[corpus] for corpus in ("glue_rte_train", "glue_rte")),
+        fact_assets_by_corpus["demo"],
+        fact_assets_by_corpus["wiki_segments"],
+        grad_importance,
+        dependency_probes,
+        head_mds,
+        finetuned_assets_by_task["rte"],
+        ablation_assets_by_task["rte"],
+        similarity_assets_by_task["rte"],
+    )
+    run_config = {
+        "ops": {
+            "grad_importance": {"config": {"corpus": "demo", "max_examples": 2}},
+            "dependency_probes": {"config": {"epochs": 1}},
+            "finetuned_rte": {"config": {"batch_size": 4, "max_steps": 1, "learning_rate": 1e-3}},
+            "rte_ablation": {"config": {"batch_tokens": 4096}},
+        }
+    }
+    result = materialize(
+        all_assets,
+        selection=selection,
+        partition_key=model_id,
+        instance=instance,
+        resources=resources,
+        run_config=run_config,
+    )
+    assert result.success
+    failed = [check.check_name for check in result.get_asset_check_evaluations() if not check.passed]
+    assert failed == []
+
+    heads = TINY_LAYERS * TINY_HEADS
+    with duckdb.connect(resources["warehouse"].database, read_only=True) as conn:
+        one = lambda sql, *params: conn.execute(sql, list(params)).fetchone()  # noqa: E731
+        # facts: one [CLS] and the family's separators per demo pair, a summary per head whose rows sum to 1
+        separators = SEPARATORS.get(name, 2)
+        assert one(
+            "SELECT bool_and(n_cls = 1 AND n_sep = ?) FROM (SELECT count(*) FILTER (token_class = 'cls') AS n_cls, "
+            "count(*) FILTER (token_class = 'sep') AS n_sep FROM tokens WHERE corpus = 'demo' GROUP BY example_id)",
+            separators,
+        ) == (True,)
+        n_demo = one("SELECT count(*) FROM examples WHERE corpus = 'demo'")[0]
+        assert one(
+            "SELECT count(*), max(row_sum_error) < 1e-5 FROM head_summaries WHERE model_id = ? AND corpus = 'demo'",
+            model_id,
+        ) == (n_demo * heads, True)
+        # Clark: gradients of the masked-LM loss, probes over the family's word alignment, one MDS point per head
+        assert one(
+            "SELECT count(DISTINCT target_type), min(grad_magnitude) > 0 FROM clark_grad_importance WHERE model_id = ?",
+            model_id,
+        ) == (3, True)
+        assert one("SELECT uas, n_words FROM clark_probe_uas WHERE probe = 'right_branching'") == (
+            pytest.approx(60.0),
+            5,
+        )
+        assert one("SELECT count(*) FROM clark_probe_uas WHERE model_id = ?", model_id) == (5,)
+        assert one("SELECT count(*) FROM head_mds WHERE model_id = ?", model_id) == (heads,)
+        # Kovaleva: three settings on the 6 validation pairs, every head and layer disabled, maps compared
+        scores = conn.execute("SELECT setting, n_examples, tuned_model_id FROM kovaleva_task_scores").pl()
+        assert sorted(scores["setting"]) == ["pretrained", "pretrained_finetuned", "random_init_finetuned"]
+        assert scores["n_examples"].unique().to_list() == [6]
+        assert one("SELECT count(*) FROM kovaleva_head_ablation") == (heads,)
+        assert one("SELECT count(*) FROM kovaleva_layer_ablation") == (TINY_LAYERS,)
+        n_rte = one("SELECT count(*) FROM examples WHERE corpus = 'glue_rte'")[0]
+        assert one("SELECT count(*), min(cosine) > 0, max(cosine) <= 1 + 1e-6 FROM finetune_cosines") == (
+            n_rte * heads,
+            True,
+            True,
+        )

@@ -26,6 +26,7 @@ from torch.func import jvp, vmap
 from transformers import PreTrainedModel
 
 from dagster_project.compute.attention_layouts import attention_blocks, attention_layout, unique_modules
+from dagster_project.compute.hta_estimators import sketched_squared_norms
 
 PROBE_CHUNK = 128  # tangents per vectorized jvp call
 
@@ -34,22 +35,34 @@ PROBE_CHUNK = 128  # tangents per vectorized jvp call
 class HtaMethod:
     """`exact`, or `estimate(k)`: k orthogonal probes per input token; `estimate(k,bf16)`
     runs the probes' matrix products in bfloat16 (about 2x faster on CPUs with bf16 units;
-    its error is far below the estimator's, and the run's check measures both)."""
+    its error is far below the estimator's, and the run's check measures both);
+    `hutchpp(r,k)` / `hutchpp(r,k,bf16)`: exact on a sketched rank-r subspace per input token,
+    k probes on the rest (compute/hta_estimators.py)."""
 
     probes: int | None  # None: exact
     bf16: bool = False
+    rank: int = 0  # hutchpp: sketched directions per input token taken exactly; 0: plain probes
 
     @classmethod
     def parse(cls, text: str) -> "HtaMethod":
         if text == "exact":
             return cls(None)
-        match = re.fullmatch(r"estimate\((\d+)(,\s*bf16)?\)", text)
-        if not match or int(match[1]) < 1:
-            raise ValueError(f"hta_method {text!r}: expected 'exact', 'estimate(k)' or 'estimate(k,bf16)' with k >= 1")
-        return cls(int(match[1]), bool(match[2]))
+        if match := re.fullmatch(r"estimate\((\d+)(,\s*bf16)?\)", text):
+            if int(match[1]) >= 1:
+                return cls(int(match[1]), bool(match[2]))
+        if match := re.fullmatch(r"hutchpp\((\d+),\s*(\d+)(,\s*bf16)?\)", text):
+            if int(match[1]) >= 1 and int(match[2]) >= 1:
+                return cls(int(match[2]), bool(match[3]), int(match[1]))
+        raise ValueError(
+            f"hta_method {text!r}: expected 'exact', 'estimate(k)', 'estimate(k,bf16)', 'hutchpp(r,k)' or "
+            "'hutchpp(r,k,bf16)' with k, r >= 1"
+        )
 
     def __str__(self) -> str:
-        return "exact" if self.probes is None else f"estimate({self.probes}{',bf16' if self.bf16 else ''})"
+        bf16 = ",bf16" if self.bf16 else ""
+        if self.probes is None:
+            return "exact"
+        return f"hutchpp({self.rank},{self.probes}{bf16})" if self.rank else f"estimate({self.probes}{bf16})"
 
 
 @dataclass(frozen=True)
@@ -281,26 +294,16 @@ def orthogonal_probes(n_tokens: int, width: int, k: int, generator: torch.Genera
     return probes.reshape(n_tokens * k, n_tokens, width)
 
 
-def input_norms(
-    model: PreTrainedModel,
-    e0: torch.Tensor,
-    method: HtaMethod,
-    generator: torch.Generator | None = None,
-    first_layer_norms: torch.Tensor | None = None,
+def _probed_squared_norms(
+    model: PreTrainedModel, e0: torch.Tensor, method: HtaMethod, generator: torch.Generator
 ) -> torch.Tensor:
-    """||d o_j / d e0_i||_F for every layer, head, j, i (estimated for estimate(k)).
-
-    e0: (n, D) the first layer's input (embedding output) of one example. Returns (L, H, n, n).
-    first_layer_norms: the first layer's previous-layer norms (H, n, n) when already computed
-    (estimate(k) takes them for layer 1, where they are exact).
-    """
+    """Sum over each input token's tangents of ||J v||^2, (i, L, j, H): exact for unit tangents
+    (exact), unbiased for estimate(k)'s probes."""
     n_tokens, width = e0.shape
     if method.probes is None:
         tangents = torch.eye(n_tokens * width, dtype=e0.dtype, device=e0.device).view(n_tokens * width, n_tokens, width)
         per_token = width
     else:
-        # Drawn on the CPU (the same probes on every device), then moved to e0's.
-        generator = generator or torch.Generator().manual_seed(0)
         tangents = orthogonal_probes(n_tokens, width, method.probes, generator).to(e0.device, e0.dtype)
         per_token = method.probes
     contexts = context_function(model)
@@ -311,6 +314,30 @@ def input_norms(
     # outputs: (T, L, n_j, H, dh); tangents are grouped by input token i. Summed over a
     # token's probes, ||J v||^2 is exact for unit tangents and unbiased for the probes.
     squared = (outputs * outputs).sum(-1).view(n_tokens, per_token, *outputs.shape[1:4]).sum(1)  # (i, L, j, H)
+    return squared
+
+
+def input_norms(
+    model: PreTrainedModel,
+    e0: torch.Tensor,
+    method: HtaMethod,
+    generator: torch.Generator | None = None,
+    first_layer_norms: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """||d o_j / d e0_i||_F for every layer, head, j, i (estimated for estimate(k) and hutchpp(r,k)).
+
+    e0: (n, D) the first layer's input (embedding output) of one example. Returns (L, H, n, n).
+    first_layer_norms: the first layer's previous-layer norms (H, n, n) when already computed
+    (the estimators take them for layer 1, where they are exact).
+    """
+    # Probes are drawn on the CPU (the same probes on every device), then moved to e0's.
+    generator = generator or torch.Generator().manual_seed(0)
+    if method.rank:
+        squared = sketched_squared_norms(
+            context_function(model), e0, method.rank, method.probes, generator, method.bf16, PROBE_CHUNK
+        )
+    else:
+        squared = _probed_squared_norms(model, e0, method, generator)
     norms = squared.permute(1, 3, 2, 0).sqrt()  # (L, H, j, i)
     if method.probes is not None:
         # e^0 is the first layer's input: there the closed form is exact and costs nothing.

@@ -142,6 +142,21 @@ def pascual_correlation_chart(rows: pl.DataFrame, title: str) -> alt.FacetChart:
     )
 
 
+def _map_cells(rows: pl.DataFrame, value: str, legend: str, labels: list[str]) -> alt.Chart:
+    """One attention-like map per facet cell: key x query cells shaded by `value` in [0, 1]."""
+    return (
+        alt.Chart(rows)
+        .mark_rect()
+        .encode(
+            x=alt.X("key:O", title="key", axis=None),
+            y=alt.Y("query:O", title="query", axis=None),
+            color=alt.Color(f"{value}:Q", title=legend, scale=alt.Scale(scheme="blues", domain=[0, 1])),
+            tooltip=[*labels, "query_token", "key_token", alt.Tooltip(f"{value}:Q", format=".3f")],
+        )
+        .properties(width=110, height=110)
+    )
+
+
 _HTA_MAPS = {"attention": "attention", "previous_layer": "previous-layer contribution", "input": "input contribution"}
 
 
@@ -156,15 +171,7 @@ def pascual_hta_pattern_maps_chart(rows: pl.DataFrame, title: str) -> alt.FacetC
         ),
     ).sort("pattern_order", maintain_order=True)
     return (
-        alt.Chart(rows)
-        .mark_rect()
-        .encode(
-            x=alt.X("key:O", title="key", axis=None),
-            y=alt.Y("query:O", title="query", axis=None),
-            color=alt.Color("value:Q", title="weight", scale=alt.Scale(scheme="blues", domain=[0, 1])),
-            tooltip=["panel", "shown", "query_token", "key_token", alt.Tooltip("value:Q", format=".3f")],
-        )
-        .properties(width=110, height=110)
+        _map_cells(rows, "value", "weight", ["panel", "shown"])
         .facet(
             row=alt.Row("shown:N", title=None, sort=list(_HTA_MAPS.values())),
             column=alt.Column("panel:N", title=None, sort=_in_order(rows, "panel")),
@@ -423,15 +430,7 @@ def kovaleva_pattern_examples_chart(rows: pl.DataFrame, title: str) -> alt.Facet
         slot=pl.col("example_id").rank("dense").over("task", "pattern").cast(pl.Int32),
     )
     return (
-        alt.Chart(rows)
-        .mark_rect()
-        .encode(
-            x=alt.X("key:O", title="key", axis=None),
-            y=alt.Y("query:O", title="query", axis=None),
-            color=alt.Color("attention:Q", scale=alt.Scale(scheme="blues", domain=[0, 1])),
-            tooltip=["map", "query_token", "key_token", alt.Tooltip("attention:Q", format=".3f")],
-        )
-        .properties(width=110, height=110)
+        _map_cells(rows, "attention", "attention", ["map"])
         .facet(row=alt.Row("pattern:N", sort=_PATTERN_ORDER), column=alt.Column("slot:O", title="example"))
         .resolve_scale(x="independent", y="independent")
         .properties(title=f"{title}: example maps per pattern class")

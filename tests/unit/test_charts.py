@@ -11,6 +11,7 @@ from dagster_project.presentation.charts import (
     clark_head_mds_chart,
     compare_head_matches_chart,
     depth_curves_chart,
+    kovaleva_pattern_examples_chart,
     pascual_correlation_chart,
     pascual_hta_pattern_maps_chart,
     short_model_name,
@@ -208,3 +209,31 @@ def test_head_matches_chart_has_a_panel_per_other_model() -> None:
         ("all-mpnet-base-v2", "1-1", "2-3"),
         ("all-mpnet-base-v2", "2-1", "4-1"),
     }
+
+
+def test_pattern_example_maps_share_the_map_cells_of_the_hta_maps() -> None:
+    rows = pl.DataFrame(
+        {
+            "task": ["demo"] * 2,
+            "pattern": ["vertical"] * 2,
+            "layer": [1, 1],
+            "head": [2, 2],
+            "example_id": [7, 7],
+            "query": [0, 1],
+            "key": [1, 0],
+            "attention": [0.9, 0.4],
+            "query_token": ["[CLS]", "a"],
+            "key_token": ["a", "[CLS]"],
+        }
+    )
+    spec = kovaleva_pattern_examples_chart(rows, "m on demo").to_dict()
+    encoding = spec["spec"]["encoding"]
+    assert (encoding["x"]["field"], encoding["y"]["field"], encoding["color"]["field"]) == ("key", "query", "attention")
+    assert encoding["color"]["scale"] == {"scheme": "blues", "domain": [0, 1]}
+    assert [tip if isinstance(tip, str) else tip["field"] for tip in encoding["tooltip"]] == [
+        "map",
+        "query_token",
+        "key_token",
+        "attention",
+    ]
+    assert {row["map"] for row in _data(spec)} == {"demo L1-H2 ex. 7"}

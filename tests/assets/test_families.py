@@ -1,7 +1,8 @@
-"""Every encoder family end to end through the assets: attention facts, the Clark analyses (gradient
-importance, dependency probes, head MDS) and Kovaleva's fine-tuning, head ablation and base vs
-fine-tuned similarity, one in-process run per family on its tiny random masked LM
-(tests/tiny_models.FAMILIES) and toy corpora."""
+"""Every encoder family end to end through the assets: attention facts, the Clark analyses that run
+the model (gradient importance, dependency probes) and Kovaleva's fine-tuning, head ablation and
+base vs fine-tuned similarity, one in-process run per family on its tiny random masked LM
+(tests/tiny_models.FAMILIES) and toy corpora. (Head MDS reads only the head distances every fact
+pass writes: tests/assets/test_head_clustering.py.)"""
 
 from pathlib import Path
 
@@ -23,7 +24,6 @@ from dagster_project.defs.assets import (
     warehouse_views,
 )
 from dagster_project.defs.assets.gradients import grad_importance
-from dagster_project.defs.assets.head_clustering import head_mds
 from dagster_project.defs.assets.probes import dependency_probes
 from dagster_project.defs.registration import register_model
 from dagster_project.defs.resources import DataDirectory
@@ -44,12 +44,13 @@ UD = """# sent_id = s1
 
 """
 WIKI = " = Cats = \n The cat sat on the mat . \n It slept well . \n The dog went home . \n"
+CORPORA_USED = ("wiki_segments", "ud_ewt_dev", "ud_ewt_test", "glue_rte_train", "glue_rte")
 SEPARATORS = {"roberta": 3, "xlm-roberta": 3, "mpnet": 3}  # `</s></s>` between the segments; others 2
 
 
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """UD EWT dev/test, a WikiText file and GLUE RTE train/validation, all tiny."""
+    """A WikiText file, UD EWT dev/test and GLUE RTE train/validation, all tiny."""
     root = tmp_path_factory.mktemp("data")
     (root / "ud_english_ewt").mkdir()
     for split in ("dev", "test"):
@@ -91,20 +92,17 @@ def test_family_runs_every_analysis(
     assert materialize([warehouse_views], instance=instance, resources=resources).success
     selection = AssetSelection.assets(
         encoder_model,
-        *(corpus_assets_by_name[corpus] for corpus in ("demo", "ud_ewt_dev", "ud_ewt_test", "wiki_segments")),
-        *(corpus_assets_by_name[corpus] for corpus in ("glue_rte_train", "glue_rte")),
-        fact_assets_by_corpus["demo"],
-        fact_assets_by_corpus["wiki_segments"],
+        *(corpus_assets_by_name[corpus] for corpus in CORPORA_USED),
+        fact_assets_by_corpus["glue_rte"],
         grad_importance,
         dependency_probes,
-        head_mds,
         finetuned_assets_by_task["rte"],
         ablation_assets_by_task["rte"],
         similarity_assets_by_task["rte"],
     )
     run_config = {
         "ops": {
-            "grad_importance": {"config": {"corpus": "demo", "max_examples": 2}},
+            "grad_importance": {"config": {"max_examples": 2}},  # on wiki_segments
             "dependency_probes": {"config": {"epochs": 1}},
             "finetuned_rte": {"config": {"batch_size": 4, "max_steps": 1, "learning_rate": 1e-3}},
             "rte_ablation": {"config": {"batch_tokens": 4096}},
@@ -125,19 +123,19 @@ def test_family_runs_every_analysis(
     heads = TINY_LAYERS * TINY_HEADS
     with duckdb.connect(resources["warehouse"].database, read_only=True) as conn:
         one = lambda sql, *params: conn.execute(sql, list(params)).fetchone()  # noqa: E731
-        # facts: one [CLS] and the family's separators per demo pair, a summary per head whose rows sum to 1
+        # facts: one [CLS] and the family's separators per RTE pair, a summary per head whose rows sum to 1
         separators = SEPARATORS.get(name, 2)
         assert one(
             "SELECT bool_and(n_cls = 1 AND n_sep = ?) FROM (SELECT count(*) FILTER (token_class = 'cls') AS n_cls, "
-            "count(*) FILTER (token_class = 'sep') AS n_sep FROM tokens WHERE corpus = 'demo' GROUP BY example_id)",
+            "count(*) FILTER (token_class = 'sep') AS n_sep FROM tokens WHERE corpus = 'glue_rte' GROUP BY example_id)",
             separators,
         ) == (True,)
-        n_demo = one("SELECT count(*) FROM examples WHERE corpus = 'demo'")[0]
+        n_rte = one("SELECT count(*) FROM examples WHERE corpus = 'glue_rte'")[0]
         assert one(
-            "SELECT count(*), max(row_sum_error) < 1e-5 FROM head_summaries WHERE model_id = ? AND corpus = 'demo'",
+            "SELECT count(*), max(row_sum_error) < 1e-5 FROM head_summaries WHERE model_id = ? AND corpus = 'glue_rte'",
             model_id,
-        ) == (n_demo * heads, True)
-        # Clark: gradients of the masked-LM loss, probes over the family's word alignment, one MDS point per head
+        ) == (n_rte * heads, True)
+        # Clark: gradients of the masked-LM loss, probes over the family's word alignment
         assert one(
             "SELECT count(DISTINCT target_type), min(grad_magnitude) > 0 FROM clark_grad_importance WHERE model_id = ?",
             model_id,
@@ -147,14 +145,12 @@ def test_family_runs_every_analysis(
             5,
         )
         assert one("SELECT count(*) FROM clark_probe_uas WHERE model_id = ?", model_id) == (5,)
-        assert one("SELECT count(*) FROM head_mds WHERE model_id = ?", model_id) == (heads,)
         # Kovaleva: three settings on the 6 validation pairs, every head and layer disabled, maps compared
         scores = conn.execute("SELECT setting, n_examples, tuned_model_id FROM kovaleva_task_scores").pl()
         assert sorted(scores["setting"]) == ["pretrained", "pretrained_finetuned", "random_init_finetuned"]
         assert scores["n_examples"].unique().to_list() == [6]
         assert one("SELECT count(*) FROM kovaleva_head_ablation") == (heads,)
         assert one("SELECT count(*) FROM kovaleva_layer_ablation") == (TINY_LAYERS,)
-        n_rte = one("SELECT count(*) FROM examples WHERE corpus = 'glue_rte'")[0]
         assert one("SELECT count(*), min(cosine) > 0, max(cosine) <= 1 + 1e-6 FROM finetune_cosines") == (
             n_rte * heads,
             True,

@@ -18,8 +18,10 @@ from dagster_project.presentation.report import (
     _missing_note,
     charts_by_paper,
     headline_table,
+    read_report_data,
+    write_report,
 )
-from dagster_project.storage.warehouse import upsert_model
+from dagster_project.storage.warehouse import apply_views, replace_partition, upsert_model
 
 SPEC = ModelSpec("org--tiny", "org/tiny", "/models/tiny", "abc", "bert", 2, 2, True)
 
@@ -73,3 +75,45 @@ def test_missing_chart_notes_quote_the_command_for_the_shell():
     command = html.unescape(re.search(r"<code>(attn-warehouse run .*?)</code>", note)[1])
     assert command == f"attn-warehouse run 'org/m; rm -rf x' --corpus {spec.corpora[0]} --hta"
     assert shlex.split(command)[2] == "org/m; rm -rf x"
+
+
+def _summaries(n_layers: int) -> pl.DataFrame:
+    layers = [layer for layer in range(1, n_layers + 1) for _ in range(2)]
+    return pl.DataFrame(
+        {
+            "example_id": [0] * len(layers),
+            "layer": layers,
+            "head": [1, 2] * n_layers,
+            "n_tokens": [5] * len(layers),
+            **{column: [0.1 * layer for layer in layers] for column in ("to_cls", "to_sep", "to_punct", "entropy")},
+        },
+        schema_overrides={"layer": pl.Int16, "head": pl.Int16, "n_tokens": pl.Int16},
+    )
+
+
+def test_compare_page_overlays_every_model(tmp_path: Path) -> None:
+    """Two models of different depths: the compare page draws each one's charts with the other beside
+    it; titles use the short name and captions the source."""
+    local = ModelSpec("local--deep-1234", "/checkpoints/deep", "/checkpoints/deep", "abc", "mpnet", 4, 2, False)
+    conn = duckdb.connect(":memory:")
+    apply_views(conn)
+    for spec in (SPEC, local):
+        upsert_model(conn, spec)
+        replace_partition(conn, {"head_summaries": _summaries(spec.n_layers)}, spec.model_id, "demo")
+    compare_specs = [spec for spec in CHARTS if spec.name in {"compare_entropy", "compare_head_matches"}]
+    data = read_report_data(conn, compare_specs)
+    corpus, rows = data.chart_rows[local.model_id, "compare_entropy"]
+    assert corpus == "demo" and rows["model"].unique(maintain_order=True).to_list() == ["/checkpoints/deep", "org/tiny"]
+    assert rows.filter(pl.col("model_id") == local.model_id)["relative_depth"].unique().sort().to_list() == [
+        0.125,
+        0.375,
+        0.625,
+        0.875,
+    ]
+    write_report(data, tmp_path, compare_specs)
+    page = (tmp_path / "compare.html").read_text()
+    assert page.count('<figure data-chart="compare_entropy">') == 2  # one per model's section
+    assert "model <code>/checkpoints/deep</code>" in page and "model <code>org/tiny</code>" in page
+    assert page.count('<p class="missing" data-chart="compare_head_matches">') == 2  # no head_matches rows yet
+    assert next(spec for spec in compare_specs if spec.name == "compare_entropy").title(rows, corpus) == "deep on demo"
+    assert '<a href="compare.html">' in (tmp_path / "index.html").read_text()

@@ -6,10 +6,10 @@ token; their variance comes from the whole spectrum of token i's Gram matrix G_i
 
 `hutchpp(r,k)` (Meyer et al., "Hutch++", 2021, adapted to many norms sharing one input token):
   1. a sketch of every G_i at once: s = r random tangents over all tokens, pushed through J (jvp)
-     and back through J^T (vjp), power times; row i of the result spans token i's dominant input
+     and back through J^T (vjp) (SKETCH_POWER times); row i of the result spans token i's dominant input
      directions (J^T J x restricted to token i is G_i x_i plus the other tokens' cross terms, all in
      the row space of J_{.i}), orthonormalised to Q_i (D, r). Two passes per sketch vector, not
-     one per token: the sketch costs about 2 * power * r tangents against n * (r + k) for the rest.
+     one per token: the sketch costs about 2 * r tangents against n * (r + k) for the rest.
   2. ||J_ji Q_i||_F^2 exactly (r unit tangents per token), plus k orthonormal probes drawn in the
      complement of Q_i and scaled by sqrt((D - r) / k): unbiased for ||J_ji (I - Q_i Q_i^T)||_F^2
      whatever Q_i is (Q_i does not depend on those probes), exact when r + k = D.
@@ -23,7 +23,7 @@ from collections.abc import Callable
 import torch
 from torch.func import jvp, vjp, vmap
 
-SKETCH_POWER = 2  # J^T J applications per sketch vector: the second one sharpens Q_i at ~2r more passes
+SKETCH_POWER = 1  # J^T J applications per sketch vector; on MiniLM a second one gains less than it costs
 
 
 def sketched_subspaces(

@@ -102,7 +102,7 @@ def test_demo_pipeline_end_to_end(tiny_model_dir: Path, resources: dict, tmp_pat
     assert maps and all(rows == n * TINY_LAYERS * TINY_HEADS and error < 1e-5 for _, rows, n, error in maps)
     pairs = conn.execute(
         "SELECT bool_and(pairs = n * n) FROM (SELECT sum(pair_count) AS pairs, any_value(e.n_tokens) AS n "
-        "FROM position_histograms p JOIN examples e USING (model_id, corpus, example_id) "
+        "FROM stg_position_histograms p JOIN examples e USING (model_id, corpus, example_id) "
         "WHERE scope = 'all' GROUP BY example_id, layer, head)"
     ).fetchone()
     assert pairs == (True,)

@@ -171,7 +171,7 @@ def test_every_attention_row_sums_to_one(warehouse):
     (mass_error,) = warehouse.execute(
         "SELECT max(abs(mass - n_tokens) / n_tokens) "
         "FROM (SELECT sum(weight_sum) AS mass, any_value(n_tokens) AS n_tokens "
-        "FROM position_histograms JOIN examples USING (model_id, corpus, example_id) "
+        "FROM stg_position_histograms JOIN examples USING (model_id, corpus, example_id) "
         "WHERE scope = 'all' GROUP BY corpus, example_id, layer, head)"
     ).fetchone()
     assert mass_error < 1e-5
@@ -180,7 +180,8 @@ def test_every_attention_row_sums_to_one(warehouse):
 def test_histogram_counts_are_n_squared(warehouse):
     rows = warehouse.execute(
         "SELECT count(*), count(*) FILTER (pairs = n_tokens * n_tokens) FROM (SELECT sum(pair_count) AS pairs, "
-        "any_value(n_tokens) AS n_tokens FROM position_histograms JOIN examples USING (model_id, corpus, example_id) "
+        "any_value(n_tokens) AS n_tokens "
+        "FROM stg_position_histograms JOIN examples USING (model_id, corpus, example_id) "
         "WHERE scope = 'all' GROUP BY corpus, example_id, layer, head)"
     ).fetchone()
     assert rows[0] == 28 * 72 and rows[1] == rows[0]  # histograms: xnli_en and wiki_segments only
@@ -216,7 +217,7 @@ def test_hta_contributions_and_correlations(warehouse):
     # Input contributions of every query row sum to 1: the histogram mass of a head is n.
     (error,) = warehouse.execute(
         "SELECT max(abs(mass - n_tokens)) FROM (SELECT sum(weight_sum) AS mass, any_value(n_tokens) AS n_tokens "
-        "FROM contribution_histograms JOIN examples USING (model_id, corpus, example_id) WHERE scope = 'all' "
+        "FROM stg_contribution_histograms JOIN examples USING (model_id, corpus, example_id) WHERE scope = 'all' "
         "GROUP BY example_id, layer, head)"
     ).fetchone()
     assert error < 1e-3
@@ -237,7 +238,7 @@ def test_relation_hits_and_dependency_heads(warehouse):
     (words, hits, bad) = warehouse.execute(
         "SELECT (SELECT count(*) FROM (SELECT count(*) OVER (PARTITION BY example_id) AS n FROM words "
         "WHERE corpus = 'ud_ewt_dev' AND piece_start IS NOT NULL) WHERE n > 1), count(*), "
-        "count(*) FILTER (target_word = word_index) FROM relation_hits WHERE corpus = 'ud_ewt_dev'"
+        "count(*) FILTER (target_word = word_index) FROM stg_relation_hits WHERE corpus = 'ud_ewt_dev'"
     ).fetchone()
     assert hits == words * 72 and bad == 0  # every word of a sentence with another word, never itself
     rows = warehouse.execute(

@@ -39,12 +39,16 @@ def insert_statement(table: str, columns: list[str], relation: str) -> str:
     return f"INSERT INTO {table} BY NAME SELECT * FROM {relation}"
 
 
+ROWS_PER_PACKING = 2_000_000  # flat rows packed per statement: DuckDB's ordered list() aggregates do not spill
+
+
 def migrate_flat_tables(conn: duckdb.DuckDBPyConnection, existing: dict[str, tuple[str, ...]]) -> list[str]:
     """Rewrite every dense-grain table that `existing` (table -> columns of the open warehouse)
     shows in the flat grain, as a warehouse written before the dense grain has it: the table is
-    renamed, created anew from its schema file, filled with the packed rows (batch_id kept) and
-    the old one dropped. Runs in the caller's transaction on DuckLake, in its own on the DuckDB
-    file, so a failure leaves the old table as it was. Returns the tables rewritten."""
+    renamed, created anew from its schema file, filled with the packed rows (batch_id kept; in
+    slices of examples, so memory stays bounded) and the old one dropped. Runs in the caller's
+    transaction on DuckLake, in its own on the DuckDB file, so a failure leaves the old table as
+    it was. Returns the tables rewritten."""
     flat = [table for table in DENSE_TABLES if table in existing and is_flat(table, existing[table])]
     if not flat:
         return []
@@ -53,13 +57,21 @@ def migrate_flat_tables(conn: duckdb.DuckDBPyConnection, existing: dict[str, tup
         conn.execute("BEGIN TRANSACTION")
     try:
         for table in flat:
-            conn.execute(f"ALTER TABLE {table} RENAME TO {FLAT_ROWS}")
+            old = f"{table}_flat_grain"
+            conn.execute(f"ALTER TABLE {table} RENAME TO {old}")
             conn.execute((SQL_DIR / "schema" / f"{table}.sql").read_text())
             conn.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS batch_id VARCHAR")
             if lake:  # as ensure_schema sets up a new lake table
                 conn.execute(f"ALTER TABLE {table} SET PARTITIONED BY (model_id, corpus)")
-            conn.execute(f"INSERT INTO {table} BY NAME {packing_query(table)}")
-            conn.execute(f"DROP TABLE {FLAT_ROWS}")
+            (rows,) = conn.execute(f"SELECT count(*) FROM {old}").fetchone()
+            slices = max(1, -(-rows // ROWS_PER_PACKING))
+            for part in range(slices):  # every row of an (example, ...) group falls in the same slice
+                conn.execute(
+                    f"INSERT INTO {table} BY NAME WITH {FLAT_ROWS} AS "
+                    f"(SELECT * FROM {old} WHERE hash(example_id) % $slices = $part) {packing_query(table)}",
+                    {"slices": slices, "part": part},
+                )
+            conn.execute(f"DROP TABLE {old}")
         if not lake:
             conn.execute("COMMIT")
     except BaseException:

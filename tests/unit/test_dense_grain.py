@@ -13,6 +13,7 @@ import torch
 from dagster_project.compute.batching import histogram_frame, histogram_rows
 from dagster_project.compute.metrics import TokenMasks
 from dagster_project.compute.models import ModelSpec
+from dagster_project.storage import dense_grain
 from dagster_project.storage.lake import LakeConfig, connect_lake
 from dagster_project.storage.warehouse import apply_views, replace_partition, upsert_model
 
@@ -65,10 +66,10 @@ def test_stored_means_keep_2_to_the_minus_24():
 
 
 def _flat_histograms() -> pl.DataFrame:
-    """Rows of the flat grain with a gap (offset 1 of head 2 missing) and two layers."""
+    """Rows of the flat grain with a gap (offsets -1 and 1 of example 3, layer 1 missing), two layers, two examples."""
     return pl.DataFrame(
         {
-            "example_id": [3] * 8,
+            "example_id": [3] * 6 + [4] * 2,
             "kind": ["attention"] * 8,
             "scope": ["all"] * 6 + ["content"] * 2,
             "layer": [1, 1, 1, 2, 2, 2, 1, 1],
@@ -133,7 +134,10 @@ FLAT_TABLES = (
 
 
 @pytest.mark.parametrize("backend", ["duckdb", "ducklake"])
-def test_an_old_flat_grain_warehouse_is_migrated_when_opened(tmp_path: Path, backend: str):
+def test_an_old_flat_grain_warehouse_is_migrated_when_opened(
+    tmp_path: Path, backend: str, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setattr(dense_grain, "ROWS_PER_PACKING", 2)  # several slices, each example's rows in one
     if backend == "duckdb":
         conn = duckdb.connect(str(tmp_path / "old.duckdb"))
     else:

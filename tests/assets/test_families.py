@@ -11,6 +11,7 @@ import polars as pl
 import pytest
 import transformers
 from dagster import AssetSelection, DagsterInstance, materialize
+from dagster_duckdb import DuckDBResource
 from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING_NAMES
 
 from dagster_project.defs.assets import (
@@ -21,12 +22,12 @@ from dagster_project.defs.assets import (
     fact_assets_by_corpus,
     finetuned_assets_by_task,
     similarity_assets_by_task,
-    warehouse_views,
 )
 from dagster_project.defs.assets.gradients import grad_importance
 from dagster_project.defs.assets.probes import dependency_probes
 from dagster_project.defs.registration import register_model
-from dagster_project.defs.resources import DataDirectory
+from dagster_project.defs.resources import ChartFolder, ComputeResource, DataDirectory
+from dagster_project.storage.warehouse import apply_views
 from tests.tiny_models import FAMILIES, TINY_HEADS, TINY_LAYERS, family_config, save_model
 
 # Two sentences, 6 words: right-branching attaches 3 of the 5 scored words correctly (tests/assets/test_probes).
@@ -81,15 +82,28 @@ def _masked_lm(name: str, folder: Path) -> Path:
     return save_model(folder, model_class(config), tokenizer)
 
 
+@pytest.fixture(scope="module")
+def shared(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[DagsterInstance, dict]:
+    """One instance and warehouse (views created once) for every family: rows are told apart by model_id."""
+    folder = tmp_path_factory.mktemp("warehouse")
+    resources = {
+        "warehouse": DuckDBResource(database=str(folder / "warehouse.duckdb")),
+        "data_dir": DataDirectory(path=str(data_dir)),
+        "chart_folder": ChartFolder(path=str(folder / "charts")),
+        "compute": ComputeResource(),
+    }
+    with resources["warehouse"].get_connection() as conn:
+        apply_views(conn)
+    return DagsterInstance.ephemeral(), resources
+
+
 @pytest.mark.parametrize("name", sorted(FAMILIES))
 def test_family_runs_every_analysis(
-    name: str, data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, resources: dict
+    name: str, shared: tuple[DagsterInstance, dict], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
     monkeypatch.setenv("ATTN_MODELS_CACHE", str(tmp_path / "models_cache"))
-    resources = {**resources, "data_dir": DataDirectory(path=str(data_dir))}
-    instance = DagsterInstance.ephemeral()
+    instance, resources = shared
     model_id = register_model(str(_masked_lm(name, tmp_path / name)), instance, resources["warehouse"]).model_id
-    assert materialize([warehouse_views], instance=instance, resources=resources).success
     selection = AssetSelection.assets(
         encoder_model,
         *(corpus_assets_by_name[corpus] for corpus in CORPORA_USED),
@@ -127,10 +141,12 @@ def test_family_runs_every_analysis(
         separators = SEPARATORS.get(name, 2)
         assert one(
             "SELECT bool_and(n_cls = 1 AND n_sep = ?) FROM (SELECT count(*) FILTER (token_class = 'cls') AS n_cls, "
-            "count(*) FILTER (token_class = 'sep') AS n_sep FROM tokens WHERE corpus = 'glue_rte' GROUP BY example_id)",
+            "count(*) FILTER (token_class = 'sep') AS n_sep FROM tokens WHERE model_id = ? AND corpus = 'glue_rte' "
+            "GROUP BY example_id)",
             separators,
+            model_id,
         ) == (True,)
-        n_rte = one("SELECT count(*) FROM examples WHERE corpus = 'glue_rte'")[0]
+        n_rte = one("SELECT count(*) FROM examples WHERE model_id = ? AND corpus = 'glue_rte'", model_id)[0]
         assert one(
             "SELECT count(*), max(row_sum_error) < 1e-5 FROM head_summaries WHERE model_id = ? AND corpus = 'glue_rte'",
             model_id,
@@ -140,18 +156,26 @@ def test_family_runs_every_analysis(
             "SELECT count(DISTINCT target_type), min(grad_magnitude) > 0 FROM clark_grad_importance WHERE model_id = ?",
             model_id,
         ) == (3, True)
-        assert one("SELECT uas, n_words FROM clark_probe_uas WHERE probe = 'right_branching'") == (
+        assert one(
+            "SELECT uas, n_words FROM clark_probe_uas WHERE model_id = ? AND probe = 'right_branching'", model_id
+        ) == (
             pytest.approx(60.0),
             5,
         )
         assert one("SELECT count(*) FROM clark_probe_uas WHERE model_id = ?", model_id) == (5,)
         # Kovaleva: three settings on the 6 validation pairs, every head and layer disabled, maps compared
-        scores = conn.execute("SELECT setting, n_examples, tuned_model_id FROM kovaleva_task_scores").pl()
+        scores = conn.execute(
+            "SELECT setting, n_examples, tuned_model_id FROM kovaleva_task_scores WHERE model_id = ?", [model_id]
+        ).pl()
         assert sorted(scores["setting"]) == ["pretrained", "pretrained_finetuned", "random_init_finetuned"]
         assert scores["n_examples"].unique().to_list() == [6]
-        assert one("SELECT count(*) FROM kovaleva_head_ablation") == (heads,)
-        assert one("SELECT count(*) FROM kovaleva_layer_ablation") == (TINY_LAYERS,)
-        assert one("SELECT count(*), min(cosine) > 0, max(cosine) <= 1 + 1e-6 FROM finetune_cosines") == (
+        tuned_id = scores.filter(pl.col("setting") == "pretrained_finetuned")["tuned_model_id"][0]
+        assert one("SELECT count(*) FROM kovaleva_head_ablation WHERE tuned_model_id = ?", tuned_id) == (heads,)
+        assert one("SELECT count(*) FROM kovaleva_layer_ablation WHERE tuned_model_id = ?", tuned_id) == (TINY_LAYERS,)
+        assert one(
+            "SELECT count(*), min(cosine) > 0, max(cosine) <= 1 + 1e-6 FROM finetune_cosines WHERE model_id = ?",
+            model_id,
+        ) == (
             n_rte * heads,
             True,
             True,

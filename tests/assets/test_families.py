@@ -28,22 +28,9 @@ from dagster_project.defs.assets.probes import dependency_probes
 from dagster_project.defs.registration import register_model
 from dagster_project.defs.resources import ChartFolder, ComputeResource, DataDirectory
 from dagster_project.storage.warehouse import apply_views
+from tests.assets.test_probes import UD  # right-branching attaches 3 of its 5 scored words correctly
 from tests.tiny_models import FAMILIES, TINY_HEADS, TINY_LAYERS, family_config, save_model
 
-# Two sentences, 6 words: right-branching attaches 3 of the 5 scored words correctly (tests/assets/test_probes).
-UD = """# sent_id = s1
-1	I	I	PRON	PRP	_	4	nsubj	_	_
-2-3	don't	_	_	_	_	_	_	_	_
-2	do	do	AUX	VBP	_	4	aux	_	_
-3	n't	not	PART	RB	_	4	advmod	_	_
-4	know	know	VERB	VB	_	0	root	_	_
-5	.	.	PUNCT	.	_	4	punct	_	_
-
-# sent_id = s2
-1	Cats	cat	NOUN	NNS	_	2	nsubj	_	_
-2	sleep	sleep	VERB	VBP	_	0	root	_	_
-
-"""
 WIKI = " = Cats = \n The cat sat on the mat . \n It slept well . \n The dog went home . \n"
 CORPORA_USED = ("wiki_segments", "ud_ewt_dev", "ud_ewt_test", "glue_rte_train", "glue_rte")
 SEPARATORS = {"roberta": 3, "xlm-roberta": 3, "mpnet": 3}  # `</s></s>` between the segments; others 2

@@ -26,6 +26,7 @@ from typing import Any
 import duckdb
 import polars as pl
 
+from dagster_project.compute import bootstrap
 from dagster_project.compute.models import ModelSpec
 from dagster_project.settings import SQL_DIR
 from dagster_project.storage.dense_grain import insert_statement, migrate_flat_tables
@@ -89,12 +90,25 @@ def view_files(sql_dir: Path | None = None) -> list[Path]:
     return [files[name] for name in TopologicalSorter(graph).static_order()]
 
 
+def aggregate_files() -> list[Path]:
+    """sql/aggregates: per aggregate table of sql/schema, the query that fills one (model_id, corpus) partition."""
+    return sorted((SQL_DIR / "aggregates").glob("*.sql"))
+
+
 def sql_code_version() -> str:
-    """Hash of every SQL file, so a change to any view or table marks the views stale."""
+    """Hash of every SQL file, so a change to any view, table or aggregate marks the views stale."""
     digest = hashlib.sha256()
-    for path in schema_files() + view_files():
+    for path in schema_files() + view_files() + aggregate_files():
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
+
+
+@functools.cache
+def aggregate_version() -> str:
+    """What an aggregate's rows were computed by: every SQL file and the bootstrap's settings. It
+    prefixes the aggregate batches' ids, so apply_views recomputes the aggregates after either changes."""
+    settings = f"{bootstrap.N_RESAMPLES}/{bootstrap.SEED}/{bootstrap.LEVEL}"
+    return hashlib.sha256(f"{sql_code_version()}/{settings}".encode()).hexdigest()[:12]
 
 
 BATCHES_TABLE = "batches"
@@ -172,9 +186,119 @@ PARTITIONED_TABLES = frozenset(
 )
 
 
+# The materialized aggregates: a table of sql/schema per file of sql/aggregates, whose query computes
+# one (model_id, corpus) partition of it from the facts (through stg_/int_ views) with the named
+# parameters $model_id and $corpus. A query giving an `example_id` column gives per-example sums
+# (compute/bootstrap.py summarize_units turns them into ratios with bootstrap intervals); any other
+# gives the table's rows as they are.
+AGGREGATE_TABLES = tuple(path.stem for path in aggregate_files())
+_unknown_aggregates = set(AGGREGATE_TABLES) - set(PARTITIONED_TABLES)
+if _unknown_aggregates:
+    raise ValueError(f"sql/aggregates/{sorted(_unknown_aggregates)}.sql fill no partitioned table of sql/schema")
+
+
+@functools.cache
+def aggregate_sources() -> dict[str, frozenset[str]]:
+    """Per aggregate table, the fact tables its query reads, directly or through the views it
+    reads (by name, as view_files orders them): a write to any of them makes it stale."""
+    code = {path.stem: strip_sql_comments(path.read_text()) for path in view_files()}
+    facts = PARTITIONED_TABLES - set(AGGREGATE_TABLES)
+
+    def names_in(sql: str) -> set[str]:
+        return {name for name in code if re.search(rf"\b{re.escape(name)}\b", sql)}
+
+    sources = {}
+    for table in AGGREGATE_TABLES:
+        reached, todo = set(), names_in(strip_sql_comments((SQL_DIR / "aggregates" / f"{table}.sql").read_text()))
+        while todo:
+            name = todo.pop()
+            reached.add(name)
+            todo |= names_in(code[name]) - reached
+        sources[table] = frozenset(name.removeprefix("stg_") for name in reached) & facts
+    return sources
+
+
+def aggregate_rows(conn: duckdb.DuckDBPyConnection, table: str, model_id: str, corpus: str) -> pl.DataFrame:
+    """One partition of an aggregate table computed from the current facts (without model_id and corpus)."""
+    query = (SQL_DIR / "aggregates" / f"{table}.sql").read_text()
+    rows = conn.execute(query, {"model_id": model_id, "corpus": corpus}).pl()
+    if bootstrap.UNIT in rows.columns and not rows.is_empty():
+        return bootstrap.summarize_units(rows)
+    return rows.drop(bootstrap.UNIT, strict=False)
+
+
+def _aggregates_defined(conn: duckdb.DuckDBPyConnection) -> bool:
+    """Whether the warehouse has this code's views (the staging views of the aggregate tables are
+    among them), which the aggregate queries read; before apply_views has run, it has not."""
+    (count,) = conn.execute(
+        "SELECT count(*) FROM duckdb_views() WHERE database_name = current_database() AND list_contains(?, view_name)",
+        [[f"stg_{table}" for table in AGGREGATE_TABLES]],
+    ).fetchone()
+    return count == len(AGGREGATE_TABLES)
+
+
+def _write_aggregates(
+    conn: duckdb.DuckDBPyConnection, tables: list[str], model_id: str, corpus: str, batch_id: str, written_at: datetime
+) -> None:
+    """Recompute the aggregate tables' (model_id, corpus) partition from the facts as they are in
+    the open transaction, and write it as a batch whose id carries aggregate_version()."""
+    frames = {table: aggregate_rows(conn, table, model_id, corpus) for table in tables}
+    _write_batch(conn, frames, model_id, corpus, f"{aggregate_version()}:{batch_id}", written_at)
+
+
+def refresh_aggregates(
+    conn: duckdb.DuckDBPyConnection, model_id: str, corpus: str, tables: list[str] | None = None
+) -> dict[str, int]:
+    """Recompute the (model_id, corpus) partition of every aggregate table (or of `tables`) from
+    the current facts, in one transaction: for facts written without replace_partition (which
+    refreshes the aggregates reading what it writes). Returns the rows written per table."""
+    tables = list(AGGREGATE_TABLES) if tables is None else tables
+    unknown = set(tables) - set(AGGREGATE_TABLES)
+    if unknown:
+        raise ValueError(f"not an aggregate table (sql/aggregates): {sorted(unknown)}")
+    written: dict[str, int] = {}
+
+    def refresh() -> None:
+        conn.execute("BEGIN TRANSACTION")
+        try:
+            frames = {table: aggregate_rows(conn, table, model_id, corpus) for table in tables}
+            _write_batch(conn, frames, model_id, corpus, f"{aggregate_version()}:{new_batch_id()}", _now())
+            conn.execute("COMMIT")
+        except BaseException:
+            _roll_back(conn)
+            raise
+        written.update({table: frame.height for table, frame in frames.items()})
+
+    retry_on_conflict(refresh, log=_log.warning) if is_lake(conn) else refresh()
+    return written
+
+
+def stale_aggregates(conn: duckdb.DuckDBPyConnection) -> dict[tuple[str, str], list[str]]:
+    """Per (model_id, corpus) with facts, the aggregate tables whose current batch is missing,
+    older than a current batch of a table it reads, or computed by other code (aggregate_version)."""
+    batches = conn.execute("SELECT table_name, model_id, corpus, batch_id, written_at FROM stg_batches").pl()
+    stale: dict[tuple[str, str], list[str]] = {}
+    for table, sources in aggregate_sources().items():
+        facts = (
+            batches.filter(pl.col("table_name").is_in(list(sources)))
+            .group_by("model_id", "corpus")
+            .agg(pl.col("written_at").max().alias("facts_written_at"))
+        )
+        current = batches.filter(
+            pl.col("table_name") == table, pl.col("batch_id").str.starts_with(f"{aggregate_version()}:")
+        ).select("model_id", "corpus", "written_at")
+        behind = facts.join(current, on=["model_id", "corpus"], how="left").filter(
+            pl.col("written_at").is_null() | (pl.col("written_at") < pl.col("facts_written_at"))
+        )
+        for model_id, corpus in behind.select("model_id", "corpus").sort("model_id", "corpus").iter_rows():
+            stale.setdefault((model_id, corpus), []).append(table)
+    return stale
+
+
 def apply_views(conn: duckdb.DuckDBPyConnection) -> list[str]:
     """(Re)create every view in one transaction; idempotent. Returns the view names in creation
-    order. On the DuckDB file, rows written before batches existed become one batch per partition."""
+    order. On the DuckDB file, rows written before batches existed become one batch per partition.
+    In the same transaction, every stale aggregate (stale_aggregates) is recomputed."""
     ensure_schema(conn)
     lake = is_lake(conn)
     created: list[str] = []
@@ -188,6 +312,9 @@ def apply_views(conn: duckdb.DuckDBPyConnection) -> list[str]:
             for path in view_files():
                 conn.execute(path.read_text())
                 created.append(path.stem)
+            written_at = _now()
+            for (model_id, corpus), tables in stale_aggregates(conn).items():
+                _write_aggregates(conn, tables, model_id, corpus, new_batch_id(), written_at)
             conn.execute("COMMIT")
         except BaseException:
             _roll_back(conn)
@@ -305,6 +432,10 @@ def new_batch_id() -> str:
     return uuid.uuid4().hex
 
 
+def _now() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
 def replace_partition(
     conn: duckdb.DuckDBPyConnection,
     frames: dict[str, pl.DataFrame],
@@ -318,7 +449,9 @@ def replace_partition(
     partition's rows of its table. Returns rows written per table. On the DuckDB file the
     partition's older rows are deleted in the same transaction; on DuckLake the write only
     appends (it never aborts a concurrent writer) and is retried if DuckLake reports a
-    conflict with another transaction.
+    conflict with another transaction. The aggregate tables that read a written table
+    (aggregate_sources) get the partition recomputed in the same transaction, once the
+    warehouse has this code's views (apply_views recomputes what is stale otherwise).
     """
     unknown = set(frames) - PARTITIONED_TABLES
     if unknown:
@@ -328,36 +461,16 @@ def replace_partition(
         ensure_schema(conn)  # DDL on a lake is the setup step's (apply_views), never a writer's
     database = _database_file(conn)
     batch_id = batch_id or new_batch_id()
-    batches = pl.DataFrame(
-        {
-            "table_name": list(frames),
-            "model_id": model_id,
-            "corpus": corpus,
-            "batch_id": batch_id,
-            "written_at": datetime.now(UTC).replace(tzinfo=None),
-            "n_rows": [frame.height for frame in frames.values()],
-        },
-        schema_overrides={"n_rows": pl.Int64},
-    )
+    written_at = _now()
+    # the aggregates that read what is written, recomputed in the same transaction (never stale)
+    aggregates = [table for table, sources in aggregate_sources().items() if sources & set(frames)]
 
     def write() -> None:
         conn.execute("BEGIN TRANSACTION")
         try:
-            for table, frame in frames.items():
-                if not lake:
-                    conn.execute(f"DELETE FROM {table} WHERE model_id = ? AND corpus = ?", [model_id, corpus])
-                if not frame.is_empty():
-                    _insert(
-                        conn,
-                        table,
-                        frame.with_columns(model_id=pl.lit(model_id), corpus=pl.lit(corpus), batch_id=pl.lit(batch_id)),
-                    )
-            if not lake:
-                conn.execute(
-                    f"DELETE FROM {BATCHES_TABLE} WHERE model_id = ? AND corpus = ? AND list_contains(?, table_name)",
-                    [model_id, corpus, list(frames)],
-                )
-            _insert(conn, BATCHES_TABLE, batches)
+            _write_batch(conn, frames, model_id, corpus, batch_id, written_at)
+            if aggregates and _aggregates_defined(conn):
+                _write_aggregates(conn, aggregates, model_id, corpus, batch_id, written_at)
             conn.execute("COMMIT")
         except duckdb.Error as error:
             _roll_back(conn)
@@ -375,6 +488,45 @@ def replace_partition(
     else:
         write()
     return {table: frame.height for table, frame in frames.items()}
+
+
+def _write_batch(
+    conn: duckdb.DuckDBPyConnection,
+    frames: dict[str, pl.DataFrame],
+    model_id: str,
+    corpus: str,
+    batch_id: str,
+    written_at: datetime,
+) -> None:
+    """Inside an open transaction: the frames as the partition's rows of their tables, one batch
+    recorded in `batches`. On the DuckDB file the partition's older rows and batches are deleted."""
+    lake = is_lake(conn)
+    for table, frame in frames.items():
+        if not lake:
+            conn.execute(f"DELETE FROM {table} WHERE model_id = ? AND corpus = ?", [model_id, corpus])
+        if not frame.is_empty():
+            _insert(
+                conn,
+                table,
+                frame.with_columns(model_id=pl.lit(model_id), corpus=pl.lit(corpus), batch_id=pl.lit(batch_id)),
+            )
+    if not lake:
+        conn.execute(
+            f"DELETE FROM {BATCHES_TABLE} WHERE model_id = ? AND corpus = ? AND list_contains(?, table_name)",
+            [model_id, corpus, list(frames)],
+        )
+    batches = pl.DataFrame(
+        {
+            "table_name": list(frames),
+            "model_id": model_id,
+            "corpus": corpus,
+            "batch_id": batch_id,
+            "written_at": written_at,
+            "n_rows": [frame.height for frame in frames.values()],
+        },
+        schema_overrides={"n_rows": pl.Int64, "written_at": pl.Datetime("us")},
+    )
+    _insert(conn, BATCHES_TABLE, batches)
 
 
 def _insert(conn: duckdb.DuckDBPyConnection, table: str, frame: pl.DataFrame) -> None:

@@ -1,4 +1,6 @@
--- Mean over examples of each head's attention-contribution correlations.
+-- Mean over examples of each head's attention-contribution correlations (materialized per
+-- partition in agg_hta_correlation_means; sql/aggregates/ says how), with each mean's 95% seeded
+-- bootstrap interval over the examples (pearson_ci_low, ..., spearman_ci_high).
 CREATE OR REPLACE VIEW int_hta_correlation_means AS
 SELECT
     model,
@@ -8,9 +10,12 @@ SELECT
     hta_method,
     layer,
     head,
-    avg(pearson) AS pearson,
-    avg(spearman) AS spearman,
-    count(*) AS n_examples,
-    (layer - 0.5) / n_layers AS relative_depth
-FROM stg_hta_correlations
-GROUP BY ALL;
+    pearson,
+    spearman,
+    n_examples,
+    (layer - 0.5) / n_layers AS relative_depth,
+    pearson_ci_low,
+    pearson_ci_high,
+    spearman_ci_low,
+    spearman_ci_high
+FROM stg_agg_hta_correlation_means;

@@ -6,13 +6,28 @@
 -- preposition, so the directions swap), prep the preposition -> the noun's head.
 -- BERT-base on WSJ: det 8-11 94.3 (baseline 51.7), dobj 8-10 86.8 (40.0), poss 7-6 80.5,
 -- pobj 9-6 76.3 (34.6, offset -2), prep 7-4 66.7 (61.8).
+-- ci_low / ci_high: the best head's accuracy's 95% seeded bootstrap interval over the examples
+-- (n_examples), baseline_ci_low / baseline_ci_high the baseline's; beats_runner_up: the best head's
+-- ci_low is above the ci_high of the best other head (another layer-head, either direction), so
+-- its lead is beyond the intervals (NULL when there is no other head).
 CREATE OR REPLACE VIEW clark_dependency_heads AS
-WITH best_head AS (
-    SELECT *
+WITH ranked AS (
+    SELECT
+        *,
+        row_number() OVER (
+            PARTITION BY model_id, corpus, word_mode, relation ORDER BY accuracy DESC, layer, head, direction
+        ) AS head_rank
     FROM int_dependency_head_accuracy
-    QUALIFY row_number() OVER (
-        PARTITION BY model_id, corpus, word_mode, relation ORDER BY accuracy DESC, layer, head, direction
-    ) = 1
+),
+best_head AS (
+    SELECT * FROM ranked WHERE head_rank = 1
+),
+runner_up AS (
+    SELECT r.model_id, r.corpus, r.word_mode, r.relation, r.ci_high
+    FROM ranked AS r
+    JOIN best_head AS b USING (model_id, corpus, word_mode, relation)
+    WHERE r.layer <> b.layer OR r.head <> b.head
+    QUALIFY row_number() OVER (PARTITION BY r.model_id, r.corpus, r.word_mode, r.relation ORDER BY r.head_rank) = 1
 ),
 best_baseline AS (
     SELECT *
@@ -34,8 +49,15 @@ SELECT
     b.baseline_offset,
     b.accuracy AS baseline_accuracy,
     h.n,
-    h.relative_depth
+    h.relative_depth,
+    h.ci_low,
+    h.ci_high,
+    h.n_examples,
+    b.ci_low AS baseline_ci_low,
+    b.ci_high AS baseline_ci_high,
+    h.ci_low > u.ci_high AS beats_runner_up
 FROM best_head AS h
 JOIN best_baseline AS b USING (model_id, corpus, word_mode, relation)
+LEFT JOIN runner_up AS u USING (model_id, corpus, word_mode, relation)
 WHERE h.n >= 100
 ORDER BY h.model_id, h.corpus, h.word_mode, h.relation = 'All' DESC, h.n DESC;

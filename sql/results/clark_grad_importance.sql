@@ -1,7 +1,8 @@
 -- Clark et al. Fig. 3: mean magnitude of the gradient of the model's loss with respect to
 -- each attention weight, per layer, for attention to [SEP], to '.'/',' and to other tokens
 -- (every weight of every head and example counts once). In BERT-base the [SEP] gradients
--- become very small from layer 5 on.
+-- become very small from layer 5 on. Materialized per partition in agg_grad_importance
+-- (sql/aggregates/ says how); ci_low / ci_high: 95% seeded bootstrap interval over the examples.
 CREATE OR REPLACE VIEW clark_grad_importance AS
 SELECT
     model,
@@ -9,12 +10,13 @@ SELECT
     corpus,
     layer,
     target_type,
-    SUM(grad_sum) / SUM(weight_count)::DOUBLE AS grad_magnitude,
+    grad_magnitude,
     loss_name,
     mask_probability,
     seed,
-    COUNT(DISTINCT example_id) AS n_examples,
-    SUM(weight_count)::BIGINT AS n_weights,
-    (layer - 0.5) / n_layers AS relative_depth
-FROM stg_grad_importance
-GROUP BY model, model_id, corpus, layer, n_layers, target_type, loss_name, mask_probability, seed;
+    n_examples,
+    grad_magnitude_n::BIGINT AS n_weights,
+    (layer - 0.5) / n_layers AS relative_depth,
+    grad_magnitude_ci_low AS ci_low,
+    grad_magnitude_ci_high AS ci_high
+FROM stg_agg_grad_importance;

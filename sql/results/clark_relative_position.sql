@@ -1,5 +1,6 @@
 -- Clark et al. §3.1: attention to the current, previous and next token; the paper finds
 -- four heads above 0.5 on the previous token and five on the next in BERT-base.
+-- <measure>_ci_low / _ci_high: 95% seeded bootstrap intervals over the examples.
 CREATE OR REPLACE VIEW clark_relative_position AS
 SELECT
     model,
@@ -13,5 +14,11 @@ SELECT
     to_prev > 0.5 AS mostly_previous,
     to_next > 0.5 AS mostly_next,
     n_examples,
-    relative_depth
+    relative_depth,
+    to_self_ci_low,
+    to_self_ci_high,
+    to_prev_ci_low,
+    to_prev_ci_high,
+    to_next_ci_low,
+    to_next_ci_high
 FROM int_head_attention_means;

@@ -7,24 +7,23 @@
 -- A model fine-tuned on the task (int_finetuned_models) is `fine-tuned`, with the base
 -- model's score of the same head beside its own; base_model_id is its base (a pre-trained
 -- model: its own id), so the rows WHERE base_model_id = <base> hold both models per task.
+-- Materialized per partition in agg_feature_attention (sql/aggregates/ says how); ci_low / ci_high:
+-- the score's 95% seeded bootstrap interval over the examples.
 CREATE OR REPLACE VIEW kovaleva_feature_attention AS
 WITH scores AS (
-    SELECT model, model_id, corpus, feature, layer, head, relative_depth, avg(received) AS score, count(*) AS n_examples
-    FROM int_feature_received_attention
-    GROUP BY ALL
-    UNION ALL
     SELECT
         model,
         model_id,
         corpus,
-        replace(pair, '_', '->') AS feature,
+        feature,
         layer,
         head,
         (layer - 0.5) / n_layers AS relative_depth,
-        avg(attention) AS score,
-        count(*) AS n_examples
-    FROM stg_feature_pair_attention
-    GROUP BY ALL
+        received AS score,
+        received_n::BIGINT AS n_examples,
+        received_ci_low AS ci_low,
+        received_ci_high AS ci_high
+    FROM stg_agg_feature_attention
 ),
 links AS (
     SELECT base_model_id, base_model, corpus, tuned_model_id FROM int_finetuned_models
@@ -43,7 +42,9 @@ SELECT
     coalesce(l.base_model, s.model) AS base_model,
     coalesce(l.base_model_id, s.model_id) AS base_model_id,
     b.score AS base_score,
-    s.relative_depth
+    s.relative_depth,
+    s.ci_low,
+    s.ci_high
 FROM scores AS s
 LEFT JOIN links AS l ON l.tuned_model_id = s.model_id AND l.corpus = s.corpus
 LEFT JOIN scores AS b

@@ -7,31 +7,36 @@
 -- all heads"), so a head is flagged only when its average beats what 1% of single
 -- (sentence, head) readings reach, not merely for being the top of the head averages.
 -- share_above_p99: the share of the head's sentences whose value is above that percentile.
--- Compare BERT-base: two heads at 0.201 and 0.209.
+-- Compare BERT-base: two heads at 0.201 and 0.209. Materialized per partition in
+-- agg_framenet_heads (sql/aggregates/ says how). ci_low / ci_high: the mean's 95% seeded
+-- bootstrap interval over the sentences; beats_runner_up (on the top head's row only, else NULL):
+-- the top head's ci_low is above the second head's ci_high, so its lead is beyond the intervals.
 CREATE OR REPLACE VIEW kovaleva_framenet_heads AS
-WITH per_sentence AS (
-    SELECT model, model_id, corpus, example_id, layer, head, n_layers, max(max_attention) AS max_attention, count(*) AS n_links
-    FROM stg_frame_link_attention
-    GROUP BY ALL
+WITH ranked AS (
+    SELECT
+        *,
+        row_number() OVER (PARTITION BY model_id, corpus ORDER BY mean_max_attention DESC, layer, head) AS head_rank
+    FROM stg_agg_framenet_heads
 ),
-cutoff AS (
-    SELECT model_id, corpus, quantile_cont(max_attention, 0.99) AS p99
-    FROM per_sentence
-    GROUP BY ALL
+runner_up AS (
+    SELECT model_id, corpus, mean_max_attention_ci_high AS runner_up_ci_high FROM ranked WHERE head_rank = 2
 )
 SELECT
-    s.model,
-    s.model_id,
-    s.corpus,
-    s.layer,
-    s.head,
-    avg(s.max_attention) AS mean_max_attention,
-    any_value(c.p99) AS p99,
-    avg(s.max_attention) > any_value(c.p99) AS above_p99,
-    avg((s.max_attention > c.p99)::INTEGER) AS share_above_p99,
-    count(*) AS n_sentences,
-    sum(s.n_links) AS n_links,
-    (s.layer - 0.5) / s.n_layers AS relative_depth
-FROM per_sentence AS s
-JOIN cutoff AS c USING (model_id, corpus)
-GROUP BY s.model, s.model_id, s.corpus, s.layer, s.head, s.n_layers;
+    r.model,
+    r.model_id,
+    r.corpus,
+    r.layer,
+    r.head,
+    r.mean_max_attention,
+    r.p99,
+    r.mean_max_attention > r.p99 AS above_p99,
+    r.share_above_p99,
+    r.n_examples AS n_sentences,
+    r.n_links::HUGEINT AS n_links,
+    (r.layer - 0.5) / r.n_layers AS relative_depth,
+    r.mean_max_attention_ci_low AS ci_low,
+    r.mean_max_attention_ci_high AS ci_high,
+    r.n_examples,
+    CASE WHEN r.head_rank = 1 THEN r.mean_max_attention_ci_low > u.runner_up_ci_high END AS beats_runner_up
+FROM ranked AS r
+LEFT JOIN runner_up AS u USING (model_id, corpus);

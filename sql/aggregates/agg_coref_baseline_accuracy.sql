@@ -1,0 +1,31 @@
+-- Fills agg_coref_baseline_accuracy for one (model_id, corpus): per (system, mention type and
+-- 'all', example) the coreferent mentions whose picked antecedent (coref_baseline_predictions) is
+-- one of their gold antecedents, and how many there are.
+WITH coreferent AS (
+    SELECT DISTINCT model_id, corpus, example_id, mention_id, mention_type
+    FROM int_coref_antecedents
+    WHERE model_id = $model_id AND corpus = $corpus
+),
+judged AS (
+    SELECT
+        p.system,
+        c.mention_type,
+        c.example_id,
+        a.antecedent_id IS NOT NULL AS correct
+    FROM coreferent AS c
+    JOIN stg_coref_baseline_predictions AS p USING (model_id, corpus, example_id, mention_id)
+    LEFT JOIN int_coref_antecedents AS a
+        ON a.model_id = c.model_id
+        AND a.corpus = c.corpus
+        AND a.example_id = c.example_id
+        AND a.mention_id = c.mention_id
+        AND a.antecedent_id = p.antecedent_id
+)
+SELECT
+    system,
+    coalesce(mention_type, 'all') AS mention_type,
+    example_id,
+    count_if(correct) AS accuracy_num,
+    count(*) AS accuracy_den
+FROM judged
+GROUP BY GROUPING SETS ((system, mention_type, example_id), (system, example_id));

@@ -1,0 +1,33 @@
+-- Fills agg_head_attention_means for one (model_id, corpus): per (layer, head, example) the sums
+-- whose ratios over examples are the corpus means of int_head_attention_means. Row masses and
+-- entropies are weighted by the example's query rows (n_tokens), so each mean is one over all
+-- query tokens of the corpus; sep_to_sep and cls_entropy are plain means over examples. A NULL
+-- value counts in neither sum.
+SELECT
+    layer,
+    head,
+    example_id,
+    to_cls * n_tokens AS to_cls_num,
+    n_tokens * (to_cls IS NOT NULL)::INTEGER AS to_cls_den,
+    to_sep * n_tokens AS to_sep_num,
+    n_tokens * (to_sep IS NOT NULL)::INTEGER AS to_sep_den,
+    to_punct * n_tokens AS to_punct_num,
+    n_tokens * (to_punct IS NOT NULL)::INTEGER AS to_punct_den,
+    to_self * n_tokens AS to_self_num,
+    n_tokens * (to_self IS NOT NULL)::INTEGER AS to_self_den,
+    to_prev * n_tokens AS to_prev_num,
+    n_tokens * (to_prev IS NOT NULL)::INTEGER AS to_prev_den,
+    to_next * n_tokens AS to_next_num,
+    n_tokens * (to_next IS NOT NULL)::INTEGER AS to_next_den,
+    sep_to_sep AS sep_to_sep_num,
+    (sep_to_sep IS NOT NULL)::INTEGER AS sep_to_sep_den,
+    entropy * n_tokens AS entropy_num,
+    n_tokens * (entropy IS NOT NULL)::INTEGER AS entropy_den,
+    cls_entropy AS cls_entropy_num,
+    (cls_entropy IS NOT NULL)::INTEGER AS cls_entropy_den,
+    -- entropy of a uniform row over the same tokens: log n
+    ln(n_tokens) * n_tokens AS uniform_entropy_num,
+    n_tokens AS uniform_entropy_den,
+    n_tokens AS n_queries_total
+FROM stg_head_summaries
+WHERE model_id = $model_id AND corpus = $corpus;

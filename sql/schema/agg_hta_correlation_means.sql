@@ -1,0 +1,22 @@
+-- Pascual per head the attention-contribution correlations averaged over examples. A materialized
+-- aggregate (storage/warehouse.py refresh_aggregates), filled per (model_id, corpus) by
+-- sql/aggregates/agg_hta_correlation_means.sql: per measure m its value (a ratio of sums over
+-- examples), its 95% seeded bootstrap interval over examples (m_ci_low, m_ci_high;
+-- compute/bootstrap.py) and m_n, the sum of its denominator.
+CREATE TABLE IF NOT EXISTS agg_hta_correlation_means (
+    model_id VARCHAR NOT NULL,
+    corpus VARCHAR NOT NULL,
+    kind VARCHAR NOT NULL,
+    hta_method VARCHAR NOT NULL,
+    layer SMALLINT NOT NULL,
+    head SMALLINT NOT NULL,
+    n_examples BIGINT NOT NULL,        -- examples with a row of the group
+    pearson DOUBLE,
+    pearson_ci_low DOUBLE,
+    pearson_ci_high DOUBLE,
+    pearson_n DOUBLE NOT NULL,
+    spearman DOUBLE,
+    spearman_ci_low DOUBLE,
+    spearman_ci_high DOUBLE,
+    spearman_n DOUBLE NOT NULL
+);

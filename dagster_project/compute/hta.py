@@ -76,8 +76,8 @@ class AttentionWeights:
     scaling: float
     score_bias: Callable[[int], torch.Tensor] | None = None
 
-    def first_layer(self) -> "AttentionWeights":
-        first = lambda pair: (pair[0][:1], pair[1][:1])  # noqa: E731
+    def first_layers(self, count: int) -> "AttentionWeights":
+        first = lambda pair: (pair[0][:count], pair[1][:count])  # noqa: E731
         return AttentionWeights(first(self.query), first(self.key), first(self.value), self.scaling, self.score_bias)
 
 
@@ -275,10 +275,7 @@ def layer_input_norms(model: PreTrainedModel, hidden: torch.Tensor) -> tuple[tor
     the closed form where the family's scores allow it, else the exact per-layer jvp fallback.
     Returns (m, H, n, n) and the number of jvps it took (0 for the closed form)."""
     if attention_layout(model).closed_form:
-        weights = attention_weights(model)
-        if hidden.shape[0] == 1:
-            weights = weights.first_layer()
-        return previous_layer_norms(weights, hidden), 0
+        return previous_layer_norms(attention_weights(model).first_layers(hidden.shape[0]), hidden), 0
     return replayed_layer_norms(model, hidden), hidden.numel()
 
 

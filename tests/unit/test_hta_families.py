@@ -126,6 +126,8 @@ def test_previous_layer_contribution_matches_autograd(family):
         torch.testing.assert_close(norms[layer], reference[0], atol=1e-10, rtol=1e-8)
     # DeBERTa's disentangled scores have no closed form: one jvp per coordinate of each layer's input.
     assert jvps == (TINY_LAYERS * N * 32 if name == "deberta-v2" else 0)
+    first, _ = layer_input_norms(model, hidden[:1])  # the first layer alone, as estimate(k) takes it
+    torch.testing.assert_close(first, norms[:1], atol=1e-12, rtol=1e-10)
 
 
 def test_input_contribution_matches_autograd(family):

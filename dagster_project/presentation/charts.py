@@ -596,15 +596,21 @@ def depth_curves_chart(
             x=x,
             y=alt.Y("mean(value):Q", title=label),
             color=color,
-            strokeDash=alt.StrokeDash("series:N", title=None),
+            strokeDash=alt.StrokeDash("series:N", title=None, legend=alt.Legend(symbolType="stroke")),
             tooltip=[*tooltip, alt.Tooltip("mean(value):Q", format=".3f", title="mean over heads")],
         )
     ]
     if "head" in long.columns:
         layers.append(
             alt.Chart()
-            .mark_circle(size=12, opacity=0.25)
-            .encode(x=x, y="value:Q", color=color, tooltip=[*tooltip, "head", alt.Tooltip("value:Q", format=".3f")])
+            .mark_point(size=14, opacity=0.3, filled=True)
+            .encode(
+                x=x,
+                y="value:Q",
+                color=color,
+                shape=alt.Shape("series:N", title=None),
+                tooltip=[*tooltip, "head", alt.Tooltip("value:Q", format=".3f")],
+            )
         )
     if "ci_low" in long.columns:
         layers.append(alt.Chart().mark_rule(opacity=0.4).encode(x=x, y="ci_low:Q", y2="ci_high:Q", color=color))

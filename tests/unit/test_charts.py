@@ -142,7 +142,7 @@ def test_depth_curves_overlay_models_of_different_depths() -> None:
     line, heads = spec["spec"]["layer"]
     assert line["encoding"]["x"]["field"] == "relative_depth"
     assert line["encoding"]["y"] == {"aggregate": "mean", "field": "value", "type": "quantitative", "title": "entropy"}
-    assert heads["mark"]["type"] == "circle"  # no interval columns: no error bars
+    assert heads["mark"]["type"] == "point"  # no interval columns: no error bars
     assert spec["facet"]["column"]["field"] == "corpus"
 
 

@@ -1,8 +1,8 @@
-"""Every encoder family end to end through the assets: attention facts, the Clark analyses that run
-the model (gradient importance, dependency probes) and Kovaleva's fine-tuning, head ablation and
-base vs fine-tuned similarity, one in-process run per family on its tiny random masked LM
-(tests/tiny_models.FAMILIES) and toy corpora. (Head MDS reads only the head distances every fact
-pass writes: tests/assets/test_head_clustering.py.)"""
+"""Every encoder family end to end through the assets: attention facts, the Clark analyses that
+run the model (dependency relation hits, gradient importance, dependency probes) and Kovaleva's
+fine-tuning, head ablation and base vs fine-tuned similarity, one in-process run per family on its
+tiny random masked LM (tests/tiny_models.FAMILIES) and toy corpora. (Head MDS reads only the head
+distances every fact pass writes: tests/assets/test_head_clustering.py.)"""
 
 from pathlib import Path
 
@@ -95,6 +95,7 @@ def test_family_runs_every_analysis(
         encoder_model,
         *(corpus_assets_by_name[corpus] for corpus in CORPORA_USED),
         fact_assets_by_corpus["glue_rte"],
+        fact_assets_by_corpus["ud_ewt_test"],
         grad_importance,
         dependency_probes,
         finetuned_assets_by_task["rte"],
@@ -138,6 +139,18 @@ def test_family_runs_every_analysis(
             "SELECT count(*), max(row_sum_error) < 1e-5 FROM head_summaries WHERE model_id = ? AND corpus = 'glue_rte'",
             model_id,
         ) == (n_rte * heads, True)
+        # Clark Table 1's relation hits over the family's word alignment: each of the 6 UD words points at
+        # another word of its sentence, and in "Cats sleep" each of the two words at the other
+        hits = conn.execute(
+            "SELECT example_id, word_index, target_word, w.n FROM stg_relation_hits JOIN (SELECT example_id, "
+            "count(*) AS n FROM words WHERE model_id = ? AND corpus = 'ud_ewt_test' GROUP BY ALL) AS w "
+            "USING (example_id) WHERE model_id = ? AND corpus = 'ud_ewt_test'",
+            [model_id, model_id],
+        ).pl()
+        assert hits.height == 6 * heads and (hits["target_word"] != hits["word_index"]).all()
+        assert ((hits["target_word"] >= 0) & (hits["target_word"] < hits["n"])).all()
+        pair = hits.filter(pl.col("n") == 2)
+        assert pair.height == 2 * heads and (pair["target_word"] == 1 - pair["word_index"]).all()
         # Clark: gradients of the masked-LM loss, probes over the family's word alignment
         assert one(
             "SELECT count(DISTINCT target_type), min(grad_magnitude) > 0 FROM clark_grad_importance WHERE model_id = ?",

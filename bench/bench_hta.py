@@ -151,6 +151,7 @@ def main() -> None:
     parser.add_argument("--check-examples", type=int, default=CHECK_EXAMPLES)
     parser.add_argument("--min-pearson", type=float, default=CHECK_MIN_PEARSON)
     parser.add_argument("--suite-examples", type=int, default=24)
+    parser.add_argument("--skip-baselines", action="store_true", help="skip the backward loops and the single input")
     parser.add_argument("--model", default=DEFAULT_MODEL)
     args = parser.parse_args()
     encoder = load_encoder(args.model)
@@ -171,18 +172,19 @@ def main() -> None:
         flush=True,
     )
 
-    loop = backward_seconds(model, e0, args.backward_sample, 1) * outputs / args.backward_sample
-    batched = backward_seconds(model, e0, args.backward_sample, 64) * outputs / args.backward_sample
-    print(f"backward loop (scaled from {args.backward_sample} of {outputs} outputs): {loop:9.1f} cpu-s", flush=True)
-    print(f"batched backward x64 (scaled the same way):       {batched:9.1f} cpu-s", flush=True)
-    exact_seconds, _ = timed(lambda: input_norms(model, e0, HtaMethod(None)))
-    default_seconds, _ = timed(lambda: input_norms(model, e0, HtaMethod.parse(DEFAULT_HTA_METHOD)))
-    print(f"exact forward mode ({n * width} tangents):             {exact_seconds:9.1f} cpu-s", flush=True)
-    print(
-        f"default {DEFAULT_HTA_METHOD}: {default_seconds:.2f} cpu-s, {loop / default_seconds:.0f}x loop, "
-        f"{exact_seconds / default_seconds:.1f}x exact",
-        flush=True,
-    )
+    if not args.skip_baselines:
+        loop = backward_seconds(model, e0, args.backward_sample, 1) * outputs / args.backward_sample
+        batched = backward_seconds(model, e0, args.backward_sample, 64) * outputs / args.backward_sample
+        print(f"backward loop (scaled from {args.backward_sample} of {outputs} outputs): {loop:9.1f} cpu-s", flush=True)
+        print(f"batched backward x64 (scaled the same way):       {batched:9.1f} cpu-s", flush=True)
+        exact_seconds, _ = timed(lambda: input_norms(model, e0, HtaMethod(None)))
+        default_seconds, _ = timed(lambda: input_norms(model, e0, HtaMethod.parse(DEFAULT_HTA_METHOD)))
+        print(f"exact forward mode ({n * width} tangents):             {exact_seconds:9.1f} cpu-s", flush=True)
+        print(
+            f"default {DEFAULT_HTA_METHOD}: {default_seconds:.2f} cpu-s, {loop / default_seconds:.0f}x loop, "
+            f"{exact_seconds / default_seconds:.1f}x exact",
+            flush=True,
+        )
     cheapest = estimator_check(encoder, encoded.tokens, args.check_examples, args.min_pearson)
     sample = encoded.tokens.filter(
         pl.col("example_id").is_in(encoded.examples["example_id"].sample(args.suite_examples, seed=0).implode())

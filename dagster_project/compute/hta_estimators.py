@@ -40,7 +40,7 @@ def sketched_subspaces(
     n_tokens, width = e0.shape
     primal = e0[None]
     # Drawn on the CPU (the same sketch on every device), then moved to e0's.
-    sketch = torch.randn(rank, n_tokens, width, generator=generator).to(e0.device, e0.dtype)
+    sketch = torch.randn(rank, n_tokens, width, generator=generator, device=generator.device).to(e0.device, e0.dtype)
     _, pull_back = vjp(contexts, primal)
     for _ in range(power):
         pushed = vmap(lambda tangent: jvp(contexts, (primal,), (tangent[None],))[1])(sketch)  # (r, L, n, H, dh)
@@ -58,7 +58,8 @@ def complement_probes(basis: torch.Tensor, k: int, generator: torch.Generator) -
     n_tokens, width, rank = basis.shape
     if rank + k > width:
         raise ValueError(f"hutchpp({rank},{k}): rank + probes = {rank + k} exceeds the model width {width}")
-    gaussian = torch.randn(n_tokens, width, k, generator=generator).to(basis.device, basis.dtype)
+    gaussian = torch.randn(n_tokens, width, k, generator=generator, device=generator.device)
+    gaussian = gaussian.to(basis.device, basis.dtype)
     gaussian = gaussian - basis @ (basis.transpose(-1, -2) @ gaussian)
     frame, _ = torch.linalg.qr(gaussian)
     return frame * math.sqrt((width - rank) / k)

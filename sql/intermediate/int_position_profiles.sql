@@ -1,5 +1,6 @@
 -- Pascual's normalized relative-position histogram per head: the weight at an offset
--- summed over the corpus, divided by how many (query, key) pairs sit at that offset. The sums are
+-- summed over the corpus, divided by how many (query, key) pairs sit at that offset, and scaled to
+-- the head's maximum as Pascual et al. plot them (value_max_normalized). The sums are
 -- materialized per partition (agg_position_profiles: attention, agg_contribution_profiles: the HTA
 -- input contribution; sql/aggregates/), the per-example histograms stay in int_position_histograms.
 CREATE OR REPLACE VIEW int_position_profiles AS
@@ -19,5 +20,6 @@ SELECT
     "offset",
     weight_sum / pair_count AS value,
     pair_count AS n_pairs,
+    value_max_normalized,
     (layer - 0.5) / n_layers AS relative_depth
 FROM sums;

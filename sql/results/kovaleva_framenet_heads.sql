@@ -28,7 +28,7 @@ SELECT
     r.layer,
     r.head,
     r.mean_max_attention,
-    r.p99,
+    r.p99::FLOAT AS p99,  -- quantile_cont of the FLOAT facts
     r.mean_max_attention > r.p99 AS above_p99,
     r.share_above_p99,
     r.n_examples AS n_sentences,

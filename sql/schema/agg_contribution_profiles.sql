@@ -11,5 +11,6 @@ CREATE TABLE IF NOT EXISTS agg_contribution_profiles (
     head SMALLINT NOT NULL,
     "offset" SMALLINT NOT NULL,
     weight_sum DOUBLE NOT NULL,
-    pair_count BIGINT NOT NULL
+    pair_count BIGINT NOT NULL,
+    value_max_normalized DOUBLE
 );

@@ -31,7 +31,7 @@ HEAD_MATCH_SCHEMA = {
 class HeadMatchConfig(Config):
     # Shared examples compared (the first N by example_id): each costs one forward pass of both
     # models and (words x heads x other heads x words) distance terms.
-    max_examples: int = 64
+    max_examples: int = 32
     other_models: list[str] = []  # partition keys to compare with; empty: every other model with the corpus
 
 

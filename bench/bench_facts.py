@@ -97,14 +97,21 @@ def naive(encoder, tokens) -> None:
                     for offset in range(-(n - 1), n):
                         count = int(np.diag(np.outer(keep, keep), offset).sum())
                         counts.append(count)
-                        means.append(1.0 + (float(np.trace(masked, offset)) / count if count else 0.0))
+                        means.append(1.0 + (float(np.trace(masked, offset)) / count) ** 0.5 if count else 1.0)
                     reach = max((abs(offset) for offset, count in zip(range(-(n - 1), n), counts) if count), default=-1)
                     if reach >= 0:
                         kept = slice(n - 1 - reach, n + reach)
                         conn.execute(
                             "INSERT INTO position_histograms (model_id, corpus, example_id, scope, layer, head, "
-                            "pair_counts, mean_weights_plus_one) VALUES ('m', 'c', ?, ?, ?, ?, ?, ?)",
-                            [example_id, scope, layer + 1, head + 1, counts[kept], means[kept]],
+                            "pair_counts, one_plus_sqrt_mean_weights) VALUES ('m', 'c', ?, ?, ?, ?, ?, ?)",
+                            [
+                                example_id,
+                                scope,
+                                layer + 1,
+                                head + 1,
+                                counts[kept] if layer == head == 0 else None,
+                                means[kept],
+                            ],
                         )
 
 

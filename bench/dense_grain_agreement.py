@@ -39,12 +39,18 @@ def sql_at(revision: str, into: Path) -> Path:
 
 
 def create_views(conn: duckdb.DuckDBPyConnection, sql_dir: Path) -> list[str]:
-    """The views of `sql_dir` in dependency order (warehouse.view_files there); returns the results views."""
+    """The tables the warehouse lacks and the views of `sql_dir` (in warehouse.view_files' order);
+    returns the results views. Nothing is migrated: each side keeps its grain."""
     default, warehouse.SQL_DIR = warehouse.SQL_DIR, sql_dir
     try:
         files = warehouse.view_files()
     finally:
         warehouse.SQL_DIR = default
+    for path in sorted((sql_dir / "schema").glob("*.sql")):
+        conn.execute(path.read_text())
+    for table, columns in warehouse._tables_with_columns(conn).items():
+        if {"model_id", "corpus"} <= set(columns) and table != warehouse.BATCHES_TABLE:
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS batch_id VARCHAR")
     for path in files:
         conn.execute(path.read_text())
     return [path.stem for path in files if path.parent.name == "results"]

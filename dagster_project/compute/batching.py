@@ -167,9 +167,10 @@ def head_columns(values: dict[str, torch.Tensor], example_ids: torch.Tensor) -> 
 
 def histogram_frame(maps: torch.Tensor, masks: TokenMasks, example_ids: torch.Tensor) -> pl.DataFrame:
     """The relative-position histograms of (B, L, H, T, T) maps in the warehouse's dense grain
-    (sql/schema/position_histograms.sql): per scope and (example, layer, head) one row with the
-    pair counts and 1 + the mean weight at every offset -m..m, m the largest offset a pair of the
-    scope reaches in the example (examples without a pair in the scope have no row)."""
+    (sql/schema/position_histograms.sql): per scope and (example, layer, head) one row with
+    1 + sqrt(mean weight) at every offset -m..m, m the largest offset a pair of the scope reaches
+    in the example, and on the row of layer 1, head 1 the pair counts at those offsets (null on
+    the others: they are the same for every head). Examples without a pair in the scope have no row."""
     batch_size, n_layers, n_heads, width = maps.shape[:4]
     distance = torch.arange(1 - width, width, device=maps.device).abs()
     rows, layers, heads = head_grid(batch_size, n_layers, n_heads, maps.device)
@@ -177,7 +178,7 @@ def histogram_frame(maps: torch.Tensor, masks: TokenMasks, example_ids: torch.Te
     for scope, tokens in zip(SCOPES, (masks.valid, masks.content)):
         sums, counts = relative_position_histogram(maps, pair_mask(tokens, tokens))
         reach = torch.where(counts > 0, distance, -1).amax(-1)  # (B,): -1 when no pair is in scope
-        cells = (distance <= reach[:, None])[:, None, None].expand_as(sums)  # offsets -m..m of each example
+        offsets = distance <= reach[:, None]  # (B, 2T - 1): offsets -m..m of each example
         per_head = (reach >= 0)[:, None, None].expand(-1, n_layers, n_heads)
         columns = flat(
             {
@@ -185,43 +186,54 @@ def histogram_frame(maps: torch.Tensor, masks: TokenMasks, example_ids: torch.Te
                 "layer": layers.expand_as(per_head)[per_head],
                 "head": heads.expand_as(per_head)[per_head],
                 "length": (2 * reach[:, None, None] + 1).expand_as(per_head)[per_head],
-                "pair_counts": counts[:, None, None].expand_as(sums)[cells].to(torch.int16),
-                "weight_sums": sums[cells],
+                "pair_counts": counts[offsets].to(torch.int16),  # per example, not per head
+                "repeated_counts": counts[:, None, None].expand_as(sums)[offsets[:, None, None].expand_as(sums)],
+                "weight_sums": sums[offsets[:, None, None].expand_as(sums)],
             }
         )
-        pair_counts, weight_sums = columns.pop("pair_counts"), columns.pop("weight_sums")
-        # 1 + mean in float64, rounded once to float32's 2^-23 grid of [1, 2) (the schema's precision).
-        means = 1.0 + np.divide(
-            weight_sums.astype(np.float64), pair_counts, out=np.zeros(len(pair_counts)), where=pair_counts > 0
+        pair_counts, repeated, weight_sums = (
+            columns.pop(name) for name in ("pair_counts", "repeated_counts", "weight_sums")
         )
-        lists = np.concatenate([[0], np.cumsum(columns.pop("length"))])
+        # 1 + sqrt(mean) in float64, rounded once to float32's 2^-23 grid of [1, 2] (the schema's precision).
+        means = np.divide(weight_sums.astype(np.float64), repeated, out=np.zeros(len(repeated)), where=repeated > 0)
+        lengths = columns.pop("length")
+        first_head = (columns["layer"] == 1) & (columns["head"] == 1)
+        lists = np.concatenate([[0], np.cumsum(lengths)])
+        count_lists = np.concatenate([[0], np.cumsum(np.where(first_head, lengths, 0))])
         parts.append(
             pl.DataFrame(columns).with_columns(
                 scope=pl.lit(scope, dtype=SCOPE),
-                pair_counts=pl.from_arrow(pa.LargeListArray.from_arrays(lists, pair_counts)),
-                mean_weights_plus_one=pl.from_arrow(pa.LargeListArray.from_arrays(lists, means.astype(np.float32))),
+                pair_counts=pl.from_arrow(
+                    pa.LargeListArray.from_arrays(count_lists, pair_counts, mask=pa.array(~first_head))
+                ),
+                one_plus_sqrt_mean_weights=pl.from_arrow(
+                    pa.LargeListArray.from_arrays(lists, (1.0 + np.sqrt(means)).astype(np.float32))
+                ),
             )
         )
-    return pl.concat(parts).select("example_id", "scope", "layer", "head", "pair_counts", "mean_weights_plus_one")
+    return pl.concat(parts).select("example_id", "scope", "layer", "head", "pair_counts", "one_plus_sqrt_mean_weights")
 
 
 def histogram_rows(histograms: pl.DataFrame, kind: str) -> pl.DataFrame:
     """Dense histogram rows (histogram_frame, or a warehouse table's) unpacked to the flat grain
-    of stg_position_histograms: one row per offset a pair reaches, with weight_sum and pair_count,
-    labelled with their `kind` (attention | contribution)."""
-    reach = (pl.col("pair_counts").list.len().cast(pl.Int32) - 1) // 2
+    of stg_position_histograms: one row per offset a pair reaches, with weight_sum and pair_count
+    (from the example's row that holds the counts), labelled with their `kind` (attention | contribution)."""
+    counts = histograms.filter(pl.col("pair_counts").is_not_null()).select("example_id", "scope", "pair_counts")
+    reach = (pl.col("one_plus_sqrt_mean_weights").list.len().cast(pl.Int32) - 1) // 2
     return (
-        histograms.with_columns(offset=pl.int_ranges(-reach, reach + 1, dtype=pl.Int16))
-        .explode("offset", "pair_counts", "mean_weights_plus_one")
+        histograms.drop("pair_counts")
+        .join(counts, on=["example_id", "scope"], maintain_order="left")
+        .with_columns(offset=pl.int_ranges(-reach, reach + 1, dtype=pl.Int16))
+        .explode("offset", "pair_counts", "one_plus_sqrt_mean_weights")
         .filter(pl.col("pair_counts") > 0)
         .with_columns(
-            weight_sum=((pl.col("mean_weights_plus_one").cast(pl.Float64) - 1) * pl.col("pair_counts")).cast(
+            weight_sum=((pl.col("one_plus_sqrt_mean_weights").cast(pl.Float64) - 1) ** 2 * pl.col("pair_counts")).cast(
                 pl.Float32
             ),
             pair_count=pl.col("pair_counts").cast(pl.Int32),
             kind=pl.lit(kind),
         )
-        .drop("pair_counts", "mean_weights_plus_one")
+        .drop("pair_counts", "one_plus_sqrt_mean_weights")
     )
 
 

@@ -59,6 +59,7 @@ def migrate_flat_tables(conn: duckdb.DuckDBPyConnection, existing: dict[str, tup
         for table in flat:
             old = f"{table}_flat_grain"
             conn.execute(f"ALTER TABLE {table} RENAME TO {old}")
+            conn.execute(f"ALTER TABLE {old} ADD COLUMN IF NOT EXISTS batch_id VARCHAR")  # the packing keeps it
             conn.execute((SQL_DIR / "schema" / f"{table}.sql").read_text())
             conn.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS batch_id VARCHAR")
             if lake:  # as ensure_schema sets up a new lake table

@@ -10,7 +10,7 @@ CREATE TABLE IF NOT EXISTS contribution_histograms (
     scope VARCHAR NOT NULL,
     layer SMALLINT NOT NULL,
     head SMALLINT NOT NULL,
-    pair_counts SMALLINT[] NOT NULL,
-    mean_weights_plus_one FLOAT[] NOT NULL,
+    pair_counts SMALLINT[],
+    one_plus_sqrt_mean_weights FLOAT[] NOT NULL,
     hta_method VARCHAR NOT NULL
 );

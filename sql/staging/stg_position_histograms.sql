@@ -4,7 +4,13 @@
 -- its precision) and pair_count, and the model's readable name and shape from `models`. The
 -- staging rules: stg_models.sql.
 CREATE OR REPLACE VIEW stg_position_histograms AS
-WITH unnested AS (
+WITH current_rows AS (
+    -- every row with its (example, scope)'s pair counts, held by the row of its first head
+    SELECT * REPLACE (any_value(pair_counts) OVER (PARTITION BY model_id, corpus, example_id, scope) AS pair_counts)
+    FROM position_histograms
+    WHERE batch_id IN (SELECT batch_id FROM stg_batches WHERE table_name = 'position_histograms')
+),
+unnested AS (
     SELECT
         m.source AS model,
         t.model_id,
@@ -16,12 +22,11 @@ WITH unnested AS (
         (len(t.pair_counts) - 1) // 2 AS reach,
         generate_subscripts(t.pair_counts, 1) AS position,
         unnest(t.pair_counts) AS pair_count,
-        unnest(t.mean_weights_plus_one) AS mean_weight_plus_one,
+        unnest(t.one_plus_sqrt_mean_weights) AS one_plus_sqrt_mean_weight,
         m.n_layers,
         m.n_heads
-    FROM position_histograms AS t
+    FROM current_rows AS t
     JOIN models AS m USING (model_id)
-    WHERE t.batch_id IN (SELECT batch_id FROM stg_batches WHERE table_name = 'position_histograms')
 )
 SELECT
     model,
@@ -33,7 +38,7 @@ SELECT
     layer,
     head,
     (position - 1 - reach)::SMALLINT AS "offset",
-    ((mean_weight_plus_one::DOUBLE - 1) * pair_count)::FLOAT AS weight_sum,
+    ((one_plus_sqrt_mean_weight::DOUBLE - 1) ** 2 * pair_count)::FLOAT AS weight_sum,
     pair_count::INTEGER AS pair_count,
     n_layers,
     n_heads

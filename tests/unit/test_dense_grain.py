@@ -2,6 +2,7 @@
 extraction builds (hand-computed histograms), what the stg_ views unnest (the flat rows that were
 written, weight sums to the schema's precision), and an old flat-grain warehouse, migrated."""
 
+import math
 from pathlib import Path
 
 import duckdb
@@ -11,14 +12,14 @@ import pytest
 import torch
 
 from dagster_project.compute.batching import histogram_frame, histogram_rows
-from dagster_project.compute.metrics import TokenMasks
+from dagster_project.compute.metrics import TokenMasks, relative_position_histogram
 from dagster_project.compute.models import ModelSpec
 from dagster_project.storage import dense_grain
 from dagster_project.storage.lake import LakeConfig, connect_lake
 from dagster_project.storage.warehouse import apply_views, replace_partition, upsert_model
 
 SPEC = ModelSpec("org--m", "org/m", "/x", "r1", "bert", 1, 2, True)
-PRECISION = 2.0**-24  # of a stored mean weight (sql/schema/position_histograms.sql)
+PRECISION = 2.0**-23  # times sqrt(mean): the error of a stored mean weight (sql/schema/position_histograms.sql)
 
 # [CLS] a b [SEP] (example 7) and [CLS] [SEP] padded to 4 (example 9); one layer, one head.
 MAPS = torch.tensor(
@@ -45,10 +46,9 @@ def test_histogram_frame_holds_counts_and_one_plus_mean_per_offset():
     assert rows["pair_counts"].to_list() == [[1, 2, 3, 4, 3, 2, 1], [1, 2, 1], [1, 2, 1]]
     # example 7, all: offset -3 is A[3,0] = 0.125; -2: (A[2,0] + A[3,1]) / 2 = 0.0625; -1: (0.25 + 0.75 + 0.25) / 3;
     # 0: the diagonal's mean (0.5 + 0.5 + 0.25 + 0.5) / 4; +1: (0.25 + 0.25 + 0) / 3; +2: (0.125 + 0) / 2; +3: 0.125.
-    means = [0.125, 0.0625, 1.25 / 3, 1.75 / 4, 0.5 / 3, 0.0625, 0.125]
-    assert rows["mean_weights_plus_one"][0].to_list() == pytest.approx([1 + m for m in means], abs=PRECISION)
-    assert rows["mean_weights_plus_one"][1].to_list() == pytest.approx([1.75, 1.375, 1.25], abs=PRECISION)
-    assert rows["mean_weights_plus_one"][2].to_list() == pytest.approx([2.0, 1.125, 1.75], abs=PRECISION)
+    means = [[0.125, 0.0625, 1.25 / 3, 1.75 / 4, 0.5 / 3, 0.0625, 0.125], [0.75, 0.375, 0.25], [1.0, 0.125, 0.75]]
+    for stored, expected in zip(rows["one_plus_sqrt_mean_weights"].to_list(), means):
+        assert stored == pytest.approx([1 + math.sqrt(m) for m in expected], abs=2.0**-24)  # one FLOAT rounding
     flat = histogram_rows(rows, "attention").filter(pl.col("example_id") == 7, pl.col("scope") == "all")
     assert flat["offset"].to_list() == [-3, -2, -1, 0, 1, 2, 3]
     assert flat["weight_sum"].to_list() == pytest.approx([0.125, 0.125, 1.25, 1.75, 0.5, 0.125, 0.125], abs=1e-6)
@@ -58,15 +58,23 @@ def test_histogram_frame_holds_counts_and_one_plus_mean_per_offset():
 def test_stored_means_keep_2_to_the_minus_24():
     maps = torch.softmax(torch.randn(3, 2, 2, 40, 40, generator=torch.Generator().manual_seed(0)), -1)
     masks = TokenMasks(torch.ones(3, 40, dtype=torch.bool), *(torch.zeros(3, 40, dtype=torch.bool),) * 3)
-    rows = histogram_rows(histogram_frame(maps, masks, torch.arange(3)), "attention").filter(pl.col("scope") == "all")
-    exact = np.array([[np.trace(m.double().numpy(), offset) for offset in range(-39, 40)] for m in maps.flatten(0, 2)])
-    error = np.abs(rows["weight_sum"].to_numpy() - exact.reshape(-1)) / rows["pair_count"].to_numpy()
-    assert error.max() <= PRECISION + 1e-7  # the stored mean's rounding, and the staged FLOAT's
+    dense = histogram_frame(maps, masks, torch.arange(3))
+    # the pair counts, the same for every head, are on each (example, scope)'s row of layer 1, head 1 only
+    holders = dense.filter(pl.col("pair_counts").is_not_null())
+    assert holders.height == 3 * 2 and set(holders.select("layer", "head").rows()) == {(1, 1)}
+    rows = histogram_rows(dense, "attention").filter(pl.col("scope") == "all")
+    assert rows.height == 3 * 4 * 79 and rows["pair_count"].to_list()[:79] == [40 - abs(d) for d in range(-39, 40)]
+    sums, _ = relative_position_histogram(maps, torch.ones(3, 40, 40, dtype=torch.bool))  # what the pass encodes
+    mean = sums.reshape(-1).double().numpy() / rows["pair_count"].to_numpy()
+    error = np.abs(rows["weight_sum"].to_numpy() / rows["pair_count"].to_numpy() - mean)
+    # the stored sqrt's rounding (2^-24 on sqrt(m), so 2^-23 sqrt(m) on m), and the staged FLOAT's (2^-24 m)
+    assert (error <= PRECISION * np.sqrt(mean) + 2.0**-24 * mean + 1e-12).all()
     assert error.max() > 0  # (not exact: the test would not see a coarser rounding otherwise)
+    assert (error / mean).max() < 2e-6  # small means stay relatively precise (a linear code would give ~1e-3 here)
 
 
 def _flat_histograms() -> pl.DataFrame:
-    """Rows of the flat grain with a gap (offsets -1 and 1 of example 3, layer 1 missing), two layers, two examples."""
+    """Rows of the flat grain with a gap (offsets -1 and 1 of example 3 missing), two layers, two examples."""
     return pl.DataFrame(
         {
             "example_id": [3] * 6 + [4] * 2,
@@ -74,9 +82,9 @@ def _flat_histograms() -> pl.DataFrame:
             "scope": ["all"] * 6 + ["content"] * 2,
             "layer": [1, 1, 1, 2, 2, 2, 1, 1],
             "head": [2] * 8,
-            "offset": [-2, 0, 2, -1, 0, 1, -1, 1],
+            "offset": [-2, 0, 2, -2, 0, 2, -1, 1],
             "weight_sum": [0.1, 2.5, 0.3, 0.75, 1.5, 0.25, 0.2, 0.4],
-            "pair_count": [1, 3, 1, 2, 3, 2, 1, 1],
+            "pair_count": [1, 3, 1, 1, 3, 1, 1, 1],
         },
         schema_overrides={"layer": pl.Int16, "head": pl.Int16, "offset": pl.Int16, "weight_sum": pl.Float32},
     )
@@ -116,7 +124,7 @@ def test_flat_rows_written_are_packed_and_staged_back(conn: duckdb.DuckDBPyConne
     upsert_model(conn, SPEC)
     replace_partition(conn, {"position_histograms": _flat_histograms(), "relation_hits": _flat_hits()}, "org--m", "ud")
     rows = conn.execute("SELECT layer, pair_counts FROM position_histograms WHERE scope = 'all' ORDER BY layer")
-    assert rows.fetchall() == [(1, [1, 0, 3, 0, 1]), (2, [2, 3, 2])]
+    assert rows.fetchall() == [(1, [1, 0, 3, 0, 1]), (2, None)]  # the counts on the first head only
     targets = conn.execute("SELECT head, target_words FROM relation_hits ORDER BY head").fetchall()
     assert targets == [(1, [1, 0, None, 1]), (2, [3, 3, None, 0])]
     _assert_staged_as_written(conn)
@@ -160,7 +168,7 @@ def test_an_old_flat_grain_warehouse_is_migrated_when_opened(
                 "'org--m' AS model_id, 'ud' AS corpus, 'b1' AS batch_id, now()::TIMESTAMP AS written_at, 1 AS n_rows"
             )
         columns = {row[0] for row in conn.execute("DESCRIBE position_histograms").fetchall()}
-        assert {"pair_counts", "mean_weights_plus_one"} <= columns and "offset" not in columns
+        assert {"pair_counts", "one_plus_sqrt_mean_weights"} <= columns and "offset" not in columns
         assert conn.execute("SELECT count(*) FROM position_histograms").fetchone() == (3,)
         _assert_staged_as_written(conn)
         apply_views(conn)  # opened again: nothing left to migrate

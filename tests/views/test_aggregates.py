@@ -112,3 +112,36 @@ def test_framenet_top_head_beats_the_runner_up_beyond_the_intervals(
     assert top[3] <= top[2] <= top[4] and runner_up[3] <= runner_up[2] <= runner_up[4]
     assert top[6] is beats and runner_up[6] is None and last[6] is None
     assert (top[3] > runner_up[4]) is beats
+
+
+def _histogram(weights: list[float], kind: str) -> pl.DataFrame:
+    """Example 0, head 1-1, offsets -1..1, two pairs at each offset."""
+    extra = {"hta_method": ["exact"] * 3} if kind == "contribution" else {}
+    return pl.DataFrame(
+        {"example_id": [0] * 3, "kind": [kind] * 3, "scope": ["all"] * 3, "layer": [1] * 3, "head": [1] * 3}
+        | {"offset": [-1, 0, 1], "weight_sum": weights, "pair_count": [2, 2, 2]}
+        | extra
+    )
+
+
+def test_attention_and_contribution_profiles_follow_their_own_writes(conn: duckdb.DuckDBPyConnection) -> None:
+    """Both kinds sum into one aggregate; a write of either table recomputes it with the other as it is."""
+    upsert_model(conn, SPEC)
+
+    def profiles() -> dict[str, list[float]]:
+        rows = conn.execute(
+            'SELECT kind, list(value ORDER BY "offset") FROM int_position_profiles GROUP BY kind'
+        ).fetchall()
+        return dict(rows)
+
+    replace_partition(conn, {"position_histograms": _histogram([1.0, 0.5, 0.5], "attention")}, SPEC.model_id, "demo")
+    replace_partition(
+        conn, {"contribution_histograms": _histogram([0.2, 1.2, 0.6], "contribution")}, SPEC.model_id, "demo"
+    )
+    assert profiles() == {"attention": pytest.approx([0.5, 0.25, 0.25]), "contribution": pytest.approx([0.1, 0.6, 0.3])}
+    replace_partition(conn, {"position_histograms": _histogram([0.5, 1.0, 0.5], "attention")}, SPEC.model_id, "demo")
+    assert profiles() == {"attention": pytest.approx([0.25, 0.5, 0.25]), "contribution": pytest.approx([0.1, 0.6, 0.3])}
+    (scaled,) = conn.execute(
+        'SELECT list(value_max_normalized ORDER BY "offset") FROM pascual_contribution_histograms'
+    ).fetchone()
+    assert scaled == pytest.approx([1 / 6, 1.0, 0.5])

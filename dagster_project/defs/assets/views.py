@@ -16,7 +16,9 @@ from dagster_project.storage.warehouse import apply_views, expire_replaced_batch
 @asset(group_name="views", code_version=sql_code_version(), pool=WRITER_POOL)
 def warehouse_views(context: AssetExecutionContext, warehouse: DuckDBResource) -> MaterializeResult:
     """Creates the fact tables if missing and runs every `CREATE OR REPLACE VIEW` file of
-    sql/staging, sql/intermediate and sql/results in dependency order."""
+    sql/staging, sql/intermediate and sql/results in dependency order; then recomputes every
+    stale aggregate partition (sql/aggregates: missing, older than its facts, or computed by
+    other SQL), so the results views never read an out-of-date aggregate."""
     with warehouse.get_connection() as conn:
         views = apply_views(conn)
     context.log.info(f"Created {len(views)} views from {SQL_DIR}")

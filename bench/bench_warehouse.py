@@ -11,7 +11,8 @@ SELECT per table), so the data is realistic. For each N (default 1, 5, 20; --qui
   views   every sql/results view, SELECT * fetched as Arrow: the whole view and filtered to the
           source model (WHERE model_id = ?), median of --repeats runs (fewer when a query's runs
           pass --budget seconds; at least one)
-  size    the database file after a CHECKPOINT, and its bytes per (example, head)
+  size    the database file's blocks in use after a CHECKPOINT (a table rewritten by the setup
+          leaves free blocks, which a new file would not have), and its bytes per (example, head)
 and the growth exponent of each in N: the slope of a least-squares line through (log N, log value).
 
 The source is a warehouse written by the code at BASELINE_COMMIT (or earlier); it is copied, never
@@ -140,10 +141,11 @@ class Arm:
     results_views: list[str]
     model_ids: list[str]
     corpora: list[str]
+    setup_seconds: float
     # what the design does after facts are copied under new model ids (the copies' corpora given)
     after_copy: Callable[[duckdb.DuckDBPyConnection, list[str], list[str]], None] | None = None
     times: dict[int, dict[str, tuple[float, float]]] = field(default_factory=dict)  # N -> view -> (whole, one model)
-    sizes: dict[int, tuple[int, float]] = field(default_factory=dict)  # N -> (file bytes, bytes per (example, head))
+    sizes: dict[int, tuple[int, float]] = field(default_factory=dict)  # N -> (bytes used, per (example, head))
     copy_seconds: dict[int, tuple[float, float]] = field(default_factory=dict)  # N -> (copy, after_copy) seconds
 
 
@@ -154,19 +156,30 @@ def open_arm(
     set_up: Callable[[duckdb.DuckDBPyConnection], list[str]],
     sql_dir: Path,
     memory_limit: str,
+    corpora: Sequence[str] = (),
 ) -> Arm:
-    """A copy of the source warehouse set up by `set_up` (which creates the views of `sql_dir`)."""
+    """A copy of the source warehouse (only `corpora`'s rows, when given) set up by `set_up`, which
+    creates the views of `sql_dir`."""
     path = work / f"{name}.duckdb"
     shutil.copyfile(source, path)
     conn = duckdb.connect(str(path), config={"memory_limit": memory_limit})
     conn.execute("SET enable_progress_bar = false")
-    results = {path.stem for path in (sql_dir / "results").glob("*.sql")}
-    views = [view for view in set_up(conn) if view in results]
     models = [row[0] for row in conn.execute("SELECT model_id FROM models ORDER BY model_id").fetchall()]
     if len(models) != 1:
         raise ValueError(f"{source} holds {len(models)} models ({models}); the bench replicates one model's warehouse")
-    corpora = [row[0] for row in conn.execute("SELECT DISTINCT corpus FROM batches ORDER BY ALL").fetchall()]
-    return Arm(name, path, conn, views, models, corpora)
+    present = [row[0] for row in conn.execute("SELECT DISTINCT corpus FROM batches ORDER BY ALL").fetchall()]
+    if corpora:
+        missing = sorted(set(corpora) - set(present))
+        if missing:
+            raise ValueError(f"{source} has no rows of corpora {missing}; it has {present}")
+        for table in partitioned_tables(conn):
+            conn.execute(f"DELETE FROM {table} WHERE NOT list_contains(?, corpus)", [list(corpora)])
+        conn.execute("CHECKPOINT")
+    results = {path.stem for path in (sql_dir / "results").glob("*.sql")}
+    started = time.perf_counter()
+    views = [view for view in set_up(conn) if view in results]
+    conn.execute("CHECKPOINT")
+    return Arm(name, path, conn, views, models, sorted(corpora or present), time.perf_counter() - started)
 
 
 def refresh_copied_aggregates(conn: duckdb.DuckDBPyConnection, model_ids: list[str], corpora: list[str]) -> None:
@@ -191,7 +204,10 @@ def grow(arm: Arm, n_models: int) -> None:
     (example_heads,) = arm.conn.execute(
         "SELECT sum(m.n_layers::BIGINT * m.n_heads) FROM examples AS e JOIN models AS m USING (model_id)"
     ).fetchone()
-    size = arm.path.stat().st_size  # the write-ahead log is empty after the CHECKPOINT
+    # the blocks in use: a table that the setup rewrote (the dense grain's migration) leaves free blocks behind
+    (size,) = arm.conn.execute(
+        "SELECT used_blocks * block_size FROM pragma_database_size() WHERE database_name = current_database()"
+    ).fetchone()
     arm.sizes[n_models] = (size, size / example_heads)
 
 
@@ -249,10 +265,13 @@ def report(baseline: Arm, current: Arm, ns: Sequence[int]) -> None:
             return f"{'-':>5s}"
         return f"{growth_exponent({n: arm.times[n][view][index] for n in ns}):5.2f}"
 
-    print("\ncopying (s): the facts' INSERT ... SELECT, then the design's step after a copy, CHECKPOINT included")
+    print(
+        f"\nset-up of the source copy (s): baseline {baseline.setup_seconds:.1f}, current {current.setup_seconds:.1f}"
+    )
+    print("copying (s): the facts' INSERT ... SELECT, then the design's step after a copy, CHECKPOINT included")
     for arm in (baseline, current):
         print(f"  {arm.name:9s}", "  ".join(f"N={n}: {c:.1f} + {a:.1f}" for n, (c, a) in arm.copy_seconds.items()))
-    print("\nfile size after CHECKPOINT: baseline / current = ratio; bytes per (example, head): baseline / current")
+    print("\nsize (the file's blocks in use after CHECKPOINT): baseline / current = ratio; bytes per (example, head)")
     for n in ns:
         (b_bytes, b_per), (c_bytes, c_per) = baseline.sizes[n], current.sizes[n]
         print(
@@ -300,7 +319,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="N = 1, 5")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--budget", type=float, default=10.0, help="seconds of a query's runs after which it stops")
-    parser.add_argument("--memory-limit", default="6GB", help="DuckDB memory_limit of each arm's connection")
+    parser.add_argument("--corpora", nargs="+", default=[], help="only these corpora of the source (default: all)")
+    parser.add_argument("--memory-limit", default="12GB", help="DuckDB memory_limit of each arm's connection")
     parser.add_argument("--work", type=Path, help="folder for the two warehouse copies (default: a temporary one)")
     args = parser.parse_args()
     if not args.source.is_file():
@@ -314,9 +334,15 @@ def main() -> None:
     old_sql = baseline_sql(BASELINE_COMMIT, work / "baseline")
     try:
         baseline = open_arm(
-            "baseline", args.source, work, lambda conn: apply_baseline_views(conn, old_sql), old_sql, args.memory_limit
+            "baseline",
+            args.source,
+            work,
+            lambda conn: apply_baseline_views(conn, old_sql),
+            old_sql,
+            args.memory_limit,
+            args.corpora,
         )
-        current = open_arm("current", args.source, work, apply_views, SQL_DIR, args.memory_limit)
+        current = open_arm("current", args.source, work, apply_views, SQL_DIR, args.memory_limit, args.corpora)
         current.after_copy = refresh_copied_aggregates
         print(f"source {args.source}: model {baseline.model_ids[0]}, corpora {', '.join(baseline.corpora)}")
         print(f"load before: {uptime()}", flush=True)

@@ -59,13 +59,14 @@ def summarize_units(
     measure m its example's sums `m_num` and `m_den` (plus `c_total` columns, only summed). Gives
     per group (keys in order of first appearance): the keys, `n_examples` (its rows), per measure
     `m` (NULL where sum(m_den) is 0), `m_ci_low`, `m_ci_high` and `m_n` = sum(m_den), and per total
-    `c`. All groups resample the same examples (the partition's), with one seed.
+    `c`. All groups resample the same examples (the partition's, by sorted example_id), with one seed.
     """
     measures = measures_of(units)
     totals = [column for column in units.columns if column.endswith(TOTAL)]
     sums = [f"{m}{suffix}" for m in measures for suffix in (NUMERATOR, DENOMINATOR)]
     keys = [column for column in units.columns if column not in {UNIT, *sums, *totals}]
-    examples = units.select(UNIT).unique(maintain_order=True).with_row_index("_unit")
+    # examples numbered in sorted order, so the seeded resamples do not depend on the rows' order
+    examples = units.select(UNIT).unique().sort(UNIT).with_row_index("_unit")
     groups = units.select(keys).unique(maintain_order=True).with_row_index("_group") if keys else None
     indexed = units.join(examples, on=UNIT, how="left")
     if groups is not None:

@@ -26,7 +26,7 @@ UNITS = pl.DataFrame(
 
 def _loop_bootstrap(units: pl.DataFrame, head: int, n_resamples: int, seed: int) -> tuple[float, float]:
     """The textbook bootstrap: per resample, the drawn examples' rows, summed, then the ratio."""
-    examples = units["example_id"].unique(maintain_order=True).to_list()
+    examples = units["example_id"].unique().sort().to_list()
     rows = {row["example_id"]: row for row in units.filter(pl.col("head") == head).iter_rows(named=True)}
     ratios = []
     for drawn in resample_indices(len(examples), n_resamples, seed):
@@ -73,3 +73,13 @@ def test_an_example_with_a_constant_value_gives_a_zero_width_interval():
     row = summarize_units(units, n_resamples=50).row(0, named=True)
     assert row["x"] == row["x_ci_low"] == row["x_ci_high"] == pytest.approx(0.5)
     assert row["n_examples"] == 3
+
+
+def test_the_intervals_do_not_depend_on_the_order_of_the_rows():
+    shuffled = UNITS.sample(fraction=1.0, shuffle=True, seed=5)
+    assert shuffled["example_id"].to_list() != UNITS["example_id"].to_list()
+    assert (
+        summarize_units(shuffled, n_resamples=100)
+        .sort("head")
+        .equals(summarize_units(UNITS, n_resamples=100).sort("head"))
+    )

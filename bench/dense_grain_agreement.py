@@ -1,12 +1,13 @@
 """Every results view on the flat grain and on the dense grain of the same facts, compared.
 
 The facts of a warehouse written in the flat grain (one row per offset or word, as before the
-dense grain) are read twice: as they are, through the views of --flat-rev (the last revision
-with the flat grain), and migrated to the dense grain (storage/dense_grain.migrate_flat_tables,
-what opening an old warehouse does), through the views of --dense-rev. The revisions' SQL comes
-from `git archive`; both sides create plain views only. Per results view: row counts, and the
+dense grain) are read twice through the same views, those of --flat-rev (the last revision with
+the flat grain): as they are, and migrated to the dense grain (storage/dense_grain.migrate_flat_tables,
+what opening an old warehouse does) with the stg_ views of the dense tables taken from
+--dense-rev. So only the storage differs. The revisions' SQL comes from `git archive`; both
+sides create plain views only. Per results view: row counts, and the
 largest absolute and relative difference of every floating-point column, rows matched on the
-other columns. Agreement: |dense - flat| <= 1e-6 * max(1, |flat|) everywhere.
+other columns, and the query time on each side. Agreement: |dense - flat| <= 1e-6 * max(1, |flat|) everywhere.
 
 Usage: python bench/dense_grain_agreement.py WAREHOUSE [--flat-rev REV] [--dense-rev REV] [--work DIR]
 (WAREHOUSE is only read; it is copied to DIR, default a temporary directory, twice.)
@@ -25,7 +26,7 @@ import duckdb
 import polars as pl
 
 from dagster_project.storage import warehouse
-from dagster_project.storage.dense_grain import migrate_flat_tables
+from dagster_project.storage.dense_grain import DENSE_TABLES, migrate_flat_tables
 
 TOLERANCE = 1e-6
 
@@ -38,9 +39,10 @@ def sql_at(revision: str, into: Path) -> Path:
     return into / "sql"
 
 
-def create_views(conn: duckdb.DuckDBPyConnection, sql_dir: Path) -> list[str]:
-    """The tables the warehouse lacks and the views of `sql_dir` (in warehouse.view_files' order);
-    returns the results views. Nothing is migrated: each side keeps its grain."""
+def create_views(conn: duckdb.DuckDBPyConnection, sql_dir: Path, staging: Path | None = None) -> list[str]:
+    """The tables the warehouse lacks and the views of `sql_dir` (in warehouse.view_files' order),
+    the stg_ views of the dense tables from `staging` when given; returns the results views.
+    Nothing is migrated: each side keeps its grain."""
     default, warehouse.SQL_DIR = warehouse.SQL_DIR, sql_dir
     try:
         files = warehouse.view_files()
@@ -51,7 +53,10 @@ def create_views(conn: duckdb.DuckDBPyConnection, sql_dir: Path) -> list[str]:
     for table, columns in warehouse._tables_with_columns(conn).items():
         if {"model_id", "corpus"} <= set(columns) and table != warehouse.BATCHES_TABLE:
             conn.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS batch_id VARCHAR")
+    dense_staging = {f"stg_{table}" for table in DENSE_TABLES}
     for path in files:
+        if staging is not None and path.stem in dense_staging:
+            path = staging / path.name
         conn.execute(path.read_text())
     return [path.stem for path in files if path.parent.name == "results"]
 
@@ -74,16 +79,23 @@ def compare(flat: pl.DataFrame, dense: pl.DataFrame) -> tuple[float, float]:
     return worst_absolute, worst_relative
 
 
+def timed_query(conn: duckdb.DuckDBPyConnection, view: str) -> tuple[pl.DataFrame, float]:
+    started = time.perf_counter()
+    rows = conn.execute(f"SELECT * FROM {view}").pl()
+    return rows, time.perf_counter() - started
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("warehouse", type=Path)
     parser.add_argument("--flat-rev", default="157b64f~1", help="a revision with the flat grain's schema and views")
-    parser.add_argument("--dense-rev", default="157b64f", help="a revision with the dense grain")
+    parser.add_argument("--dense-rev", default="HEAD", help="a revision with this code's dense grain")
     parser.add_argument("--work", type=Path, default=None)
     args = parser.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="dense_grain_"))
+    flat_sql, dense_sql = sql_at(args.flat_rev, work / "flat"), sql_at(args.dense_rev, work / "dense")
     sides = {}
-    for side, revision in (("flat", args.flat_rev), ("dense", args.dense_rev)):
+    for side in ("flat", "dense"):
         database = work / f"{side}.duckdb"
         shutil.copy(args.warehouse, database)
         conn = duckdb.connect(str(database))
@@ -91,14 +103,17 @@ def main() -> None:
             started = time.perf_counter()
             migrated = migrate_flat_tables(conn, warehouse._tables_with_columns(conn))
             print(f"migrated {migrated} in {time.perf_counter() - started:.1f} s", flush=True)
-        sides[side] = (conn, create_views(conn, sql_at(revision, work / side)))
+        sides[side] = (conn, create_views(conn, flat_sql, dense_sql / "staging" if side == "dense" else None))
     (flat, views), (dense, dense_views) = sides["flat"], sides["dense"]
     worst = 0.0
     for view in sorted(set(views) & set(dense_views)):
-        a, b = (conn.execute(f"SELECT * FROM {view}").pl() for conn in (flat, dense))
+        (a, flat_seconds), (b, dense_seconds) = (timed_query(conn, view) for conn in (flat, dense))
         absolute, relative = compare(a, b) if a.height == b.height else (float("inf"), float("inf"))
         worst = max(worst, relative)
-        print(f"{view:36s} rows {a.height:8d} / {b.height:8d}  max |diff| {absolute:.2e}  max rel {relative:.2e}")
+        print(
+            f"{view:34s} rows {a.height:6d} / {b.height:6d}  max |diff| {absolute:.1e}  max rel {relative:.1e}  "
+            f"query {flat_seconds:5.2f} s / {dense_seconds:5.2f} s"
+        )
     verdict = "agree" if worst <= TOLERANCE else "DISAGREE"
     print(f"every results view: {verdict} (largest |dense - flat| / max(1, |flat|) = {worst:.2e}, tolerance 1e-6)")
 

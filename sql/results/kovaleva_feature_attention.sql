@@ -7,27 +7,9 @@
 -- A model fine-tuned on the task (int_finetuned_models) is `fine-tuned`, with the base
 -- model's score of the same head beside its own; base_model_id is its base (a pre-trained
 -- model: its own id), so the rows WHERE base_model_id = <base> hold both models per task.
--- Materialized per partition in agg_feature_attention (sql/aggregates/ says how); ci_low / ci_high:
--- the score's 95% seeded bootstrap interval over the examples.
+-- The means and roles: int_feature_attention_means; ci_low / ci_high: the score's 95% seeded
+-- bootstrap interval over the examples.
 CREATE OR REPLACE VIEW kovaleva_feature_attention AS
-WITH scores AS (
-    SELECT
-        model,
-        model_id,
-        corpus,
-        feature,
-        layer,
-        head,
-        (layer - 0.5) / n_layers AS relative_depth,
-        received AS score,
-        received_n::BIGINT AS n_examples,
-        received_ci_low AS ci_low,
-        received_ci_high AS ci_high
-    FROM stg_agg_feature_attention
-),
-links AS (
-    SELECT base_model_id, base_model, corpus, tuned_model_id FROM int_finetuned_models
-)
 SELECT
     s.model,
     s.model_id,
@@ -36,19 +18,19 @@ SELECT
     s.feature,
     s.layer,
     s.head,
-    s.score,
-    s.n_examples,
-    CASE WHEN l.base_model_id IS NULL THEN 'pre-trained' ELSE 'fine-tuned' END AS role,
-    coalesce(l.base_model, s.model) AS base_model,
-    coalesce(l.base_model_id, s.model_id) AS base_model_id,
-    b.score AS base_score,
+    s.received AS score,
+    s.received_examples AS n_examples,
+    s.role,
+    s.base_model,
+    s.base_model_id,
+    b.received AS base_score,
     s.relative_depth,
-    s.ci_low,
-    s.ci_high
-FROM scores AS s
-LEFT JOIN links AS l ON l.tuned_model_id = s.model_id AND l.corpus = s.corpus
-LEFT JOIN scores AS b
-    ON b.model_id = l.base_model_id
+    s.received_ci_low AS ci_low,
+    s.received_ci_high AS ci_high
+FROM int_feature_attention_means AS s
+LEFT JOIN int_feature_attention_means AS b
+    ON s.role = 'fine-tuned'
+    AND b.model_id = s.base_model_id
     AND b.corpus = s.corpus
     AND b.feature = s.feature
     AND b.layer = s.layer

@@ -3,7 +3,8 @@ ids, today's design against the baseline design, both built the same way in this
 
   baseline  the source warehouse as the code at BASELINE_COMMIT wrote it (its schema and fact
             grain), with that commit's sql/ views (plain views over per-example facts)
-  current   the same source warehouse with this checkout's schema and views (apply_views)
+  current   the same source warehouse opened by this checkout (apply_views: the dense grain's
+            migration, the views, the materialized aggregates); refresh_aggregates after each copy
 
 Both arms copy the source model's rows of every partitioned table (every table with model_id and
 corpus, `batches` among them) and its `models` row under new model ids, in SQL (one INSERT ...
@@ -19,8 +20,10 @@ The source is a warehouse written by the code at BASELINE_COMMIT (or earlier); i
 opened for writing. One is made by the README's main command on that commit:
   git worktree add /tmp/baseline 9227481 && cd /tmp/baseline && python3 -m venv .venv \\
     && .venv/bin/pip install -e . && ATTN_WAREHOUSE=/tmp/src.duckdb .venv/bin/attn-warehouse run
-Usage (2 cores; --quick takes a few minutes, the full run about an hour):
-  OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE .venv/bin/python bench/bench_warehouse.py SOURCE.duckdb [--quick]
+Usage (2 cores shared with other jobs, the MiniLM default-corpora warehouse sliced to demo and
+xnli_en: --quick 7 to 13 min, the full run 18 to 21 min; all three corpora copy 3.4 times the rows):
+  OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE .venv/bin/python bench/bench_warehouse.py SOURCE.duckdb \
+    --corpora demo xnli_en [--quick]
 Targets (issue 19), at N = 20: every results view's median query < 1 s whole and < 0.3 s filtered
 to one model; the filtered query's exponent in N < 0.2.
 """

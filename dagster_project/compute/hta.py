@@ -11,12 +11,14 @@ output projection), the contribution of token i of an earlier representation e i
   input token, E ||J v||^2 = ||J||_F^2 when E[v v^T] = I (the first layer, where e^0 is the
   layer's input, always takes the exact previous-layer norms).
 o is read by a forward hook on the output projection, wherever the family's AttentionLayout
-(compute/attention_layouts.py) puts it; the family's own code computes everything else.
+(compute/attention_layouts.py) puts it, and the pass stops at the last layer's (nothing after it is
+used); the family's own code computes everything else.
 """
 
 import math
 import re
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -190,12 +192,22 @@ def _with_input(args: tuple, kwargs: dict, hidden: torch.Tensor) -> tuple[tuple,
     return args, {**kwargs, "hidden_states": hidden}
 
 
-def _capture_contexts(projections: list[nn.Module], captured: list[torch.Tensor]) -> list:
-    """Forward pre-hooks appending each output projection's input (every head's context) to `captured`."""
-    return [
-        projection.register_forward_pre_hook(lambda _module, args: captured.append(args[0]))
-        for projection in unique_modules(projections)
-    ]
+class _ContextsCaptured(Exception):
+    """Raised by the capturing pre-hook once the last needed context is in: the rest of the forward
+    (the last output projection, feed-forward block, ...) is never used, so it is not run."""
+
+
+def _capture_contexts(projections: list[nn.Module], captured: list[torch.Tensor], count: int) -> list:
+    """Forward pre-hooks appending each output projection's input (every head's context) to `captured`,
+    raising _ContextsCaptured at the `count`-th (the caller suppresses it; it never crosses a torch.func
+    transform, which only sees the caller's function return)."""
+
+    def capture(_module, args):
+        captured.append(args[0])
+        if len(captured) == count:
+            raise _ContextsCaptured
+
+    return [projection.register_forward_pre_hook(capture) for projection in unique_modules(projections)]
 
 
 def context_function(model: PreTrainedModel) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -209,9 +221,10 @@ def context_function(model: PreTrainedModel) -> Callable[[torch.Tensor], torch.T
 
     def contexts(e0: torch.Tensor) -> torch.Tensor:
         captured.clear()
-        handles = _capture_contexts(projections, captured)
+        handles = _capture_contexts(projections, captured, len(projections))
         try:
-            _forward_from(model, e0)
+            with suppress(_ContextsCaptured):
+                _forward_from(model, e0)
         finally:
             for handle in handles:
                 handle.remove()
@@ -257,10 +270,11 @@ def replayed_layer_norms(model: PreTrainedModel, hidden: torch.Tensor) -> torch.
 
         def context(x: torch.Tensor, block=block, args=args, kwargs=kwargs, captured=captured) -> torch.Tensor:
             captured.clear()
-            handles = _capture_contexts([block.get_submodule(layout.output)], captured)
+            handles = _capture_contexts([block.get_submodule(layout.output)], captured, 1)
             try:
                 replay_args, replay_kwargs = _with_input(args, kwargs, x[None])
-                block(*replay_args, **replay_kwargs)
+                with suppress(_ContextsCaptured):
+                    block(*replay_args, **replay_kwargs)
             finally:
                 for handle in handles:
                     handle.remove()

@@ -5,6 +5,7 @@ from dagster_project.defs.assets import (
     dependency_probes,
     fact_assets_by_corpus,
     grad_importance,
+    head_match_assets_by_corpus,
     hta_assets_by_corpus,
     similarity_assets_by_task,
 )
@@ -13,6 +14,7 @@ from dagster_project.defs.assets.finetuning import finetuning_assets
 GPU_PASSES = [
     *fact_assets_by_corpus.values(),
     *hta_assets_by_corpus.values(),
+    *head_match_assets_by_corpus.values(),  # two models' forward passes
     grad_importance,
     dependency_probes,
     *finetuning_assets,

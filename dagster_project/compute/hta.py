@@ -24,11 +24,10 @@ from functools import lru_cache
 
 import torch
 from torch import nn
-from torch.func import jvp, vmap
 from transformers import PreTrainedModel
 
 from dagster_project.compute.attention_layouts import attention_blocks, attention_layout, unique_modules
-from dagster_project.compute.hta_estimators import sketched_squared_norms
+from dagster_project.compute.hta_estimators import sketched_squared_norms, tangent_squared_norms
 
 PROBE_CHUNK = 128  # tangents per vectorized jvp call
 
@@ -239,9 +238,7 @@ def _jacobian_norms(function: Callable[[torch.Tensor], torch.Tensor], x: torch.T
     Returns (..., H, j, i)."""
     n_tokens, width = x.shape
     tangents = torch.eye(n_tokens * width, dtype=x.dtype, device=x.device).view(n_tokens * width, n_tokens, width)
-    with torch.no_grad():
-        outputs = vmap(lambda tangent: jvp(function, (x,), (tangent,))[1], chunk_size=PROBE_CHUNK)(tangents)
-    squared = (outputs * outputs).sum(-1).view(n_tokens, width, *outputs.shape[1:-1]).sum(1)  # (i, ..., j, H)
+    squared = tangent_squared_norms(function, x, tangents, width, chunk_size=PROBE_CHUNK)  # (i, ..., j, H)
     return squared.movedim(0, -1).transpose(-2, -3).sqrt()
 
 
@@ -317,15 +314,9 @@ def _probed_squared_norms(
     else:
         tangents = orthogonal_probes(n_tokens, width, method.probes, generator).to(e0.device, e0.dtype)
         per_token = method.probes
-    contexts = context_function(model)
-    primal = e0[None]
-    with torch.no_grad(), torch.autocast(e0.device.type, dtype=torch.bfloat16, enabled=method.bf16):
-        outputs = vmap(lambda tangent: jvp(contexts, (primal,), (tangent[None],))[1], chunk_size=PROBE_CHUNK)(tangents)
-    outputs = outputs.to(e0.dtype)  # back from bfloat16 autocast
-    # outputs: (T, L, n_j, H, dh); tangents are grouped by input token i. Summed over a
-    # token's probes, ||J v||^2 is exact for unit tangents and unbiased for the probes.
-    squared = (outputs * outputs).sum(-1).view(n_tokens, per_token, *outputs.shape[1:4]).sum(1)  # (i, L, j, H)
-    return squared
+    return tangent_squared_norms(
+        context_function(model), e0[None], tangents[:, None], per_token, method.bf16, PROBE_CHUNK
+    )  # (i, L, j, H)
 
 
 def input_norms(

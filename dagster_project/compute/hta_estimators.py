@@ -89,13 +89,26 @@ def sketched_squared_norms(
     exact on each token's sketched rank-`rank` subspace, `probes` probes on its complement.
     contexts: e0 (1, n, D) -> (L, n, H, dh); e0: (n, D). Returns (i, L, j, H) like the plain
     estimator's sums (layer 1 included; the caller replaces it by its closed form)."""
-    n_tokens, _ = e0.shape
     with torch.autocast(e0.device.type, dtype=torch.bfloat16, enabled=bf16):
         basis = sketched_subspaces(contexts, e0, rank, generator).to(e0.dtype)
     directions = torch.cat([basis, complement_probes(basis, probes, generator)], dim=-1)  # (n, D, r + k)
-    tangents = token_tangents(directions)
-    primal = e0[None]
-    with torch.no_grad(), torch.autocast(e0.device.type, dtype=torch.bfloat16, enabled=bf16):
-        outputs = vmap(lambda tangent: jvp(contexts, (primal,), (tangent[None],))[1], chunk_size=chunk_size)(tangents)
-    outputs = outputs.to(e0.dtype)  # (n * (r + k), L, n_j, H, dh), grouped by input token i
-    return (outputs * outputs).sum(-1).view(n_tokens, rank + probes, *outputs.shape[1:4]).sum(1)
+    return tangent_squared_norms(
+        contexts, e0[None], token_tangents(directions)[:, None], rank + probes, bf16, chunk_size
+    )
+
+
+def tangent_squared_norms(
+    function: Callable[[torch.Tensor], torch.Tensor],
+    primal: torch.Tensor,
+    tangents: torch.Tensor,
+    per_token: int,
+    bf16: bool = False,
+    chunk_size: int = 128,
+) -> torch.Tensor:
+    """Sum over each input token's tangents of ||J v||^2 (J: function's Jacobian at primal), summed over
+    the output's last axis: tangents (n * per_token, *primal.shape), grouped by input token i ->
+    (i, *output.shape[:-1]). Exact norms for unit tangents, unbiased for probes with E[sum v v^T] = I."""
+    with torch.no_grad(), torch.autocast(primal.device.type, dtype=torch.bfloat16, enabled=bf16):
+        outputs = vmap(lambda tangent: jvp(function, (primal,), (tangent,))[1], chunk_size=chunk_size)(tangents)
+    outputs = outputs.to(primal.dtype)  # back from bfloat16 autocast
+    return (outputs * outputs).sum(-1).view(-1, per_token, *outputs.shape[1:-1]).sum(1)

@@ -239,11 +239,13 @@ def _aggregates_defined(conn: duckdb.DuckDBPyConnection) -> bool:
 
 def _write_aggregates(
     conn: duckdb.DuckDBPyConnection, tables: list[str], model_id: str, corpus: str, batch_id: str, written_at: datetime
-) -> None:
+) -> dict[str, int]:
     """Recompute the aggregate tables' (model_id, corpus) partition from the facts as they are in
-    the open transaction, and write it as a batch whose id carries aggregate_version()."""
+    the open transaction, and write it as a batch whose id carries aggregate_version(). Returns
+    the rows written per table."""
     frames = {table: aggregate_rows(conn, table, model_id, corpus) for table in tables}
     _write_batch(conn, frames, model_id, corpus, f"{aggregate_version()}:{batch_id}", written_at)
+    return {table: frame.height for table, frame in frames.items()}
 
 
 def refresh_aggregates(
@@ -261,13 +263,12 @@ def refresh_aggregates(
     def refresh() -> None:
         conn.execute("BEGIN TRANSACTION")
         try:
-            frames = {table: aggregate_rows(conn, table, model_id, corpus) for table in tables}
-            _write_batch(conn, frames, model_id, corpus, f"{aggregate_version()}:{new_batch_id()}", _now())
+            rows = _write_aggregates(conn, tables, model_id, corpus, new_batch_id(), _now())
             conn.execute("COMMIT")
         except BaseException:
             _roll_back(conn)
             raise
-        written.update({table: frame.height for table, frame in frames.items()})
+        written.update(rows)
 
     retry_on_conflict(refresh, log=_log.warning) if is_lake(conn) else refresh()
     return written

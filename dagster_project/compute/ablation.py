@@ -4,12 +4,12 @@ of the n real (non-pad) tokens, "maintaining the information flow of the origina
 Not forked model code: encoders whose attention goes through transformers' AttentionInterface
 (BERT, RoBERTa, XLM-R, ELECTRA, DistilBERT, ALBERT) get an attention function registered there
 (with the eager mask); those computing their probabilities in their own code (MPNet, DeBERTa)
-get a forward hook on the dropout their probabilities pass through. Both read which heads to
-disable from `disabling_heads`, and tell the layer by counting attention calls: an encoder runs
-its layers in order, one self-attention each (ALBERT runs its one shared layer n times, so no
-module could say its layer). Many ablation settings share one forward pass: the batch is
-repeated once per setting and each copy gets its own (layers, heads) mask of disabled heads, so
-the cost is about one forward pass per setting.
+get a forward hook on the dropout their probabilities pass through (their AttentionLayout names
+it). Both read which heads to disable from `disabling_heads`, and tell the layer by counting
+attention calls: an encoder runs its layers in order, one self-attention each (ALBERT runs its
+one shared layer n times, so no module could say its layer). Many ablation settings share one
+forward pass: the batch is repeated once per setting and each copy gets its own (layers, heads)
+mask of disabled heads, so the cost is about one forward pass per setting.
 """
 
 import time
@@ -23,10 +23,9 @@ import torch
 from transformers import AttentionInterface, PreTrainedModel
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, eager_mask
 
+from dagster_project.compute.attention_layouts import attention_blocks, attention_layout, unique_modules
+
 ABLATION_ATTENTION = "uniform_head_ablation"
-# Self-attention classes that compute their probabilities themselves, and the attribute of the
-# dropout module those probabilities pass through (its output is what multiplies the values).
-PROBABILITY_DROPOUTS = {"MPNetSelfAttention": "dropout", "DisentangledSelfAttention": "dropout"}
 
 
 @dataclass
@@ -130,18 +129,16 @@ def use_ablation_attention(model: PreTrainedModel) -> PreTrainedModel:
     if model._supports_attention_backend:
         model.set_attn_implementation(ABLATION_ATTENTION)
         return model
-    dropouts = [
-        getattr(module, PROBABILITY_DROPOUTS[type(module).__name__])
-        for module in model.modules()
-        if type(module).__name__ in PROBABILITY_DROPOUTS
-    ]
-    if not dropouts:
+    layout = attention_layout(model)
+    if layout.probability_dropout is None:
         raise ValueError(
             f"Cannot disable heads of {type(model).__name__} ({model.config.model_type}): its attention goes "
-            "through neither transformers' AttentionInterface nor a self-attention class the ablation hooks "
-            f"({', '.join(PROBABILITY_DROPOUTS)}). Add its class and probability dropout to PROBABILITY_DROPOUTS."
+            "through neither transformers' AttentionInterface nor a probability dropout its AttentionLayout "
+            "names. Set probability_dropout in its entry of ATTENTION_LAYOUTS (compute/attention_layouts.py)."
         )
-    for dropout in dropouts:
+    for dropout in unique_modules(
+        [block.get_submodule(layout.probability_dropout) for block in attention_blocks(model)]
+    ):
         if dropout not in _HOOKED:
             dropout.register_forward_hook(_ablate_probabilities)
             _HOOKED.add(dropout)

@@ -1,7 +1,8 @@
 """Where each encoder family keeps its self-attention, declared once per `config.model_type`.
 
 HTA reads a head's context vector (before the output projection) through a forward hook on the
-output projection, and the previous-layer closed form reads the Q/K/V projections; both find
+output projection, the previous-layer closed form reads the Q/K/V projections, and head ablation
+hooks the probability dropout of families outside transformers' AttentionInterface; all find
 these modules here. Adding a family is one entry of ATTENTION_LAYOUTS.
 """
 
@@ -29,6 +30,9 @@ class AttentionLayout:
     score_bias: Callable[[nn.Module, int], torch.Tensor] | None = None
     # scores = q k^T / sqrt(dh) (+ score_bias): previous_layer_norms' closed form holds; else per-layer jvp
     closed_form: bool = True
+    # families computing their probabilities outside transformers' AttentionInterface: the dropout those
+    # probabilities pass through (its output multiplies the values), where head ablation hooks them
+    probability_dropout: str | None = None
 
 
 def _at(path: str) -> Callable[[nn.Module], list[nn.Module]]:
@@ -61,7 +65,14 @@ ATTENTION_LAYOUTS: dict[str, AttentionLayout] = {
     "distilbert": AttentionLayout(_at("transformer.layer"), "attention", "q_lin", "k_lin", "v_lin", "out_lin"),
     "albert": AttentionLayout(_albert_layers, "attention", "query", "key", "value", "dense"),
     "mpnet": AttentionLayout(
-        _at("encoder.layer"), "attention", "attn.q", "attn.k", "attn.v", "attn.o", score_bias=_mpnet_position_bias
+        _at("encoder.layer"),
+        "attention",
+        "attn.q",
+        "attn.k",
+        "attn.v",
+        "attn.o",
+        score_bias=_mpnet_position_bias,
+        probability_dropout="attn.dropout",
     ),
     # Disentangled attention: scores also hold q_j . r_(j-i) and k_i . r'_(i-j) terms.
     "deberta-v2": AttentionLayout(
@@ -72,6 +83,7 @@ ATTENTION_LAYOUTS: dict[str, AttentionLayout] = {
         "self.value_proj",
         "output.dense",
         closed_form=False,
+        probability_dropout="self.dropout",
     ),
 }
 

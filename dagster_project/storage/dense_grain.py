@@ -5,7 +5,8 @@ word (their sql/schema files say how), and their stg_ views unnest them back to 
 Rows in the flat grain are packed by the queries of sql/dense/, reading the relation
 `flat_rows`: when a warehouse written before the dense grain is opened (`migrate_flat_tables`,
 from ensure_schema), and when rows are written in the flat grain (`insert_statement`, from
-replace_partition), as hand-made test rows and converters are.
+replace_partition), as only hand-made test rows are: the passes write the dense grain
+(compute/batching.histogram_frame, compute/attention_facts.relation_hit_frame).
 """
 
 import duckdb

@@ -537,16 +537,20 @@ def kovaleva_cls_attention_chart(rows: pl.DataFrame, title: str) -> alt.FacetCha
     )
 
 
-def short_model_name(source: str) -> str:
-    """A model's name for titles and legends: the last part of a hub id or path (a local path's
+def short_model_names(sources: pl.Expr) -> pl.Expr:
+    """Models' names for titles and legends: the last part of a hub id or path (a local path's
     folder, not the whole path); the source itself goes in captions and tooltips."""
-    return source.rstrip("/").replace("\\", "/").rsplit("/", 1)[-1] or source
+    last = sources.str.replace_all("\\", "/", literal=True).str.strip_chars_end("/").str.split("/").list.last()
+    return pl.when(last == "").then(sources).otherwise(last)
+
+
+def short_model_name(source: str) -> str:
+    """short_model_names of one source."""
+    return pl.select(short_model_names(pl.lit(source))).item()
 
 
 def _with_model_names(rows: pl.DataFrame) -> pl.DataFrame:
-    return rows.with_columns(
-        model_name=pl.col("model").map_elements(short_model_name, return_dtype=pl.String), source=pl.col("model")
-    )
+    return rows.with_columns(model_name=short_model_names(pl.col("model")), source=pl.col("model"))
 
 
 def _interval(rows: pl.DataFrame, value: str, only_value: bool) -> tuple[str, str] | None:
@@ -627,7 +631,7 @@ def compare_head_matches_chart(rows: pl.DataFrame, title: str) -> alt.FacetChart
     model (y: that head's relative depth), coloured by their Jensen-Shannon distance; heads on the
     diagonal do at the same relative depth what their match does."""
     rows = rows.with_columns(
-        other=pl.col("other_model").map_elements(short_model_name, return_dtype=pl.String),
+        other=short_model_names(pl.col("other_model")),
         head_label=pl.format("{}-{}", "layer", "head"),
         match_label=pl.format("{}-{}", "other_layer", "other_head"),
     )

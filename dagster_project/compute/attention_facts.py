@@ -7,7 +7,7 @@ import polars as pl
 import pyarrow as pa
 import torch
 
-from dagster_project.compute.batching import Batch, flat, head_columns, head_grid
+from dagster_project.compute.batching import Batch, flat, head_columns, head_grid, list_series
 from dagster_project.compute.metrics import (
     PATTERNS,
     PatternThresholds,
@@ -59,11 +59,9 @@ def relation_hit_frame(
             "hit": hit[:, None, None].expand_as(best)[cells],
         }
     )
-    lists = np.concatenate([[0], np.cumsum(columns.pop("length"))])
+    lengths = columns.pop("length")
     targets = pa.array(columns.pop("target_words"), mask=~columns.pop("hit"))
-    return pl.DataFrame(columns).with_columns(
-        target_words=pl.from_arrow(pa.LargeListArray.from_arrays(lists, targets)), word_mode=pl.lit(word_mode)
-    )
+    return pl.DataFrame(columns).with_columns(target_words=list_series(lengths, targets), word_mode=pl.lit(word_mode))
 
 
 def relation_hit_rows(hits: pl.DataFrame) -> pl.DataFrame:

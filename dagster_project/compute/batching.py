@@ -198,20 +198,21 @@ def histogram_frame(maps: torch.Tensor, masks: TokenMasks, example_ids: torch.Te
         means = np.divide(weight_sums.astype(np.float64), repeated, out=np.zeros(len(repeated)), where=repeated > 0)
         lengths = columns.pop("length")
         first_head = (columns["layer"] == 1) & (columns["head"] == 1)
-        lists = np.concatenate([[0], np.cumsum(lengths)])
-        count_lists = np.concatenate([[0], np.cumsum(np.where(first_head, lengths, 0))])
         parts.append(
             pl.DataFrame(columns).with_columns(
                 scope=pl.lit(scope, dtype=SCOPE),
-                pair_counts=pl.from_arrow(
-                    pa.LargeListArray.from_arrays(count_lists, pair_counts, mask=pa.array(~first_head))
-                ),
-                one_plus_sqrt_mean_weights=pl.from_arrow(
-                    pa.LargeListArray.from_arrays(lists, (1.0 + np.sqrt(means)).astype(np.float32))
-                ),
+                pair_counts=list_series(np.where(first_head, lengths, 0), pair_counts, null_rows=~first_head),
+                one_plus_sqrt_mean_weights=list_series(lengths, (1.0 + np.sqrt(means)).astype(np.float32)),
             )
         )
     return pl.concat(parts).select("example_id", "scope", "layer", "head", "pair_counts", "one_plus_sqrt_mean_weights")
+
+
+def list_series(lengths: np.ndarray, values: np.ndarray | pa.Array, null_rows: np.ndarray | None = None) -> pl.Series:
+    """A list column from its rows' lengths and their values laid end to end (null_rows: rows that are null)."""
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    mask = None if null_rows is None else pa.array(null_rows)
+    return pl.from_arrow(pa.LargeListArray.from_arrays(offsets, values, mask=mask))
 
 
 def histogram_rows(histograms: pl.DataFrame, kind: str) -> pl.DataFrame:

@@ -49,6 +49,7 @@ import numpy as np  # noqa: E402
 from dagster_project.settings import PROJECT_ROOT, SQL_DIR  # noqa: E402
 from dagster_project.storage.warehouse import (  # noqa: E402
     PARTITION_COLUMNS,
+    _tables_with_columns,
     apply_views,
     refresh_aggregates,
     view_files,
@@ -63,14 +64,8 @@ FAST_SECONDS, FAST_RUNS_FACTOR = 0.5, 5
 def partitioned_tables(conn: duckdb.DuckDBPyConnection) -> dict[str, tuple[str, ...]]:
     """The database's own tables with model_id and corpus (its schema, whichever commit wrote it),
     `batches` among them, with their columns."""
-    rows = conn.execute(
-        "SELECT table_name, list(column_name ORDER BY column_index) FROM duckdb_columns() "
-        "JOIN duckdb_tables() USING (database_name, schema_name, table_name) "
-        "WHERE database_name = current_database() AND schema_name = 'main' "
-        "GROUP BY table_name HAVING list_has_all(list(column_name), ?) ORDER BY table_name",
-        [list(PARTITION_COLUMNS)],
-    ).fetchall()
-    return {table: tuple(columns) for table, columns in rows}
+    tables = _tables_with_columns(conn)
+    return {table: columns for table, columns in tables.items() if set(PARTITION_COLUMNS) <= set(columns)}
 
 
 def replicate_model(conn: duckdb.DuckDBPyConnection, source_model_id: str, new_model_ids: Sequence[str]) -> None:

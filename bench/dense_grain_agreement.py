@@ -43,11 +43,7 @@ def create_views(conn: duckdb.DuckDBPyConnection, sql_dir: Path, staging: Path |
     """The tables the warehouse lacks and the views of `sql_dir` (in warehouse.view_files' order),
     the stg_ views of the dense tables from `staging` when given; returns the results views.
     Nothing is migrated: each side keeps its grain."""
-    default, warehouse.SQL_DIR = warehouse.SQL_DIR, sql_dir
-    try:
-        files = warehouse.view_files()
-    finally:
-        warehouse.SQL_DIR = default
+    files = warehouse.view_files(sql_dir)
     for path in sorted((sql_dir / "schema").glob("*.sql")):
         conn.execute(path.read_text())
     for table, columns in warehouse._tables_with_columns(conn).items():

@@ -80,6 +80,11 @@ class MatchSide:
     tokens: pl.DataFrame  # example_id, position, token_id, token_class, segment
     words: pl.DataFrame  # example_id, word_index, piece_start, piece_end
 
+    @property
+    def total_heads(self) -> int:
+        """Heads over all layers: the model's side of the (heads x other heads) distance matrix."""
+        return self.encoder.spec.n_layers * self.encoder.spec.n_heads
+
 
 def shared_words(first: pl.DataFrame, second: pl.DataFrame) -> pl.DataFrame:
     """The (example_id, word_index) words with pieces in both models' `words` rows, sorted."""
@@ -143,9 +148,7 @@ def match_heads(
             "match_heads: the two models share no example with words that have pieces in both; "
             "materialize the corpus's examples for both models first."
         )
-    heads_first = first.encoder.spec.n_layers * first.encoder.spec.n_heads
-    heads_second = second.encoder.spec.n_layers * second.encoder.spec.n_heads
-    sums = torch.zeros(heads_first, heads_second, dtype=torch.float64)
+    sums = torch.zeros(first.total_heads, second.total_heads, dtype=torch.float64)
     n_words = 0
     started = time.perf_counter()
     with torch.inference_mode():

@@ -41,10 +41,6 @@ def models_with_corpus(conn: duckdb.DuckDBPyConnection, corpus: str) -> list[str
     return sorted(row[0] for row in examples.select("model_id").distinct().fetchall())
 
 
-def heads(side: MatchSide) -> int:
-    return side.encoder.spec.n_layers * side.encoder.spec.n_heads
-
-
 def build_head_match_asset(corpus: str) -> AssetsDefinition:
     name = f"{corpus}_head_matches"
 
@@ -95,7 +91,7 @@ def build_head_match_asset(corpus: str) -> AssetsDefinition:
             matches = match_heads(own, their, config.max_examples, progress_logger(context, f"{name} vs {other}"))
             context.log.info(f"{other}: {matches.n_examples} shared examples, {matches.n_words} word rows")
             compared[other] = matches.n_examples
-            expected += heads(own) * heads(their)
+            expected += own.total_heads * their.total_heads
             frames.append(
                 matches.distances.with_columns(
                     other_model_id=pl.lit(other),

@@ -29,7 +29,7 @@ from dagster_project.defs.registration import register_model
 from dagster_project.defs.resources import ChartFolder, ComputeResource, DataDirectory
 from dagster_project.storage.warehouse import apply_views
 from tests.assets.test_probes import UD  # right-branching attaches 3 of its 5 scored words correctly
-from tests.tiny_models import FAMILIES, TINY_HEADS, TINY_LAYERS, family_config, save_model
+from tests.tiny_models import FAMILIES, TINY_HEADS, TINY_LAYERS, tiny_family
 
 WIKI = " = Cats = \n The cat sat on the mat . \n It slept well . \n The dog went home . \n"
 CORPORA_USED = ("wiki_segments", "ud_ewt_dev", "ud_ewt_test", "glue_rte_train", "glue_rte")
@@ -62,11 +62,8 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _masked_lm(name: str, folder: Path) -> Path:
     """The family's tiny model with its masked-LM head (the loss gradient importance takes)."""
-    tokenizer = FAMILIES[name].tokenizer()
-    config = family_config(name, tokenizer)
-    model_class = getattr(transformers, MODEL_FOR_MASKED_LM_MAPPING_NAMES[config.model_type])
-    transformers.set_seed(0)
-    return save_model(folder, model_class(config), tokenizer)
+    model_type = FAMILIES[name].config_class.model_type
+    return tiny_family(name, folder, getattr(transformers, MODEL_FOR_MASKED_LM_MAPPING_NAMES[model_type]))
 
 
 @pytest.fixture(scope="module")

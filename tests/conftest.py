@@ -14,7 +14,6 @@ import duckdb  # noqa: E402
 import polars as pl  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
-from dagster_duckdb import DuckDBResource  # noqa: E402
 from transformers import (  # noqa: E402
     BertForMaskedLM,
     BertForSequenceClassification,
@@ -25,8 +24,8 @@ from transformers import (  # noqa: E402
 from dagster_project import settings  # noqa: E402
 from dagster_project.compute.models import LoadedEncoder, load_encoder  # noqa: E402
 from dagster_project.corpora import encode_corpus, read_demo_pairs  # noqa: E402
-from dagster_project.defs.resources import ChartFolder, ComputeResource, DataDirectory  # noqa: E402
 from dagster_project.storage.warehouse import apply_views  # noqa: E402
+from tests.runs import run_resources  # noqa: E402
 from tests.servers import PostgresServer, S3Server, ServerUnavailable, start_postgres, start_s3  # noqa: E402
 from tests.tiny_models import bert_tokenizer, save_model, tiny_config  # noqa: E402
 
@@ -84,12 +83,7 @@ def conn() -> duckdb.DuckDBPyConnection:
 def resources(tmp_path: Path) -> dict:
     """Dagster resources on a temporary warehouse file, an empty data directory and chart folder;
     passes compute where ATTN_DEVICE / ATTN_DTYPE say (default: auto)."""
-    return {
-        "warehouse": DuckDBResource(database=str(tmp_path / "warehouse.duckdb")),
-        "data_dir": DataDirectory(path=str(tmp_path / "no-data")),
-        "chart_folder": ChartFolder(path=str(tmp_path / "charts")),
-        "compute": ComputeResource(),
-    }
+    return run_resources(tmp_path)
 
 
 @pytest.fixture(scope="session")

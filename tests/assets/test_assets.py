@@ -18,29 +18,22 @@ from dagster_project.defs.assets import (
 )
 from dagster_project.defs.registration import register_model
 from dagster_project.presentation.chart_registry import CHARTS
+from tests.runs import materialize_model
 from tests.tiny_models import TINY_HEADS, TINY_LAYERS
 
 
 def _run_demo(instance: DagsterInstance, resources: dict, model_id: str) -> None:
-    selection = AssetSelection.assets(
+    assets = [
         encoder_model,
         corpus_assets_by_name["demo"],
         fact_assets_by_corpus["demo"],
         hta_assets_by_corpus["demo"],
         *chart_assets,
-    )
+    ]
     assert materialize([warehouse_views], instance=instance, resources=resources).success
     # D = 32 orthonormal probes per token span the tiny model's whole space: the estimate is exact.
     hta_config = {"ops": {"demo_hta_facts": {"config": {"hta_method": "estimate(32)"}}}}
-    result = materialize(
-        all_assets,
-        selection=selection,
-        partition_key=model_id,
-        instance=instance,
-        resources=resources,
-        run_config=hta_config,
-    )
-    assert result.success
+    result = materialize_model(assets, model_id, instance, resources, hta_config)
     checks = {check.check_name: check for check in result.get_asset_check_evaluations()}
     assert set(checks) == {
         "rows_sum_to_one",

@@ -10,13 +10,11 @@ import duckdb
 import polars as pl
 import pytest
 import transformers
-from dagster import AssetSelection, DagsterInstance, materialize
-from dagster_duckdb import DuckDBResource
+from dagster import DagsterInstance
 from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING_NAMES
 
 from dagster_project.defs.assets import (
     ablation_assets_by_task,
-    all_assets,
     corpus_assets_by_name,
     encoder_model,
     fact_assets_by_corpus,
@@ -26,9 +24,9 @@ from dagster_project.defs.assets import (
 from dagster_project.defs.assets.gradients import grad_importance
 from dagster_project.defs.assets.probes import dependency_probes
 from dagster_project.defs.registration import register_model
-from dagster_project.defs.resources import ChartFolder, ComputeResource, DataDirectory
 from dagster_project.storage.warehouse import apply_views
 from tests.assets.test_probes import UD  # right-branching attaches 3 of its 5 scored words correctly
+from tests.runs import materialize_model, run_resources
 from tests.tiny_models import FAMILIES, TINY_HEADS, TINY_LAYERS, tiny_family
 
 WIKI = " = Cats = \n The cat sat on the mat . \n It slept well . \n The dog went home . \n"
@@ -69,13 +67,7 @@ def _masked_lm(name: str, folder: Path) -> Path:
 @pytest.fixture(scope="module")
 def shared(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[DagsterInstance, dict]:
     """One instance and warehouse (views created once) for every family: rows are told apart by model_id."""
-    folder = tmp_path_factory.mktemp("warehouse")
-    resources = {
-        "warehouse": DuckDBResource(database=str(folder / "warehouse.duckdb")),
-        "data_dir": DataDirectory(path=str(data_dir)),
-        "chart_folder": ChartFolder(path=str(folder / "charts")),
-        "compute": ComputeResource(),
-    }
+    resources = run_resources(tmp_path_factory.mktemp("warehouse"), data_dir)
     with resources["warehouse"].get_connection() as conn:
         apply_views(conn)
     return DagsterInstance.ephemeral(), resources
@@ -88,7 +80,7 @@ def test_family_runs_every_analysis(
     monkeypatch.setenv("ATTN_MODELS_CACHE", str(tmp_path / "models_cache"))
     instance, resources = shared
     model_id = register_model(str(_masked_lm(name, tmp_path / name)), instance, resources["warehouse"]).model_id
-    selection = AssetSelection.assets(
+    assets = [
         encoder_model,
         *(corpus_assets_by_name[corpus] for corpus in CORPORA_USED),
         fact_assets_by_corpus["glue_rte"],
@@ -98,7 +90,7 @@ def test_family_runs_every_analysis(
         finetuned_assets_by_task["rte"],
         ablation_assets_by_task["rte"],
         similarity_assets_by_task["rte"],
-    )
+    ]
     run_config = {
         "ops": {
             "grad_importance": {"config": {"max_examples": 2}},  # on wiki_segments
@@ -107,15 +99,7 @@ def test_family_runs_every_analysis(
             "rte_ablation": {"config": {"batch_tokens": 4096}},
         }
     }
-    result = materialize(
-        all_assets,
-        selection=selection,
-        partition_key=model_id,
-        instance=instance,
-        resources=resources,
-        run_config=run_config,
-    )
-    assert result.success
+    result = materialize_model(assets, model_id, instance, resources, run_config)
     failed = [check.check_name for check in result.get_asset_check_evaluations() if not check.passed]
     assert failed == []
 

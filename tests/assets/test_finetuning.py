@@ -6,13 +6,12 @@ from pathlib import Path
 import duckdb
 import polars as pl
 import pytest
-from dagster import AssetSelection, DagsterInstance, materialize
+from dagster import DagsterInstance, materialize
 
 from dagster_project.compute.model_registry import drop_folders, scan_registry
 from dagster_project.corpora import CORPORA, present_corpora
 from dagster_project.defs.assets import (
     ablation_assets_by_task,
-    all_assets,
     corpus_assets_by_name,
     finetuned_assets_by_task,
     similarity_assets_by_task,
@@ -23,6 +22,7 @@ from dagster_project.defs.jobs import ANALYSES, analysis_asset_keys
 from dagster_project.defs.registration import register_model
 from dagster_project.defs.resources import DataDirectory
 from dagster_project.presentation.chart_registry import CHARTS
+from tests.runs import materialize_model
 from tests.tiny_models import TINY_HEADS, TINY_LAYERS
 
 
@@ -57,29 +57,21 @@ def test_finetune_and_ablation_assets(
         for chart, spec in zip(chart_assets, CHARTS)
         if spec.view.startswith("kovaleva_") and "ablation" in spec.view
     ]
-    selection = AssetSelection.assets(
+    assets = [
         corpus_assets_by_name["glue_rte_train"],
         corpus_assets_by_name["glue_rte"],
         finetuned_assets_by_task["rte"],
         ablation_assets_by_task["rte"],
         similarity_assets_by_task["rte"],
         *ablation_charts,
-    )
+    ]
     run_config = {
         "ops": {
             "finetuned_rte": {"config": {"batch_size": 8, "max_steps": 2, "learning_rate": 1e-3}},
             "rte_ablation": {"config": {"batch_tokens": 64}},
         }
     }
-    result = materialize(
-        all_assets,
-        selection=selection,
-        partition_key=base,
-        instance=instance,
-        resources=resources,
-        run_config=run_config,
-    )
-    assert result.success
+    result = materialize_model(assets, base, instance, resources, run_config)
     checks = {
         (check.asset_key.to_user_string(), check.check_name): check.passed
         for check in result.get_asset_check_evaluations()
@@ -135,13 +127,7 @@ def test_finetune_and_ablation_assets(
     chosen = {key.to_user_string() for key in keys}
     assert "glue_rte_attention_facts" in chosen and not {"demo_examples", "wiki_segments_examples"} & chosen
     for model_id in (tuned_id, base):
-        assert materialize(
-            all_assets,
-            selection=AssetSelection.assets(*keys),
-            partition_key=model_id,
-            instance=instance,
-            resources=resources,
-        ).success
+        materialize_model(keys, model_id, instance, resources)
     shares_chart = next(spec for spec in CHARTS if spec.name == "kovaleva_fig2_pattern_shares")
     with duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True) as conn:
         corpus, shares = shares_chart.rows(conn, base)
@@ -155,14 +141,7 @@ def test_finetune_and_ablation_assets(
 
     # a run of one setting replaces its rows and keeps the others'
     again = {"ops": {"finetuned_rte": {"config": {"settings": ["pretrained"], "seed": 1}}}}
-    assert materialize(
-        all_assets,
-        selection=AssetSelection.assets(finetuned_assets_by_task["rte"]),
-        partition_key=base,
-        instance=instance,
-        resources=resources,
-        run_config=again,
-    ).success
+    materialize_model([finetuned_assets_by_task["rte"]], base, instance, resources, again)
     with duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True) as conn:
         rerun = conn.table("task_scores").pl().sort("setting")
     assert rerun["setting"].to_list() == ["pretrained", "pretrained_finetuned", "random_init_finetuned"]

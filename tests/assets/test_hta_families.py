@@ -6,10 +6,11 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from dagster import AssetSelection, DagsterInstance, materialize
+from dagster import DagsterInstance
 
-from dagster_project.defs.assets import all_assets, corpus_assets_by_name, encoder_model, hta_assets_by_corpus
+from dagster_project.defs.assets import corpus_assets_by_name, encoder_model, hta_assets_by_corpus
 from dagster_project.defs.registration import register_model
+from tests.runs import materialize_model
 from tests.tiny_models import FAMILIES, TINY_HEADS, TINY_LAYERS, tiny_family
 
 EXAMPLES = 2
@@ -22,15 +23,13 @@ def test_hta_asset_runs_on_every_family(name: str, tmp_path: Path, monkeypatch: 
     model_id = register_model(str(tiny_family(name, tmp_path / name)), instance, resources["warehouse"]).model_id
     # D = 32 orthonormal probes per token span the tiny model's whole space: the check's estimate is exact.
     config = {"hta_method": "estimate(32)", "max_examples": EXAMPLES, "check_examples": EXAMPLES}
-    result = materialize(
-        all_assets,
-        selection=AssetSelection.assets(encoder_model, corpus_assets_by_name["demo"], hta_assets_by_corpus["demo"]),
-        partition_key=model_id,
-        instance=instance,
-        resources=resources,
-        run_config={"ops": {"demo_hta_facts": {"config": config}}},
+    result = materialize_model(
+        [encoder_model, corpus_assets_by_name["demo"], hta_assets_by_corpus["demo"]],
+        model_id,
+        instance,
+        resources,
+        {"ops": {"demo_hta_facts": {"config": config}}},
     )
-    assert result.success
     checks = {check.check_name: check for check in result.get_asset_check_evaluations()}
     assert all(check.passed for check in checks.values())
     assert checks["estimate_matches_exact"].metadata["worst_layer_pearson"].value == pytest.approx(1.0, abs=1e-5)

@@ -25,7 +25,6 @@ import duckdb
 import numpy as np
 import pytest
 from dagster import AssetSelection, DagsterInstance, materialize
-from dagster_duckdb import DuckDBResource
 
 from dagster_project import settings
 from dagster_project.compute.models import inspect_model
@@ -39,9 +38,9 @@ from dagster_project.defs.assets import (
 )
 from dagster_project.defs.assets.charts import chart_assets_by_name
 from dagster_project.defs.registration import register_model
-from dagster_project.defs.resources import ChartFolder, ComputeResource, DataDirectory
 from dagster_project.presentation.chart_registry import CHARTS
 from dagster_project.storage.warehouse import upsert_model
+from tests.runs import materialize_model, run_resources
 from tests.tiny_models import TINY_HEADS, TINY_LAYERS
 
 CHROMIUM = next(
@@ -133,12 +132,7 @@ def demo_home(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) ->
     root = tmp_path_factory.mktemp("browser")
     home = root / "dagster_home"
     home.mkdir()
-    resources = {
-        "warehouse": DuckDBResource(database=str(root / "warehouse.duckdb")),
-        "data_dir": DataDirectory(path=str(root / "no-data")),
-        "chart_folder": ChartFolder(path=str(root / "charts")),
-        "compute": ComputeResource(),
-    }
+    resources = run_resources(root)
     with DagsterInstance.local_temp(str(home)) as instance:
         spec = register_model(str(tiny_model_dir), instance, resources["warehouse"])
         other = dataclasses.replace(
@@ -148,12 +142,8 @@ def demo_home(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) ->
             upsert_model(conn, other)
         assert materialize([warehouse_views], instance=instance, resources=resources).success
         charts = [chart_assets_by_name[spec.name] for spec in DEMO_CHARTS]
-        selection = AssetSelection.assets(
-            encoder_model, corpus_assets_by_name["demo"], fact_assets_by_corpus["demo"], *charts
-        )
-        assert materialize(
-            all_assets, selection=selection, partition_key=spec.model_id, instance=instance, resources=resources
-        ).success
+        demo = [encoder_model, corpus_assets_by_name["demo"], fact_assets_by_corpus["demo"], *charts]
+        materialize_model(demo, spec.model_id, instance, resources)
         assert materialize(
             all_assets, selection=AssetSelection.assets(paper_report), instance=instance, resources=resources
         ).success

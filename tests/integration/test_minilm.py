@@ -5,12 +5,10 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from dagster import AssetSelection, DagsterInstance, materialize
-from dagster_duckdb import DuckDBResource
+from dagster import DagsterInstance, materialize
 
 from dagster_project.compute.models import DEFAULT_MODEL
 from dagster_project.defs.assets import (
-    all_assets,
     corpus_assets_by_name,
     fact_assets_by_corpus,
     hta_assets_by_corpus,
@@ -20,9 +18,9 @@ from dagster_project.defs.assets.coreference import coreference_baselines_by_cor
 from dagster_project.defs.assets.head_clustering import head_mds
 from dagster_project.defs.assets.probes import dependency_probes
 from dagster_project.defs.registration import register_model
-from dagster_project.defs.resources import ChartFolder, ComputeResource, DataDirectory
 from dagster_project.settings import PROJECT_ROOT
 from dagster_project.storage.warehouse import view_files
+from tests.runs import materialize_model, run_resources
 
 pytestmark = pytest.mark.integration
 HTA_EXAMPLES = 3
@@ -61,12 +59,7 @@ EMPTY_VIEWS = {
 @pytest.fixture(scope="module")
 def warehouse(shared_data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> duckdb.DuckDBPyConnection:
     folder = tmp_path_factory.mktemp("minilm")
-    resources = {
-        "warehouse": DuckDBResource(database=str(folder / "warehouse.duckdb")),
-        "data_dir": DataDirectory(path=str(shared_data_dir)),
-        "chart_folder": ChartFolder(path=str(folder / "charts")),
-        "compute": ComputeResource(),
-    }
+    resources = run_resources(folder, shared_data_dir)
     instance = DagsterInstance.ephemeral()
     spec = register_model(DEFAULT_MODEL, instance, resources["warehouse"])
     assert materialize([warehouse_views], instance=instance, resources=resources).success
@@ -74,15 +67,7 @@ def warehouse(shared_data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -
     ops = {f"{name}_examples": {"config": {"size": size}} for name, size in SLICE.items()}
     ops["xnli_en_hta_facts"] = {"config": {"max_examples": HTA_EXAMPLES, "check_examples": 1}}
     ops["dependency_probes"] = {"config": {"epochs": 2}}
-    result = materialize(
-        all_assets,
-        selection=AssetSelection.assets(*selected, *ANALYSES),
-        partition_key=spec.model_id,
-        instance=instance,
-        resources=resources,
-        run_config={"ops": ops},
-    )
-    assert result.success
+    result = materialize_model([*selected, *ANALYSES], spec.model_id, instance, resources, {"ops": ops})
     checks = result.get_asset_check_evaluations()
     declared = {
         (key, spec.name)

@@ -16,7 +16,7 @@ examples; ratios compare throughput (examples/s).
 
 Usage: OMP_WAIT_POLICY=PASSIVE python bench/bench_facts.py [--examples 512] [--naive-examples 16]
 The device and forward dtype come from ATTN_DEVICE / ATTN_DTYPE (README "Devices").
-Targets: extraction >= 0.8x bare throughput, >= 20x naive (issue 2); extract+write >= 0.8x bare (issue 19).
+Targets: extraction >= 0.8x bare throughput, >= 20x naive; extract+write >= 0.8x bare.
 """
 
 import argparse

@@ -5,7 +5,7 @@
   batched backward 64 cotangents per backward pass (vmap), timed and scaled the same way
   exact forward   one tangent per input coordinate (n*D), vectorized jvp, all layers at once
 Then the estimator check the HTA asset runs, side by side for plain probes estimate(k,bf16) at
-k = 8, 16, 32 and the sketched hutchpp(r,k,bf16) (compute/hta_estimators.py): exact against
+k = 8, 16, 32 and the sketched hutchpp(r,k,bf16) (compute/pascual/hta_estimators.py): exact against
 estimated input contributions on the layers the estimator estimates (2..L), per layer, pooled over
 a seeded sample of --check-examples XNLI examples spread over the length range
 (hta_facts.check_sample, probes seeded as the run seeds them); the worst layer decides, against
@@ -21,7 +21,7 @@ are one core's seconds, which other jobs on a shared machine barely change (wall
 XNLI is encoded as the corpus asset does for the model: max_len = the model's d_head.
 Usage: OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE python bench/bench_hta.py [--tokens 30] [--check-examples 16]
        [--suite-examples 24]
-Targets (issue 7, 19): default >= 500x the backward loop; per estimated layer Pearson >= 0.99 at no more than
+Targets: default >= 500x the backward loop; per estimated layer Pearson >= 0.99 at no more than
 REFERENCE's cost; the 1800-example suite under 30 minutes on 2 cores.
 """
 
@@ -35,18 +35,18 @@ import polars as pl  # noqa: E402
 import torch  # noqa: E402
 
 from dagster_project.compute.batching import length_batches  # noqa: E402
-from dagster_project.compute.hta import (  # noqa: E402
+from dagster_project.compute.models import DEFAULT_MODEL, load_encoder  # noqa: E402
+from dagster_project.compute.pascual.hta import (  # noqa: E402
     HtaMethod,
     compare_contributions,
     context_function,
     input_norms,
     normalize_rows,
 )
-from dagster_project.compute.hta_facts import check_sample, extract_hta_facts  # noqa: E402
-from dagster_project.compute.models import DEFAULT_MODEL, load_encoder  # noqa: E402
+from dagster_project.compute.pascual.hta_facts import check_sample, extract_hta_facts  # noqa: E402
 from dagster_project.corpora import CORPORA, encode_corpus  # noqa: E402
 from dagster_project.defs.assets.corpora import head_dimension  # noqa: E402
-from dagster_project.defs.assets.hta import CHECK_EXAMPLES, CHECK_MIN_PEARSON, DEFAULT_HTA_METHOD  # noqa: E402
+from dagster_project.defs.assets.pascual.hta import CHECK_EXAMPLES, CHECK_MIN_PEARSON, DEFAULT_HTA_METHOD  # noqa: E402
 from dagster_project.settings import data_dir  # noqa: E402
 
 
@@ -74,7 +74,7 @@ def backward_seconds(model, e0: torch.Tensor, sample: int, batch: int) -> float:
     return time.process_time() - started
 
 
-REFERENCE = HtaMethod.parse("estimate(32,bf16)")  # the default before hutchpp: "today's cost" (issue 19)
+REFERENCE = HtaMethod.parse("estimate(32,bf16)")  # the default before hutchpp: the cost to beat
 METHODS = [
     HtaMethod.parse(text)
     for text in (

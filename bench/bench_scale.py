@@ -15,7 +15,7 @@ the DuckDB file written by the same 4 runs one after another, in one process's m
 PostgreSQL comes from the machine's binaries and S3 from moto's server in its own process, as
 in the tests (tests/servers.py). Usage:
   OMP_WAIT_POLICY=PASSIVE .venv/bin/python bench/bench_scale.py [--repeats 5] [--scale 50]
-Targets (issue 15): 0 aborted writes, 0 lost or duplicated rows, concurrent wall <= 0.6x serial;
+Targets: 0 aborted writes, 0 lost or duplicated rows, concurrent wall <= 0.6x serial;
 per-partition write <= 1.5x; median results-view query <= 2x.
 """
 

@@ -24,7 +24,7 @@ Usage (2 cores shared with other jobs, the MiniLM default-corpora warehouse slic
 xnli_en: --quick 7 to 13 min, the full run 18 to 21 min; all three corpora copy 3.4 times the rows):
   OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE .venv/bin/python bench/bench_warehouse.py SOURCE.duckdb \
     --corpora demo xnli_en [--quick]
-Targets (issue 19), at N = 20: every results view's median query < 1 s whole and < 0.3 s filtered
+Targets, at N = 20: every results view's median query < 1 s whole and < 0.3 s filtered
 to one model; the filtered query's exponent in N < 0.2.
 """
 
@@ -55,7 +55,7 @@ from dagster_project.storage.warehouse import (  # noqa: E402
     view_files,
 )
 
-# The last commit before issue 19's changes to the results layer and the fact grain.
+# The last commit before the materialized aggregates and the dense fact grain.
 BASELINE_COMMIT = "9227481"
 COPY_PREFIX = "bench-copy-"
 FAST_SECONDS, FAST_RUNS_FACTOR = 0.5, 5

@@ -68,7 +68,7 @@ def save_model(folder: Path, model: PreTrainedModel, tokenizer: PreTrainedTokeni
     return folder
 
 
-# --- The eight encoder families (issue 17), each a tiny random model with a tokenizer of its own kind ---
+# --- The eight encoder families, each a tiny random model with a tokenizer of its own kind ---
 
 # Words every family's vocabulary holds whole; anything else falls back to letters (WordPiece '##a',
 # SentencePiece 'a', byte-level BPE bytes), so any ASCII text encodes without [UNK].

@@ -1,4 +1,4 @@
-"""The per-batch computations of the attention pass, one per fact kind (METHODS §3): each
+"""The per-batch computations of the attention pass, one per fact kind (docs/methods.md §3): each
 takes a batch's (B, L, H, T, T) attention maps and returns that kind's rows as flat columns.
 The registry in `fact_kinds` says which corpus gets which; `attention_pass` runs them."""
 
@@ -37,7 +37,7 @@ def relation_hit_frame(
     attn: torch.Tensor, word_spans: torch.Tensor, example_ids: torch.Tensor, word_mode: str
 ) -> pl.DataFrame:
     """Per (example, word with pieces, layer, head) the most-attended other word of the
-    word-level map (METHODS §3 relation hits), in the warehouse's dense grain
+    word-level map (docs/methods.md §3 relation hits), in the warehouse's dense grain
     (sql/schema/relation_hits.sql): per (example, layer, head) one row whose target_words[i]
     is word i's target, null for a word without pieces; examples without a hit have no row."""
     membership = word_piece_matrix(word_spans[..., 0], word_spans[..., 1], attn.shape[-1])

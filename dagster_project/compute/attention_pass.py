@@ -1,4 +1,4 @@
-"""One forward pass per (model, corpus) -> every fact kind the corpus gets (METHODS §3).
+"""One forward pass per (model, corpus) -> every fact kind the corpus gets (docs/methods.md §3).
 
 The statistics run on the whole batch x layer x head block at once; each kind's collector
 (compute.fact_kinds) takes the batch's attention maps and its head summaries. They run on the

@@ -34,7 +34,7 @@ from dagster_project.compute.checks import (
     rows_per_example,
     rows_sum_to_one,
 )
-from dagster_project.compute.head_clustering import distance_rows, head_js_divergence
+from dagster_project.compute.clark.head_clustering import distance_rows, head_js_divergence
 from dagster_project.compute.metrics import PATTERNS, PatternThresholds
 from dagster_project.corpora import CorpusSpec
 

@@ -38,11 +38,11 @@ def row_entropy(attn: torch.Tensor) -> torch.Tensor:
 
 
 def head_summaries(attn: torch.Tensor, masks: TokenMasks) -> dict[str, torch.Tensor]:
-    """Per (example, layer, head) summaries of METHODS §3, each a (B, L, H) tensor.
+    """Per (example, layer, head) summaries of docs/methods.md §3, each a (B, L, H) tensor.
 
     Masses are means over the n query rows of the attention a row sends to a token type.
     Previous/next too: the first row has no previous token and the last no next, and
-    they count as 0 (METHODS §3), so a perfect previous-token head scores (n - 1) / n.
+    they count as 0 (docs/methods.md §3), so a perfect previous-token head scores (n - 1) / n.
     """
     valid = masks.valid
     key_types = torch.stack([masks.cls, masks.sep, masks.punct, masks.valid], dim=-1).to(attn.dtype)
@@ -106,7 +106,7 @@ PATTERNS = ("vertical", "diagonal", "vertical+diagonal", "block", "heterogeneous
 
 @dataclass(frozen=True)
 class PatternThresholds:
-    """Documented, tunable rules for Kovaleva's attention-pattern classes (METHODS §4)."""
+    """Documented, tunable rules for Kovaleva's attention-pattern classes (docs/methods.md §4)."""
 
     vertical: float = 0.5  # mean row mass to [CLS]/[SEP] columns
     diagonal: float = 0.5  # mean row mass on the previous + next token band
@@ -149,7 +149,7 @@ def word_piece_matrix(piece_start: torch.Tensor, piece_end: torch.Tensor, width:
 
 
 def word_level_maps(attn: torch.Tensor, membership: torch.Tensor, mode: str = "mean") -> torch.Tensor:
-    """Word-to-word attention (Clark §4.1, METHODS §3): (B, L, H, T, T) -> (B, L, H, W, W).
+    """Word-to-word attention (Clark §4.1, docs/methods.md §3): (B, L, H, T, T) -> (B, L, H, W, W).
 
     Attention TO a word is the sum over its pieces; FROM a word it is the mean over its
     pieces (`mean`), the row of its first piece (`first`, the released code) or the

@@ -1,4 +1,4 @@
-"""Corpora: readers for every stand-in corpus of METHODS §2, and how each is sampled.
+"""Corpora: readers for every stand-in corpus of docs/methods.md §2, and how each is sampled.
 
 `CORPORA` is the registry the assets are built from: one `<name>_examples` asset per
 corpus, and one `<name>_attention_facts` asset per corpus analysed for attention.

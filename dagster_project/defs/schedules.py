@@ -10,11 +10,9 @@ the tick runs only those, and the per-model runs follow on a later tick.
 
 Staleness is computed here from the public event records (the latest materialization's
 tags hold the code version, data version and input data versions Dagster recorded), with
-the rules of Dagster's own stale status, plus two of this project:
-- an external input never reported when the asset was materialized is a baseline when it is
-  first reported, not a change (_is_unreported_input);
-- a code version recorded under an older versioning scheme counts as current while the code
-  still hashes to the version it was carried over to (carried_code_versions.json).
+the rules of Dagster's own stale status, plus one of this project: an external input never
+reported when the asset was materialized is a baseline when it is first reported, not a change
+(_is_unreported_input).
 """
 
 from collections.abc import Iterable, Mapping, Sequence
@@ -44,10 +42,8 @@ from dagster_project.corpora import CORPORA
 from dagster_project.defs.partitions import model_partitions
 from dagster_project.defs.resources import DataDirectory
 from dagster_project.defs.versioning import (
-    CarriedCodeVersion,
     corpus_files_key,
     corpus_files_version,
-    load_carried_code_versions,
 )
 
 REFRESH_CRON = "0 * * * *"  # hourly; a tick with nothing stale launches nothing
@@ -159,7 +155,7 @@ def _pointer(value: str | None) -> int | None:
 
 class StalenessCheck:
     """Which materialized asset partitions are stale, read from the latest materializations:
-    a new code version (unless carried over), a removed or new dependency, or a dependency
+    a new code version, a removed or new dependency, or a dependency
     whose data version changed since the asset recorded it. Records are cached: one check
     answers for one moment."""
 
@@ -167,11 +163,9 @@ class StalenessCheck:
         self,
         instance: DagsterInstance,
         table: AssetTable,
-        carried: Mapping[AssetKey, CarriedCodeVersion] | None = None,
     ) -> None:
         self.instance = instance
         self.table = table
-        self.carried = load_carried_code_versions() if carried is None else carried
         self._records: dict[tuple[AssetKey, str | None], EventLogRecord | None] = {}
 
     def latest(self, key: AssetKey, partition_key: str | None) -> EventLogRecord | None:
@@ -188,12 +182,9 @@ class StalenessCheck:
         return _data_version(record) or INITIAL_DATA_VERSION
 
     def code_is_current(self, key: AssetKey, recorded: str | None) -> bool:
-        """The recorded code version is the current one, or was carried over to it."""
+        """The recorded code version is the current one (or the asset has none)."""
         current = self.table.specs[key].code_version
-        if not current or recorded == current:
-            return True
-        carried = self.carried.get(key)
-        return carried is not None and recorded == carried.before and current == carried.after
+        return not current or recorded == current
 
     def is_stale(self, key: AssetKey, partition_key: str | None) -> bool:
         """Materialized for `partition_key`, and its code or one of its inputs changed since."""
@@ -275,12 +266,11 @@ def up_to_date_keys(
     assets: Sequence[AssetsDefinition],
     keys: Iterable[AssetKey],
     partition_key: str,
-    carried: Mapping[AssetKey, CarriedCodeVersion] | None = None,
 ) -> set[AssetKey]:
     """Those of `keys` materialized (for `partition_key` where partitioned by model) and not stale:
     what a run need not redo. The CLI and the registry sensor leave them out of their runs."""
     table = AssetTable(assets)
-    check = StalenessCheck(instance, table, carried)
+    check = StalenessCheck(instance, table)
     current = set()
     for key in keys:
         partition = partition_key if table.partitions_def(key) == model_partitions else None
@@ -296,13 +286,11 @@ def _materialized(check: StalenessCheck, key: AssetKey, partition_key: str | Non
 def refresh_plan(
     instance: DagsterInstance,
     assets: Sequence[AssetsDefinition],
-    carried: Mapping[AssetKey, CarriedCodeVersion] | None = None,
 ) -> RefreshPlan:
     """The stale assets and the runs that refresh them: the unpartitioned ones alone while
-    any is stale, else one run per model partition with stale assets. `carried`: the code
-    version carry-over (default: carried_code_versions.json; {} for none)."""
+    any is stale, else one run per model partition with stale assets."""
     table = AssetTable(assets)
-    check = StalenessCheck(instance, table, carried)
+    check = StalenessCheck(instance, table)
     keys = sorted(table.materializable)
     unpartitioned = [key for key in keys if table.specs[key].partitions_def is None]
     stale = stale_asset_keys(check, unpartitioned, None)
@@ -326,11 +314,8 @@ def refresh_plan(
     return plan
 
 
-def build_refresh_schedule(
-    assets: Sequence[AssetsDefinition], carried: Mapping[AssetKey, CarriedCodeVersion] | None = None
-) -> ScheduleDefinition:
+def build_refresh_schedule(assets: Sequence[AssetsDefinition]) -> ScheduleDefinition:
     """The hourly refresh over `assets` (those of the Definitions it is registered with)."""
-    carried = load_carried_code_versions() if carried is None else carried
 
     @schedule(
         name=SCHEDULE_NAME,
@@ -349,7 +334,7 @@ def build_refresh_schedule(
         changed = record_corpus_files(context.instance, data_dir)
         if changed:
             context.log.info(f"new corpus file versions: {', '.join(key.to_user_string() for key in changed)}")
-        plan = refresh_plan(context.instance, assets, carried)
+        plan = refresh_plan(context.instance, assets)
         if not plan.selections:
             return SkipReason("nothing is stale")
         for partition, stale in plan.stale.items():

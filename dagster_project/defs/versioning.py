@@ -12,9 +12,6 @@ Editing metrics.py marks the assets that use it stale and no others.
 
 Data version of a corpus's input: a fingerprint (name, size, mtime) of its files,
 reported as the `<corpus>_files` external asset that the corpus asset depends on.
-
-A warehouse materialized under an older versioning scheme is carried over by
-carried_code_versions.json (see carry_code_versions.py and schedules.py).
 """
 
 import ast
@@ -22,9 +19,7 @@ import hashlib
 import importlib
 import importlib.util
 import inspect
-import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
@@ -50,7 +45,6 @@ PLUMBING = frozenset(
         "defs.tags",
         "defs.registration",
         "defs.versioning",
-        "defs.carry_code_versions",
         "defs.jobs",
         "defs.sensors",
         "defs.schedules",
@@ -64,7 +58,6 @@ OWN_PLUMBING: Mapping[str, frozenset[str]] = {
     f"{ASSET_MODULES}.models": frozenset({f"{PROJECT}.compute.models"}),
 }
 FILES_SUFFIX = "_files"
-CARRIED_CODE_VERSIONS = Path(__file__).with_name("carried_code_versions.json")
 
 
 # Keyword arguments of a decorator (@asset(...), @multi_asset(...)) that describe an asset to
@@ -281,23 +274,3 @@ def versioned_assets(assets: Sequence[AssetsDefinition]) -> list[AssetsDefinitio
         *corpus_files_assets,
         *(asset.map_asset_specs(lambda spec, asset=asset: _versioned_spec(asset, spec)) for asset in executable),
     ]
-
-
-@dataclass(frozen=True)
-class CarriedCodeVersion:
-    """A code version recorded by an older versioning scheme (`before`) that stands for the
-    current scheme's version `after`: the same code, hashed differently."""
-
-    before: str
-    after: str
-
-
-def load_carried_code_versions(path: Path = CARRIED_CODE_VERSIONS) -> dict[AssetKey, CarriedCodeVersion]:
-    """The carry-over table (asset key -> before/after code versions); empty if there is no file."""
-    if not path.is_file():
-        return {}
-    entries = json.loads(path.read_text(encoding="utf-8"))["assets"]
-    return {
-        AssetKey(key.split("/")): CarriedCodeVersion(before=entry["before"], after=entry["after"])
-        for key, entry in entries.items()
-    }

@@ -10,9 +10,10 @@ import altair as alt
 import duckdb
 import polars as pl
 
-from dagster_project.compute.finetuning import FINETUNE_TASKS
+from dagster_project.compute.kovaleva.finetuning import FINETUNE_TASKS
 from dagster_project.corpora import CORPORA, GLUE_TASKS
-from dagster_project.presentation import charts as draw
+from dagster_project.presentation.charts import clark, compare, kovaleva, pascual
+from dagster_project.presentation.charts.common import short_model_name
 from dagster_project.storage.warehouse import partition_rows
 
 # Corpora with gold coreference mentions: Table 2 is drawn for each one with rows.
@@ -22,7 +23,7 @@ PAPER_AUTHORS = {
     "clark": "Clark et al.",
     "kovaleva": "Kovaleva et al.",
     "pascual": "Pascual et al.",
-    "compare": "Models compared:",  # not a paper: every registered model overlaid (issue 17.4)
+    "compare": "Models compared:",  # not a paper: every registered model overlaid
 }
 ANALYSES = ("attention", "hta", "clark", "finetuning")
 
@@ -78,8 +79,8 @@ class ChartSpec:
         return None if corpus is None else (corpus, rows.filter(pl.col("corpus") == corpus))
 
     def title(self, rows: pl.DataFrame, corpus: str) -> str:
-        """The model's short name (draw.short_model_name) and the corpus; the source is in `source`."""
-        return f"{draw.short_model_name(rows['model'][0])} on {corpus}" + (f": {self.caption}" if self.caption else "")
+        """The model's short name (short_model_name) and the corpus; the source is in `source`."""
+        return f"{short_model_name(rows['model'][0])} on {corpus}" + (f": {self.caption}" if self.caption else "")
 
     def source(self, rows: pl.DataFrame) -> str:
         """The model the chart is drawn for, as registered (hub id or local path), for captions."""
@@ -93,7 +94,7 @@ CHARTS = (
         "Fig. 2",
         "clark_special_tokens",
         ("wiki_segments", "demo"),
-        draw.clark_special_tokens_chart,
+        clark.clark_special_tokens_chart,
     ),
     ChartSpec(
         "clark_fig6_head_mds",
@@ -101,7 +102,7 @@ CHARTS = (
         "Fig. 6",
         "clark_head_mds",
         ("wiki_segments",),
-        draw.clark_head_mds_chart,
+        clark.clark_head_mds_chart,
         analysis="clark",
         reads=("head_mds",),
         when_empty="materialize wiki_segments_attention_facts (head distances) and head_mds first",
@@ -112,7 +113,7 @@ CHARTS = (
         "Fig. 4",
         "clark_entropy",
         ("wiki_segments", "demo"),
-        draw.clark_entropy_chart,
+        clark.clark_entropy_chart,
     ),
     ChartSpec(
         "clark_table1_dependency_heads",
@@ -120,7 +121,7 @@ CHARTS = (
         "Table 1",
         "clark_dependency_heads",
         ("ud_ewt_test", "ud_ewt_dev"),
-        draw.clark_dependency_chart,
+        clark.clark_dependency_chart,
         when_empty="materialize ud_ewt_test_examples and ud_ewt_test_attention_facts (relation hits) first",
     ),
     ChartSpec(
@@ -129,7 +130,7 @@ CHARTS = (
         "Fig. 3",
         "clark_grad_importance",
         ("wiki_segments", "demo"),
-        draw.clark_grad_importance_chart,
+        clark.clark_grad_importance_chart,
         analysis="clark",
         reads=("grad_importance",),
         when_empty=(
@@ -142,7 +143,7 @@ CHARTS = (
         "Fig. 2",
         "pascual_attention_histograms",
         ("xnli_en", "demo"),
-        draw.pascual_histograms_chart,
+        pascual.pascual_histograms_chart,
     ),
     ChartSpec(
         "pascual_fig4_center_of_mass",
@@ -150,7 +151,7 @@ CHARTS = (
         "Fig. 4/5",
         "pascual_center_of_mass",
         (*XNLI_CORPORA, "demo"),
-        draw.pascual_center_of_mass_chart,
+        pascual.pascual_center_of_mass_chart,
         all_corpora=True,
     ),
     ChartSpec(
@@ -159,7 +160,7 @@ CHARTS = (
         "Fig. 4",
         "pascual_center_of_mass",
         (*XNLI_CORPORA, "demo"),
-        draw.pascual_center_of_mass_models_chart,
+        pascual.pascual_center_of_mass_models_chart,
         all_corpora=True,
         all_models=True,
     ),
@@ -169,7 +170,7 @@ CHARTS = (
         "Fig. 1",
         "pascual_hta_local_correlation",
         ("xnli_en", "demo"),
-        draw.pascual_correlation_chart,
+        pascual.pascual_correlation_chart,
         analysis="hta",
         caption="attention vs previous-layer contribution",
     ),
@@ -179,7 +180,7 @@ CHARTS = (
         "Fig. 3",
         "pascual_contribution_histograms",
         ("xnli_en", "demo"),
-        draw.pascual_histograms_chart,
+        pascual.pascual_histograms_chart,
         analysis="hta",
     ),
     ChartSpec(
@@ -188,7 +189,7 @@ CHARTS = (
         "Fig. 7",
         "pascual_hta_pattern_maps",
         ("xnli_en", "demo"),
-        draw.pascual_hta_pattern_maps_chart,
+        pascual.pascual_hta_pattern_maps_chart,
         analysis="hta",
         when_empty=(
             "materialize <corpus>_hta and <corpus>_attention_facts (their head summaries pick each class's head) first"
@@ -200,7 +201,7 @@ CHARTS = (
         "Fig. 6",
         "pascual_hta_global_correlation",
         ("xnli_en", "demo"),
-        draw.pascual_correlation_chart,
+        pascual.pascual_correlation_chart,
         analysis="hta",
         caption="attention vs input contribution",
     ),
@@ -210,7 +211,7 @@ CHARTS = (
         "Fig. 8",
         "kovaleva_head_ablation",
         tuple(f"glue_{task}" for task in FINETUNE_TASKS),
-        draw.kovaleva_head_ablation_chart,
+        kovaleva.kovaleva_head_ablation_chart,
         analysis="finetuning",
         reads=("ablation_scores",),
         when_empty="materialize finetuned_<task> and <task>_ablation for a GLUE task first",
@@ -221,7 +222,7 @@ CHARTS = (
         "Fig. 9",
         "kovaleva_layer_ablation",
         tuple(f"glue_{task}" for task in FINETUNE_TASKS),
-        draw.kovaleva_layer_ablation_chart,
+        kovaleva.kovaleva_layer_ablation_chart,
         analysis="finetuning",
         reads=("ablation_scores",),
         when_empty="materialize finetuned_<task> and <task>_ablation for a GLUE task first",
@@ -232,7 +233,7 @@ CHARTS = (
         "Table 2",
         "clark_coreference_heads",
         COREFERENCE_CORPORA,
-        draw.clark_coreference_chart,
+        clark.clark_coreference_chart,
         analysis="clark",
         reads=("coref_baseline_predictions",),
         when_empty=(
@@ -247,7 +248,7 @@ CHARTS = (
         "Table 3",
         "clark_probe_uas",
         ("ud_ewt_test",),
-        draw.clark_probe_chart,
+        clark.clark_probe_chart,
         analysis="clark",
         reads=("probe_scores",),
         when_empty="the probes run only once ud_ewt_dev and ud_ewt_test are materialized (asset dependency_probes)",
@@ -270,7 +271,7 @@ CHARTS += (
         "Fig. 1",
         "kovaleva_pattern_example_maps",
         _KOVALEVA_CORPORA,
-        draw.kovaleva_pattern_examples_chart,
+        kovaleva.kovaleva_pattern_examples_chart,
     ),
     ChartSpec(
         "kovaleva_fig2_pattern_shares",
@@ -278,7 +279,7 @@ CHARTS += (
         "Fig. 2",
         "kovaleva_pattern_shares",
         _KOVALEVA_CORPORA,
-        draw.kovaleva_pattern_shares_chart,
+        kovaleva.kovaleva_pattern_shares_chart,
         all_corpora=True,
         side_by_side=True,
     ),
@@ -288,7 +289,7 @@ CHARTS += (
         "Fig. 3",
         "kovaleva_framenet_heads",
         ("framenet",),
-        draw.kovaleva_framenet_chart,
+        kovaleva.kovaleva_framenet_chart,
         when_empty="materialize framenet_examples and framenet_attention_facts first",
     ),
     ChartSpec(
@@ -297,7 +298,7 @@ CHARTS += (
         "Fig. 5",
         "kovaleva_finetune_similarity",
         _KOVALEVA_GLUE,
-        draw.kovaleva_finetune_similarity_chart,
+        kovaleva.kovaleva_finetune_similarity_chart,
         all_corpora=True,
         analysis="finetuning",
         reads=("finetune_cosines",),
@@ -309,7 +310,7 @@ CHARTS += (
         "Fig. 6",
         "kovaleva_feature_attention",
         _KOVALEVA_CORPORA,
-        draw.kovaleva_special_tokens_chart,
+        kovaleva.kovaleva_special_tokens_chart,
         all_corpora=True,
         side_by_side=True,
     ),
@@ -319,7 +320,7 @@ CHARTS += (
         "§4.4-4.5",
         "kovaleva_feature_attention",
         _KOVALEVA_CORPORA,
-        draw.kovaleva_feature_attention_chart,
+        kovaleva.kovaleva_feature_attention_chart,
     ),
     ChartSpec(
         "kovaleva_fig7_cls_attention",
@@ -327,13 +328,13 @@ CHARTS += (
         "Fig. 7",
         "kovaleva_cls_attention",
         _KOVALEVA_CORPORA,
-        draw.kovaleva_cls_attention_chart,
+        kovaleva.kovaleva_cls_attention_chart,
         all_corpora=True,
         side_by_side=True,
     ),
 )
 
-# Issue 17.4, the compare page: every per-layer result of every registered model overlaid on
+# The compare page: every per-layer result of every registered model overlaid on
 # relative depth, the partition's model first. Corpora: the paper corpora, then the GLUE tasks,
 # where the checkpoints the pipeline fine-tunes are analysed beside their base model.
 _COMPARE_CORPORA = ("wiki_segments", "xnli_en", "demo", *_KOVALEVA_GLUE)
@@ -355,7 +356,7 @@ def _depth_curves(
         label,
         view,
         corpora,
-        partial(draw.depth_curves_chart, values=values, label=label, series=series),
+        partial(compare.depth_curves_chart, values=values, label=label, series=series),
         when_empty=options.pop("when_empty", _COMPARE_EMPTY),
         all_corpora=True,
         all_models=True,
@@ -370,7 +371,7 @@ CHARTS += (
         "head correspondence",
         "compare_head_matches",
         ("wiki_segments", "xnli_en", "demo", *_KOVALEVA_GLUE, "ud_ewt_test", "framenet"),
-        draw.compare_head_matches_chart,
+        compare.compare_head_matches_chart,
         reads=("head_matches",),
         when_empty="register a second model and materialize <corpus>_head_matches for a corpus both models have",
     ),

@@ -1,6 +1,6 @@
 -- Clark §4.3: every coreferent mention with each of its gold antecedents. An antecedent is
 -- a mention of the same cluster in the same example (window) that ends before the mention
--- starts (the candidate rule of dagster_project/compute/coreference_baselines.py); a mention
+-- starts (the candidate rule of dagster_project/compute/clark/coreference_baselines.py); a mention
 -- with at least one is coreferent.
 CREATE OR REPLACE VIEW int_coref_antecedents AS
 SELECT

@@ -1,6 +1,6 @@
 -- Gold dependency edges (dependent -> head, as surface words) under the relation names of
 -- Clark et al. Table 1, one row per (relation, edge); relation 'All' holds every
--- non-punctuation UD edge, one per dependent word (the UAS edges). From UD (METHODS §2):
+-- non-punctuation UD edge, one per dependent word (the UAS edges). From UD (docs/methods.md §2):
 --   dobj = obj, nn = compound, poss = nmod:poss, auxpass = aux:pass, prt = compound:prt;
 --   aux also takes the infinitival `to` (UD mark, PTB tag TO; SD calls it aux);
 --   `case (UD)` is UD's case as it is: the preposition (or 's) is the dependent of its noun;

@@ -1,4 +1,4 @@
--- Issue 17.4, head correspondence: for each head of a model, its nearest head (smallest mean
+-- Head correspondence: for each head of a model, its nearest head (smallest mean
 -- Jensen-Shannon distance of word-level attention rows, head_matches) in every other model with
 -- shared examples of the corpus, with both heads' relative depth ((layer - 0.5) / n_layers), so a
 -- 6-layer and a 12-layer model line up. A pair computed in one direction only (by the run of one

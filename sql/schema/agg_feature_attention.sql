@@ -1,7 +1,7 @@
 -- Kovaleva §4.4 per feature type (or linked pair) and head: `received` the attention it receives
 -- (pairs: the token-to-token attention), averaged over the examples with the feature; `from_cls`
 -- the final layer's [CLS]-row weight (NULL on other layers and for pairs). A materialized
--- aggregate (storage/warehouse.py refresh_aggregates), filled per (model_id, corpus) by
+-- aggregate (storage/warehouse.py _write_aggregates, in the facts' write transaction), filled per (model_id, corpus) by
 -- sql/aggregates/agg_feature_attention.sql: per measure m its value (a ratio of sums over
 -- examples), its 95% seeded bootstrap interval over examples (m_ci_low, m_ci_high;
 -- compute/bootstrap.py) and m_n, the sum of its denominator.

@@ -1,6 +1,6 @@
 -- Clark §3 corpus means of every head's attention summaries (int_head_attention_means): masses and
 -- entropies weighted by query rows, sep_to_sep and cls_entropy plain means over examples. A
--- materialized aggregate (storage/warehouse.py refresh_aggregates), filled per (model_id, corpus)
+-- materialized aggregate (storage/warehouse.py _write_aggregates, in the facts' write transaction), filled per (model_id, corpus)
 -- by sql/aggregates/agg_head_attention_means.sql: per measure m its value (a ratio of sums over
 -- examples), its 95% seeded bootstrap interval over examples (m_ci_low, m_ci_high;
 -- compute/bootstrap.py) and m_n, the sum of its denominator.

@@ -1,6 +1,6 @@
 -- Clark §4.3 baselines (Table 2): per (example, mention with a candidate antecedent, system)
 -- the mention the system picks as its antecedent. Systems: nearest, head match,
--- rule-based (dagster_project/compute/coreference_baselines.py). Correctness is judged in SQL
+-- rule-based (dagster_project/compute/clark/coreference_baselines.py). Correctness is judged in SQL
 -- against the gold clusters (int_coref_baseline_accuracy).
 CREATE TABLE IF NOT EXISTS coref_baseline_predictions (
     model_id VARCHAR NOT NULL,

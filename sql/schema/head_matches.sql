@@ -1,4 +1,4 @@
--- Head correspondence between two models (issue 17.4; compute/head_matching.py): the mean
+-- Head correspondence between two models (compute/compare/head_matching.py): the mean
 -- Jensen-Shannon distance (natural log, scipy's jensenshannon: sqrt of the divergence, 0 to
 -- sqrt(ln 2)) between a head of the partition's model and a head of another registered model,
 -- over the word-level attention rows (each word's attention to the shared words, plus the rest)

@@ -1,4 +1,4 @@
--- Per (example, layer, head) attention summaries (METHODS §3). Layers and heads are 1-based.
+-- Per (example, layer, head) attention summaries (docs/methods.md §3). Layers and heads are 1-based.
 -- Masses are means over the n query rows; to_prev/to_next too (a missing neighbour counts as 0).
 CREATE TABLE IF NOT EXISTS head_summaries (
     model_id VARCHAR NOT NULL,

@@ -1,4 +1,4 @@
--- Relation hits (Clark §4, METHODS §3): per (example, word, layer, head) the most-attended
+-- Relation hits (Clark §4, docs/methods.md §3): per (example, word, layer, head) the most-attended
 -- other word of the word-level map, special tokens excluded, ties to the lower index.
 -- Dependency and coreference accuracies are joins of this table with the gold tables, through
 -- stg_relation_hits, which unnests the dense rows below to one row per (example, word, layer,

@@ -12,6 +12,6 @@ CREATE TABLE IF NOT EXISTS task_scores (
     steps INTEGER,                     -- optimizer steps (NULL when not fine-tuned)
     train_examples INTEGER,
     final_loss DOUBLE,
-    recipe VARCHAR NOT NULL,           -- JSON: compute/finetuning.py recipe_record + setting and validation scores
+    recipe VARCHAR NOT NULL,           -- JSON: compute/kovaleva/finetuning.py recipe_record + setting and validation scores
     seconds DOUBLE NOT NULL            -- wall time of building, training, scoring (and saving) this setting
 );

@@ -21,8 +21,8 @@ from dagster_project.defs.assets import (
     finetuned_assets_by_task,
     similarity_assets_by_task,
 )
-from dagster_project.defs.assets.gradients import grad_importance
-from dagster_project.defs.assets.probes import dependency_probes
+from dagster_project.defs.assets.clark.gradients import grad_importance
+from dagster_project.defs.assets.clark.probes import dependency_probes
 from dagster_project.defs.registration import register_model
 from dagster_project.storage.warehouse import apply_views
 from tests.assets.test_probes import UD  # right-branching attaches 3 of its 5 scored words correctly

@@ -5,7 +5,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from dagster_project.defs.assets.kovaleva import tuned_model_for
+from dagster_project.defs.assets.kovaleva.similarity import tuned_model_for
 from dagster_project.storage.warehouse import replace_partition
 
 
@@ -32,7 +32,7 @@ def test_asset_without_a_finetuned_model_names_the_finetuning_asset(tmp_path: Pa
     from dagster import DagsterInstance, materialize
     from dagster_duckdb import DuckDBResource
 
-    from dagster_project.defs.assets.kovaleva import similarity_assets_by_task
+    from dagster_project.defs.assets.kovaleva.similarity import similarity_assets_by_task
     from dagster_project.defs.resources import ComputeResource
 
     instance = DagsterInstance.ephemeral()

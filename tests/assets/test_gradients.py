@@ -5,12 +5,12 @@ from pathlib import Path
 import duckdb
 from dagster import AssetSelection, DagsterInstance, materialize
 
-from dagster_project.compute.gradients import (
+from dagster_project.compute.clark.gradients import (
     MASKED_LM,
 )
 from dagster_project.defs.assets import all_assets, corpus_assets_by_name, encoder_model, warehouse_views
 from dagster_project.defs.assets.charts import chart_assets_by_name
-from dagster_project.defs.assets.gradients import grad_importance
+from dagster_project.defs.assets.clark.gradients import grad_importance
 from dagster_project.defs.registration import register_model
 from tests.tiny_models import TINY_LAYERS
 

@@ -9,9 +9,9 @@ from dagster import DagsterInstance, materialize
 from dagster_duckdb import DuckDBResource
 from scipy.spatial.distance import pdist, squareform
 
-from dagster_project.compute.head_clustering import distance_rows
+from dagster_project.compute.clark.head_clustering import distance_rows
 from dagster_project.compute.models import ModelSpec
-from dagster_project.defs.assets.head_clustering import head_mds
+from dagster_project.defs.assets.clark.head_clustering import head_mds
 from dagster_project.storage.warehouse import apply_views, partition_rows, replace_partition, upsert_model
 
 

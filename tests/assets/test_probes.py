@@ -8,7 +8,7 @@ from dagster import DagsterInstance, ExecuteInProcessResult, materialize
 from dagster_duckdb import DuckDBResource
 
 from dagster_project.defs.assets import all_assets, corpus_assets_by_name, encoder_model
-from dagster_project.defs.assets.probes import dependency_probes
+from dagster_project.defs.assets.clark.probes import dependency_probes
 from dagster_project.defs.registration import register_model
 from dagster_project.defs.resources import ChartFolder, ComputeResource, DataDirectory
 from dagster_project.storage.warehouse import apply_views

@@ -1,5 +1,4 @@
 import importlib
-import json
 import sys
 import textwrap
 from pathlib import Path
@@ -23,18 +22,15 @@ from dagster_duckdb import DuckDBResource
 from dagster_project.compute.models import model_key
 from dagster_project.defs import versioning
 from dagster_project.defs.assets import all_assets
-from dagster_project.defs.carry_code_versions import carry_over, differences
 from dagster_project.defs.partitions import model_partitions
 from dagster_project.defs.registration import register_model
 from dagster_project.defs.resources import ChartFolder, ComputeResource, DataDirectory
 from dagster_project.defs.schedules import build_refresh_schedule, record_corpus_files, refresh_plan
 from dagster_project.defs.versioning import (
-    CarriedCodeVersion,
     computed_code_version,
     computing_modules,
     corpus_files_assets,
     corpus_files_key,
-    load_carried_code_versions,
     modules_version,
     versioned_assets,
 )
@@ -169,45 +165,6 @@ def tiny_pair(upstream_version: str, downstream_version: str) -> list[AssetsDefi
         pass
 
     return [upstream, downstream]
-
-
-def test_code_versions_carried_over_from_an_older_scheme_are_current_until_the_code_changes(
-    instance: DagsterInstance, tmp_path: Path
-) -> None:
-    # Materialized under the old scheme: file-byte hashes "old-u", "old-d".
-    materialize(tiny_pair("old-u", "old-d"), instance=instance)
-    now = tiny_pair("new-u", "new-d")  # the same code, hashed by the new scheme
-    both = [AssetKey("downstream"), AssetKey("upstream")]
-    assert refresh_plan(instance, now, carried={}).stale == {None: both}
-
-    table = tmp_path / "carried_code_versions.json"
-    table.write_text(
-        json.dumps(
-            {
-                "assets": {
-                    "upstream": {"before": "old-u", "after": "new-u"},
-                    "downstream": {"before": "old-d", "after": "new-d"},
-                }
-            }
-        )
-    )
-    carried = load_carried_code_versions(table)
-    assert carried[AssetKey("upstream")] == CarriedCodeVersion(before="old-u", after="new-u")
-    assert refresh_plan(instance, now, carried=carried).selections == {}
-    assert load_carried_code_versions(tmp_path / "missing.json") == {}
-
-    # A later edit makes the asset stale again: "after" no longer matches. Only that asset is
-    # stale; its downstream follows in the same run.
-    edited = tiny_pair("edited-u", "new-d")
-    plan = refresh_plan(instance, edited, carried=carried)
-    assert (plan.stale, plan.selections) == ({None: [AssetKey("upstream")]}, {None: both})
-    # Another "before" than the one recorded is no carry-over.
-    other = {**carried, AssetKey("downstream"): CarriedCodeVersion(before="other", after="new-d")}
-    assert refresh_plan(instance, now, carried=other).stale == {None: [AssetKey("downstream")]}
-
-    # Once re-materialized under the new scheme, the carry-over plays no part.
-    materialize(edited, instance=instance)
-    assert refresh_plan(instance, edited, carried={}).selections == {}
 
 
 def write_modules(folder: Path, sources: dict[str, str]) -> None:
@@ -367,7 +324,7 @@ def test_code_versions_hash_the_modules_each_asset_computes_with() -> None:
     assert not fact_modules & {
         "dagster_project.storage.warehouse",
         "dagster_project.compute.models",
-        "dagster_project.presentation.charts",
+        "dagster_project.presentation.charts.common",
         "dagster_project.defs.tags",
         "dagster_project.defs.partitions",
     }
@@ -377,7 +334,7 @@ def test_code_versions_hash_the_modules_each_asset_computes_with() -> None:
         "dagster_project.compute.models",
         "dagster_project.compute.devices",
     }
-    assert "dagster_project.compute.hta" in computing_modules(by_name["demo_hta_facts"])
+    assert "dagster_project.compute.pascual.hta" in computing_modules(by_name["demo_hta_facts"])
     # Corpus assets reach every reader through the registry they import.
     corpus_modules = computing_modules(by_name["xnli_en_examples"])
     assert {
@@ -414,32 +371,10 @@ def test_code_versions_hash_the_modules_each_asset_computes_with() -> None:
     }
 
 
-def test_the_carry_over_generator_lists_changed_definitions_and_can_leave_them_out(tmp_path: Path) -> None:
-    old_tree, new_tree = tmp_path / "old", tmp_path / "new"
-    old_tree.mkdir()
-    new_tree.mkdir()
-    (old_tree / "facts.py").write_text("def f(x):\n    return x + 1\n\n\ndef g(x):\n    return x * 2\n")
-    # f moved to another module with a docstring; g edited.
-    (new_tree / "moved.py").write_text('def f(x):\n    """Doc."""\n    return x + 1  # same\n')
-    (new_tree / "facts.py").write_text("def g(x):\n    return x * 3\n")
-    old = {"a": {"version": "old-a", "files": [str(old_tree / "facts.py")]}, "gone": {"version": "x", "files": []}}
-    new = {
-        "a": {"version": "new-a", "files": [str(new_tree / "facts.py"), str(new_tree / "moved.py")]},
-        "b": {"version": "new-b", "files": [str(new_tree / "moved.py")]},
-    }
-    old_files, new_files = sorted(old_tree.glob("*.py")), sorted(new_tree.glob("*.py"))
-    changed = differences(old, new, old_files, new_files)
-    assert changed == {"a": {"old_only": ["g"], "current_only": ["g"]}}
-    table, left_out = carry_over(old, new, changed)
-    assert table == {"a": {"before": "old-a", "after": "new-a"}} and set(left_out) == {"b", "gone"}
-    assert carry_over(old, new, changed, only_unchanged=True)[0] == {}
-
-
 def test_no_private_dagster_imports_in_the_schedule_and_versioning() -> None:
     for path in [
         Path(versioning.__file__),
         Path(versioning.__file__).with_name("schedules.py"),
-        Path(versioning.__file__).with_name("carry_code_versions.py"),
         Path(__file__),
     ]:
         assert "dagster." + "_" not in path.read_text(), path

@@ -9,7 +9,7 @@ from dagster_project.defs.assets import (
     hta_assets_by_corpus,
     similarity_assets_by_task,
 )
-from dagster_project.defs.assets.finetuning import finetuning_assets
+from dagster_project.defs.assets.kovaleva.finetuning import finetuning_assets
 
 GPU_PASSES = [
     *fact_assets_by_corpus.values(),

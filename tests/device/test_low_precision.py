@@ -15,10 +15,10 @@ import torch
 
 from dagster_project.compute.attention_pass import extract_attention_facts
 from dagster_project.compute.devices import ComputeDevice
-from dagster_project.compute.finetuning import Recipe, TaskData, fine_tune, load_classifier
-from dagster_project.compute.hta import HtaMethod
-from dagster_project.compute.hta_facts import extract_hta_facts
+from dagster_project.compute.kovaleva.finetuning import Recipe, TaskData, fine_tune, load_classifier
 from dagster_project.compute.models import DEFAULT_MODEL, load_encoder
+from dagster_project.compute.pascual.hta import HtaMethod
+from dagster_project.compute.pascual.hta_facts import extract_hta_facts
 from dagster_project.corpora import encode_corpus, read_demo_pairs
 
 BF16 = ComputeDevice(torch.device("cpu"), torch.bfloat16)

@@ -14,14 +14,25 @@ import polars as pl
 import pytest
 import torch
 
-from dagster_project.compute.ablation import ablation_settings, settings_logits, use_ablation_attention
 from dagster_project.compute.attention_facts import feature_pair_links, relation_hit_rows
 from dagster_project.compute.attention_pass import extract_attention_facts, pass_inputs
 from dagster_project.compute.batching import histogram_rows
+from dagster_project.compute.clark.gradients import extract_grad_importance, load_loss_model
+from dagster_project.compute.clark.head_clustering import distance_matrix, embed_heads
+from dagster_project.compute.clark.probes import (
+    attachment_counts,
+    distance_probe_for,
+    predict_heads,
+    probe_batches,
+    probe_for,
+    random_init_encoder,
+    train_probe,
+)
 from dagster_project.compute.devices import CPU, ComputeDevice, resolve
 from dagster_project.compute.fact_kinds import FACT_KINDS
-from dagster_project.compute.finetune_similarity import extract_finetune_cosines
-from dagster_project.compute.finetuning import (
+from dagster_project.compute.kovaleva.ablation import ablation_settings, settings_logits, use_ablation_attention
+from dagster_project.compute.kovaleva.finetune_similarity import extract_finetune_cosines
+from dagster_project.compute.kovaleva.finetuning import (
     Recipe,
     TaskData,
     build_classifier,
@@ -31,20 +42,9 @@ from dagster_project.compute.finetuning import (
     pad_inputs,
     predict_logits,
 )
-from dagster_project.compute.gradients import extract_grad_importance, load_loss_model
-from dagster_project.compute.head_clustering import distance_matrix, embed_heads
-from dagster_project.compute.hta import HtaMethod
-from dagster_project.compute.hta_facts import estimate_check_error, extract_hta_facts
 from dagster_project.compute.models import LoadedEncoder, load_encoder
-from dagster_project.compute.probes import (
-    attachment_counts,
-    distance_probe_for,
-    predict_heads,
-    probe_batches,
-    probe_for,
-    random_init_encoder,
-    train_probe,
-)
+from dagster_project.compute.pascual.hta import HtaMethod
+from dagster_project.compute.pascual.hta_facts import estimate_check_error, extract_hta_facts
 from dagster_project.corpora import encode_corpus, read_demo_pairs
 from tests.tiny_models import TINY_HEADS, TINY_LAYERS
 

@@ -14,9 +14,9 @@ from dagster_project.defs.assets import (
     hta_assets_by_corpus,
     warehouse_views,
 )
-from dagster_project.defs.assets.coreference import coreference_baselines_by_corpus
-from dagster_project.defs.assets.head_clustering import head_mds
-from dagster_project.defs.assets.probes import dependency_probes
+from dagster_project.defs.assets.clark.coreference import coreference_baselines_by_corpus
+from dagster_project.defs.assets.clark.head_clustering import head_mds
+from dagster_project.defs.assets.clark.probes import dependency_probes
 from dagster_project.defs.registration import register_model
 from dagster_project.settings import PROJECT_ROOT
 from dagster_project.storage.warehouse import view_files

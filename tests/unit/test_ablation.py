@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from dagster_project.compute.ablation import (
+from dagster_project.compute.kovaleva.ablation import (
     ablated_logits,
     ablation_settings,
     disabling_heads,
@@ -13,7 +13,7 @@ from dagster_project.compute.ablation import (
     uniform_ablation_attention,
     use_ablation_attention,
 )
-from dagster_project.compute.finetuning import build_classifier
+from dagster_project.compute.kovaleva.finetuning import build_classifier
 from tests.tiny_models import TINY_HEADS, TINY_LAYERS
 
 

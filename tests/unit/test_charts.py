@@ -7,15 +7,11 @@ import polars as pl
 import pytest
 
 from dagster_project.presentation.chart_registry import CHARTS, XNLI_CORPORA
-from dagster_project.presentation.charts import (
-    clark_head_mds_chart,
-    compare_head_matches_chart,
-    depth_curves_chart,
-    kovaleva_pattern_examples_chart,
-    pascual_correlation_chart,
-    pascual_hta_pattern_maps_chart,
-    short_model_name,
-)
+from dagster_project.presentation.charts.clark import clark_head_mds_chart
+from dagster_project.presentation.charts.common import short_model_name
+from dagster_project.presentation.charts.compare import compare_head_matches_chart, depth_curves_chart
+from dagster_project.presentation.charts.kovaleva import kovaleva_pattern_examples_chart
+from dagster_project.presentation.charts.pascual import pascual_correlation_chart, pascual_hta_pattern_maps_chart
 
 SPECS = {spec.name: spec for spec in CHARTS}
 

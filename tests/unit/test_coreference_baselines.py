@@ -3,7 +3,7 @@
 import polars as pl
 import pytest
 
-from dagster_project.compute.coreference_baselines import candidate_pairs, mention_features, predict_antecedents
+from dagster_project.compute.clark.coreference_baselines import candidate_pairs, mention_features, predict_antecedents
 
 WORDS = (
     "Mary saw the old dogs . John said that they bark . The Dogs growled at John "

@@ -10,13 +10,13 @@ import pytest
 import torch
 from transformers import FunnelConfig, FunnelModel, LongformerConfig, LongformerModel, PreTrainedTokenizerBase
 
-from dagster_project.compute.ablation import ablated_logits, disabling_heads, use_ablation_attention
 from dagster_project.compute.attention_pass import extract_attention_facts
 from dagster_project.compute.batching import length_batches
-from dagster_project.compute.finetuning import build_classifier, encode_task, no_decay_parameters
+from dagster_project.compute.clark.probes import attention_features
+from dagster_project.compute.kovaleva.ablation import ablated_logits, disabling_heads, use_ablation_attention
+from dagster_project.compute.kovaleva.finetuning import build_classifier, encode_task, no_decay_parameters
 from dagster_project.compute.metrics import head_summaries
 from dagster_project.compute.models import LoadedEncoder, ModelLoadError, inspect_model, load_encoder
-from dagster_project.compute.probes import attention_features
 from dagster_project.corpora import CorpusData, encode_corpus
 from tests.tiny_models import FAMILIES, TINY_HEADS, TINY_LAYERS, save_model, tiny_family
 

@@ -5,7 +5,7 @@ import copy
 import polars as pl
 import torch
 
-from dagster_project.compute.finetune_similarity import extract_finetune_cosines
+from dagster_project.compute.kovaleva.finetune_similarity import extract_finetune_cosines
 from tests.tiny_models import TINY_HEADS, TINY_LAYERS
 
 

@@ -8,8 +8,8 @@ import polars as pl
 import pytest
 import torch
 
-from dagster_project.compute.ablation import ablation_settings, settings_logits, use_ablation_attention
-from dagster_project.compute.finetuning import (
+from dagster_project.compute.kovaleva.ablation import ablation_settings, settings_logits, use_ablation_attention
+from dagster_project.compute.kovaleva.finetuning import (
     Recipe,
     TaskData,
     build_classifier,

@@ -9,7 +9,7 @@ import torch
 from transformers.models.bert import modeling_bert
 
 from dagster_project.compute.batching import length_batches
-from dagster_project.compute.gradients import (
+from dagster_project.compute.clark.gradients import (
     CLASSIFICATION,
     IGNORE_LABEL,
     MASKED_LM,

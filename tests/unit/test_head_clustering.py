@@ -8,7 +8,12 @@ import pytest
 import torch
 from scipy.spatial.distance import jensenshannon, pdist, squareform
 
-from dagster_project.compute.head_clustering import distance_matrix, distance_rows, embed_heads, head_js_divergence
+from dagster_project.compute.clark.head_clustering import (
+    distance_matrix,
+    distance_rows,
+    embed_heads,
+    head_js_divergence,
+)
 
 
 def _random_maps(

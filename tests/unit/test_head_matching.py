@@ -1,4 +1,4 @@
-"""Head correspondence (compute/head_matching.py): JS distances against scipy, word rows on a hand-made
+"""Head correspondence (compute/compare/head_matching.py): JS distances against scipy, word rows on a hand-made
 map, and the whole match of two models with different tokenizers against a plain loop over words."""
 
 import math
@@ -10,7 +10,7 @@ import pytest
 import torch
 from scipy.spatial.distance import jensenshannon
 
-from dagster_project.compute.head_matching import (
+from dagster_project.compute.compare.head_matching import (
     MatchSide,
     distances_in_range,
     js_distance_sums,

@@ -7,7 +7,7 @@ import pytest
 import torch
 from transformers import BertConfig, BertModel
 
-from dagster_project.compute.hta import (
+from dagster_project.compute.pascual.hta import (
     HtaMethod,
     attention_weights,
     estimate_error,
@@ -16,7 +16,7 @@ from dagster_project.compute.hta import (
     previous_layer_norms,
     row_correlations,
 )
-from dagster_project.compute.hta_facts import check_sample
+from dagster_project.compute.pascual.hta_facts import check_sample
 
 LAYERS, HEADS, N = 2, 2, 5
 

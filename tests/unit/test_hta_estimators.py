@@ -4,8 +4,8 @@ import pytest
 import torch
 from transformers import BertConfig, BertModel
 
-from dagster_project.compute.hta import HtaMethod, input_norms
-from dagster_project.compute.hta_estimators import complement_probes, sketched_squared_norms, token_tangents
+from dagster_project.compute.pascual.hta import HtaMethod, input_norms
+from dagster_project.compute.pascual.hta_estimators import complement_probes, sketched_squared_norms, token_tangents
 
 WIDTH, TOKENS = 16, 5
 

@@ -2,7 +2,7 @@
 
 The reference is built from the model's own outputs only: attention probabilities (output_attentions)
 times the value projection of the layer's input, o_l = A_l (x_l W_V + b_V), as a function of a layer
-input injected by a forward pre-hook. It shares no code with compute/hta.py or the layout registry.
+input injected by a forward pre-hook. It shares no code with compute/pascual/hta.py or the layout registry.
 """
 
 from functools import cache
@@ -13,7 +13,8 @@ import torch
 from transformers import GPT2Config, GPT2Model
 
 from dagster_project.compute.attention_layouts import ATTENTION_LAYOUTS
-from dagster_project.compute.hta import (
+from dagster_project.compute.models import load_encoder
+from dagster_project.compute.pascual.hta import (
     HtaMethod,
     attention_weights,
     context_function,
@@ -22,8 +23,7 @@ from dagster_project.compute.hta import (
     previous_layer_norms,
     replayed_layer_norms,
 )
-from dagster_project.compute.hta_facts import estimate_check_error, extract_hta_facts
-from dagster_project.compute.models import load_encoder
+from dagster_project.compute.pascual.hta_facts import estimate_check_error, extract_hta_facts
 from dagster_project.corpora import encode_corpus, read_demo_pairs
 from tests.tiny_models import FAMILIES, TINY_HEADS, TINY_LAYERS, family_config, tiny_family
 

@@ -6,7 +6,7 @@ import torch
 from torch.func import jvp, vjp
 
 from dagster_project.compute.attention_layouts import attention_blocks, attention_layout
-from dagster_project.compute.hta import context_function
+from dagster_project.compute.pascual.hta import context_function
 from tests.tiny_models import FAMILIES, TINY_LAYERS, family_config
 
 N = 5

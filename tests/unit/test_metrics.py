@@ -78,7 +78,7 @@ def test_previous_token_head():
 
 
 def test_neighbour_masses_divide_by_all_rows():
-    # METHODS §3: to_prev/to_next are means over all n query rows; the first row has no
+    # docs/methods.md §3: to_prev/to_next are means over all n query rows; the first row has no
     # previous token, the last no next (0). Rows 1-3 put 0.66 on the previous token and
     # row 0 puts 0.3 on the next: to_prev = 1.98 / 4, to_next = 0.3 / 4 (not 1.98 / 3, 0.3 / 3).
     attn = torch.tensor(

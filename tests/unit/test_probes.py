@@ -8,8 +8,7 @@ import polars as pl
 import pytest
 import torch
 
-from dagster_project.compute.models import load_encoder
-from dagster_project.compute.probes import (
+from dagster_project.compute.clark.probes import (
     DISTANCE_FEATURES,
     IGNORE,
     ROOT,
@@ -26,6 +25,7 @@ from dagster_project.compute.probes import (
     train_probe,
     uas,
 )
+from dagster_project.compute.models import load_encoder
 
 # Gold heads as candidate indices (0 = ROOT, j + 1 = word j) of three 5-word sentences.
 TREES = ([2, 0, 2, 3, 2], [0, 1, 4, 1, 4], [3, 3, 0, 3, 4])

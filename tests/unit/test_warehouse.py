@@ -275,7 +275,7 @@ def test_a_full_disk_names_the_file_and_the_space_and_rolls_back(tmp_path: Path)
 
 
 def test_neighbour_means_weight_rows_by_all_tokens(conn):
-    # to_prev is a mean over all n rows (METHODS §3), so the corpus mean weights by n, not n - 1:
+    # to_prev is a mean over all n rows (docs/methods.md §3), so the corpus mean weights by n, not n - 1:
     # (10 * 0.9 + 30 * 0.5) / 40 = 0.6 (weighting by n - 1 would give (9 * 0.9 + 29 * 0.5) / 38).
     upsert_model(conn, SPEC)
     frame = pl.concat([_summaries(0, 10, 0.2, 1.0), _summaries(1, 30, 0.6, 2.0)]).with_columns(

@@ -12,9 +12,9 @@ import pytest
 from dagster import DagsterInstance, materialize
 from dagster_duckdb import DuckDBResource
 
-from dagster_project.defs.assets.coreference import coreference_baselines_by_corpus
-from dagster_project.presentation import charts
+from dagster_project.defs.assets.clark.coreference import coreference_baselines_by_corpus
 from dagster_project.presentation.chart_registry import CHARTS
+from dagster_project.presentation.charts import clark as charts
 from dagster_project.storage.warehouse import apply_views, partition_rows, replace_partition
 from tests.unit.test_coreference_baselines import EXPECTED, document_frames
 

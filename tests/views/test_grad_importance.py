@@ -6,7 +6,7 @@ import duckdb
 import polars as pl
 import pytest
 
-from dagster_project.compute.gradients import (
+from dagster_project.compute.clark.gradients import (
     MASKED_LM,
 )
 from dagster_project.storage.warehouse import replace_partition, upsert_model

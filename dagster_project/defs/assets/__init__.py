@@ -1,15 +1,19 @@
 from dagster_project.defs.assets.charts import chart_assets
-from dagster_project.defs.assets.coreference import coreference_baselines_assets, coreference_baselines_by_corpus
+from dagster_project.defs.assets.clark.coreference import coreference_baselines_assets, coreference_baselines_by_corpus
+from dagster_project.defs.assets.clark.gradients import grad_importance
+from dagster_project.defs.assets.clark.head_clustering import head_mds
+from dagster_project.defs.assets.clark.probes import dependency_probes
+from dagster_project.defs.assets.compare.head_matching import head_match_assets, head_match_assets_by_corpus
 from dagster_project.defs.assets.corpora import corpus_assets, corpus_assets_by_name
 from dagster_project.defs.assets.facts import fact_assets, fact_assets_by_corpus
-from dagster_project.defs.assets.finetuning import ablation_assets_by_task, finetuned_assets_by_task, finetuning_assets
-from dagster_project.defs.assets.gradients import grad_importance
-from dagster_project.defs.assets.head_clustering import head_mds
-from dagster_project.defs.assets.head_matching import head_match_assets, head_match_assets_by_corpus
-from dagster_project.defs.assets.hta import hta_assets, hta_assets_by_corpus
-from dagster_project.defs.assets.kovaleva import similarity_assets, similarity_assets_by_task
+from dagster_project.defs.assets.kovaleva.finetuning import (
+    ablation_assets_by_task,
+    finetuned_assets_by_task,
+    finetuning_assets,
+)
+from dagster_project.defs.assets.kovaleva.similarity import similarity_assets, similarity_assets_by_task
 from dagster_project.defs.assets.models import encoder_model
-from dagster_project.defs.assets.probes import dependency_probes
+from dagster_project.defs.assets.pascual.hta import hta_assets, hta_assets_by_corpus
 from dagster_project.defs.assets.report import paper_report
 from dagster_project.defs.assets.views import warehouse_maintenance, warehouse_views
 from dagster_project.defs.versioning import versioned_assets

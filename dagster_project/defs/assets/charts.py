@@ -6,20 +6,20 @@ import base64
 from dagster import AssetExecutionContext, AssetsDefinition, MaterializeResult, MetadataValue, asset
 from dagster_duckdb import DuckDBResource
 
-from dagster_project.defs.assets.coreference import coreference_baselines_assets
+from dagster_project.defs.assets.clark.coreference import coreference_baselines_assets
+from dagster_project.defs.assets.clark.gradients import grad_importance
+from dagster_project.defs.assets.clark.head_clustering import head_mds
+from dagster_project.defs.assets.clark.probes import dependency_probes
+from dagster_project.defs.assets.compare.head_matching import head_match_assets
 from dagster_project.defs.assets.facts import fact_assets
-from dagster_project.defs.assets.finetuning import ablation_assets_by_task
-from dagster_project.defs.assets.gradients import grad_importance
-from dagster_project.defs.assets.head_clustering import head_mds
-from dagster_project.defs.assets.head_matching import head_match_assets
-from dagster_project.defs.assets.hta import hta_assets
-from dagster_project.defs.assets.kovaleva import similarity_assets
-from dagster_project.defs.assets.probes import dependency_probes
+from dagster_project.defs.assets.kovaleva.finetuning import ablation_assets_by_task
+from dagster_project.defs.assets.kovaleva.similarity import similarity_assets
+from dagster_project.defs.assets.pascual.hta import hta_assets
 from dagster_project.defs.assets.views import warehouse_views
 from dagster_project.defs.partitions import model_partitions
 from dagster_project.defs.resources import ChartFolder
 from dagster_project.presentation.chart_registry import CHARTS, ChartSpec
-from dagster_project.presentation.charts import save_chart
+from dagster_project.presentation.charts.common import save_chart
 
 # The assets that write the analysis tables chart views read (ChartSpec.reads).
 TABLE_WRITERS: dict[str, list[AssetsDefinition]] = {

@@ -25,12 +25,12 @@ CORPUS_CHECKS = {
 
 
 class CorpusConfig(Config):
-    """Sampling parameters; left unset, the corpus's METHODS defaults apply."""
+    """Sampling parameters; left unset, the corpus's defaults apply (docs/methods.md §2)."""
 
     # Longest example in pieces; xnli_*: the model's d_head by default, 64 is the paper's fixed cap.
     max_len: int | None = None
     overlong: str | None = None  # drop | truncate examples over max_len (wiki_segments: truncate)
-    size: int | None = None  # at most this many examples (the corpus's default: all or its METHODS size)
+    size: int | None = None  # at most this many examples (the corpus's default: all or its size in docs/methods.md §2)
     seed: int | None = None
 
 

@@ -42,7 +42,7 @@ def build_fact_asset(spec: CorpusSpec, corpus_asset: AssetsDefinition) -> Assets
 
     @asset(
         name=name,
-        description=f"Per-example, per-head attention facts of the '{corpus}' corpus (METHODS §3): {tables}.",
+        description=f"Per-example, per-head attention facts of the '{corpus}' corpus (docs/methods.md §3): {tables}.",
         partitions_def=model_partitions,
         deps=[corpus_asset],
         group_name="facts",

@@ -10,10 +10,10 @@ from dagster import AssetExecutionContext, AssetsDefinition, Config, Materialize
 from dagster_duckdb import DuckDBResource
 
 from dagster_project.compute.checks import cosines_in_range, rows_per_example
-from dagster_project.compute.finetune_similarity import extract_finetune_cosines
+from dagster_project.compute.kovaleva.finetune_similarity import extract_finetune_cosines
 from dagster_project.compute.models import load_encoder
 from dagster_project.defs.assets.corpora import corpus_assets_by_name, model_tokens
-from dagster_project.defs.assets.finetuning import finetuned_assets_by_task
+from dagster_project.defs.assets.kovaleva.finetuning import finetuned_assets_by_task
 from dagster_project.defs.assets.writing import (
     check_specs,
     progress_logger,

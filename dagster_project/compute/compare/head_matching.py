@@ -1,4 +1,4 @@
-"""Head correspondence between two models (issue 17.4): match heads by behaviour on the same text.
+"""Head correspondence between two models: match heads by behaviour on the same text.
 
 Two models' heads are compared on word-level attention, which works across tokenizers: the
 corpus's words are the same for both models (`words`), only their pieces differ. On each shared

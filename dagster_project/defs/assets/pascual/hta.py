@@ -15,9 +15,9 @@ from dagster_duckdb import DuckDBResource
 
 from dagster_project.compute.batching import histogram_rows
 from dagster_project.compute.checks import CheckOutcome, estimate_matches_exact, histogram_masses
-from dagster_project.compute.hta import HtaMethod
-from dagster_project.compute.hta_facts import estimate_check_error, extract_hta_facts
 from dagster_project.compute.models import LoadedEncoder, load_encoder
+from dagster_project.compute.pascual.hta import HtaMethod
+from dagster_project.compute.pascual.hta_facts import estimate_check_error, extract_hta_facts
 from dagster_project.corpora import CORPORA
 from dagster_project.defs.assets.corpora import corpus_assets_by_name, model_tokens
 from dagster_project.defs.assets.writing import (

@@ -12,9 +12,7 @@ from dagster_duckdb import DuckDBResource
 from transformers import PreTrainedTokenizerBase
 
 from dagster_project.compute.checks import probe_scores_complete
-from dagster_project.compute.metrics import WORD_MODES
-from dagster_project.compute.models import load_encoder
-from dagster_project.compute.probes import (
+from dagster_project.compute.clark.probes import (
     DISTANCE_HIDDEN,
     DISTANCE_LEARNING_RATE,
     ProbeBatch,
@@ -29,6 +27,8 @@ from dagster_project.compute.probes import (
     right_branching,
     train_probe,
 )
+from dagster_project.compute.metrics import WORD_MODES
+from dagster_project.compute.models import load_encoder
 from dagster_project.corpora import CORPORA, encode_corpus, read_ud
 from dagster_project.defs.assets.corpora import corpus_assets_by_name, model_tokens
 from dagster_project.defs.assets.writing import (

@@ -6,7 +6,7 @@ from dagster import AssetExecutionContext, Config, MaterializeResult, asset
 from dagster_duckdb import DuckDBResource
 
 from dagster_project.compute.checks import finite, one_row_per_head
-from dagster_project.compute.head_clustering import distance_matrix, embed_heads
+from dagster_project.compute.clark.head_clustering import distance_matrix, embed_heads
 from dagster_project.defs.assets.facts import fact_assets_by_corpus
 from dagster_project.defs.assets.writing import check_specs, write_partition
 from dagster_project.defs.partitions import model_partitions

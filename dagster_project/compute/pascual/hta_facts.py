@@ -15,15 +15,6 @@ from dagster_project.compute.batching import (
     histogram_frame,
     length_batches,
 )
-from dagster_project.compute.hta import (
-    EstimateError,
-    HtaMethod,
-    estimate_error,
-    input_norms,
-    layer_input_norms,
-    normalize_rows,
-    row_correlations,
-)
 from dagster_project.compute.metrics import (
     PATTERNS,
     PatternThresholds,
@@ -32,6 +23,15 @@ from dagster_project.compute.metrics import (
     segment_block_mass,
 )
 from dagster_project.compute.models import LoadedEncoder
+from dagster_project.compute.pascual.hta import (
+    EstimateError,
+    HtaMethod,
+    estimate_error,
+    input_norms,
+    layer_input_norms,
+    normalize_rows,
+    row_correlations,
+)
 
 CONTRIBUTION_KINDS = ("previous_layer", "input")
 

@@ -1,4 +1,4 @@
-"""Head correspondence assets (issue 17.4), one per corpus analysed for attention: the partition's
+"""Head correspondence assets, one per corpus analysed for attention: the partition's
 model against every other registered model with examples of the same corpus, heads matched by the
 Jensen-Shannon distance of their word-level attention rows (compute.head_matching), written to
 `head_matches`. The view `compare_head_matches` picks each head's nearest head in the other model."""
@@ -8,7 +8,7 @@ import polars as pl
 from dagster import AssetExecutionContext, AssetsDefinition, Config, MaterializeResult, asset
 from dagster_duckdb import DuckDBResource
 
-from dagster_project.compute.head_matching import DISTANCE_SCHEMA, MatchSide, distances_in_range, match_heads
+from dagster_project.compute.compare.head_matching import DISTANCE_SCHEMA, MatchSide, distances_in_range, match_heads
 from dagster_project.compute.models import load_encoder
 from dagster_project.defs.assets.corpora import corpus_assets_by_name, model_tokens
 from dagster_project.defs.assets.facts import fact_assets_by_corpus
@@ -47,7 +47,7 @@ def build_head_match_asset(corpus: str) -> AssetsDefinition:
     @asset(
         name=name,
         description=(
-            f"Issue 17.4: every head of the model against every head of each other registered model with "
+            f"Every head of the model against every head of each other registered model with "
             f"'{corpus}' examples: mean Jensen-Shannon distance of their word-level attention rows on the shared "
             "examples (a second forward pass of both models on up to `max_examples` of them). Writes `head_matches`; "
             "no rows while the model is the only one with the corpus."

@@ -7,7 +7,7 @@ from dagster import AssetExecutionContext, Config, MaterializeResult, MetadataVa
 from dagster_duckdb import DuckDBResource
 
 from dagster_project.compute.checks import grad_sums_valid
-from dagster_project.compute.gradients import (
+from dagster_project.compute.clark.gradients import (
     MASK_PROBABILITY,
     MASKED_LM,
     LossModel,

@@ -7,7 +7,7 @@ from dagster import AssetExecutionContext, AssetsDefinition, MaterializeResult, 
 from dagster_duckdb import DuckDBResource
 
 from dagster_project.compute.checks import antecedents_precede_mentions
-from dagster_project.compute.coreference_baselines import predict_antecedents
+from dagster_project.compute.clark.coreference_baselines import predict_antecedents
 from dagster_project.corpora import CORPORA
 from dagster_project.corpora.coreference import mention_type_source
 from dagster_project.defs.assets.corpora import corpus_assets_by_name

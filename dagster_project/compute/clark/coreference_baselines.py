@@ -20,8 +20,6 @@ import polars as pl
 
 from dagster_project.corpora.coreference import PRONOUNS
 
-SYSTEMS = ("nearest", "head match", "rule-based")
-
 # Penn Treebank noun tags (the head word's XPOS) -> number.
 _NOUN_NUMBER = {"NN": "singular", "NNP": "singular", "NNS": "plural", "NNPS": "plural"}
 

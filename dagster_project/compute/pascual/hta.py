@@ -27,7 +27,7 @@ from torch import nn
 from transformers import PreTrainedModel
 
 from dagster_project.compute.attention_layouts import attention_blocks, attention_layout, unique_modules
-from dagster_project.compute.hta_estimators import sketched_squared_norms, tangent_squared_norms
+from dagster_project.compute.pascual.hta_estimators import sketched_squared_norms, tangent_squared_norms
 
 PROBE_CHUNK = 128  # tangents per vectorized jvp call
 
@@ -38,7 +38,7 @@ class HtaMethod:
     runs the probes' matrix products in bfloat16 (about 2x faster on CPUs with bf16 units;
     its error is far below the estimator's, and the run's check measures both);
     `hutchpp(r,k)` / `hutchpp(r,k,bf16)`: exact on a sketched rank-r subspace per input token,
-    k probes on the rest (compute/hta_estimators.py)."""
+    k probes on the rest (compute/pascual/hta_estimators.py)."""
 
     probes: int | None  # None: exact
     bf16: bool = False

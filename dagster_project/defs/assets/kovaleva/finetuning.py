@@ -19,9 +19,9 @@ from dagster_duckdb import DuckDBResource
 from pydantic import Field
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
-from dagster_project.compute.ablation import ablation_settings, settings_logits, use_ablation_attention
 from dagster_project.compute.checks import ablation_settings_complete, scores_in_range
-from dagster_project.compute.finetuning import (
+from dagster_project.compute.kovaleva.ablation import ablation_settings, settings_logits, use_ablation_attention
+from dagster_project.compute.kovaleva.finetuning import (
     FINETUNE_TASKS,
     SETTINGS,
     EncodedTask,

@@ -32,7 +32,6 @@ from dagster_project.corpora.base import OVERLONG
 from dagster_project.corpora.text_pairs import GLUE_TASKS
 
 SETTINGS = ("pretrained", "random_init_finetuned", "pretrained_finetuned")
-FINETUNED_SETTINGS = ("random_init_finetuned", "pretrained_finetuned")
 
 # The GLUE tasks that get fine-tuning, ablation and similarity assets (Kovaleva Table 1, Fig. 5, 8, 9).
 FINETUNE_TASKS = ("mrpc", "stsb", "sst2", "rte", "cola")

@@ -1,0 +1,1 @@
+"""Assets of Clark et al. 2019: gradient importance, coreference baselines, probes, head MDS."""

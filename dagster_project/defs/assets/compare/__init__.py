@@ -1,0 +1,1 @@
+"""Assets that compare models: head matches between registered models."""

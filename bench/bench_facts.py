@@ -14,29 +14,26 @@ The naive baseline loops over every offset of every head in Python and inserts o
 (example, scope, layer, head) at a time, so it runs on the first --naive-examples of the same
 examples; ratios compare throughput (examples/s).
 
-Usage: OMP_WAIT_POLICY=PASSIVE python bench/bench_facts.py [--examples 512] [--naive-examples 16]
+Usage: OMP_WAIT_POLICY=PASSIVE python -m bench.bench_facts [--examples 512] [--naive-examples 16]
 The device and forward dtype come from ATTN_DEVICE / ATTN_DTYPE (README "Devices").
 Targets: extraction >= 0.8x bare throughput, >= 20x naive; extract+write >= 0.8x bare.
 """
 
 import argparse
-import os
 import time
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+import duckdb
+import numpy as np
+import polars as pl
+import torch
 
-import duckdb  # noqa: E402
-import numpy as np  # noqa: E402
-import polars as pl  # noqa: E402
-import torch  # noqa: E402
-
-from dagster_project.compute.attention_pass import AttentionFacts, extract_attention_facts  # noqa: E402
-from dagster_project.compute.batching import length_batches  # noqa: E402
-from dagster_project.compute.devices import resolve  # noqa: E402
-from dagster_project.compute.models import DEFAULT_MODEL, load_encoder  # noqa: E402
-from dagster_project.corpora import CORPORA, encode_corpus  # noqa: E402
-from dagster_project.settings import compute_device, compute_dtype, data_dir  # noqa: E402
-from dagster_project.storage.warehouse import ensure_schema, replace_partition  # noqa: E402
+from dagster_project.compute.attention_pass import AttentionFacts, extract_attention_facts
+from dagster_project.compute.batching import length_batches
+from dagster_project.compute.devices import resolve
+from dagster_project.compute.models import DEFAULT_MODEL, load_encoder
+from dagster_project.corpora import CORPORA, encode_corpus
+from dagster_project.settings import compute_device, compute_dtype, data_dir
+from dagster_project.storage.warehouse import ensure_schema, replace_partition
 
 
 def bare_forward(encoder, tokens) -> None:

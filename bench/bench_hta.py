@@ -19,35 +19,32 @@ Times are CPU seconds of this process (time.process_time): run it with OMP_NUM_T
 are one core's seconds, which other jobs on a shared machine barely change (wall times do).
 
 XNLI is encoded as the corpus asset does for the model: max_len = the model's d_head.
-Usage: OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE python bench/bench_hta.py [--tokens 30] [--check-examples 16]
+Usage: OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE python -m bench.bench_hta [--tokens 30] [--check-examples 16]
        [--suite-examples 24]
 Targets: default >= 500x the backward loop; per estimated layer Pearson >= 0.99 at no more than
 REFERENCE's cost; the 1800-example suite under 30 minutes on 2 cores.
 """
 
 import argparse
-import os
 import time
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+import polars as pl
+import torch
 
-import polars as pl  # noqa: E402
-import torch  # noqa: E402
-
-from dagster_project.compute.batching import length_batches  # noqa: E402
-from dagster_project.compute.models import DEFAULT_MODEL, load_encoder  # noqa: E402
-from dagster_project.compute.pascual.hta import (  # noqa: E402
+from dagster_project.compute.batching import length_batches
+from dagster_project.compute.models import DEFAULT_MODEL, load_encoder
+from dagster_project.compute.pascual.hta import (
     HtaMethod,
     compare_contributions,
     context_function,
     input_norms,
     normalize_rows,
 )
-from dagster_project.compute.pascual.hta_facts import check_sample, extract_hta_facts  # noqa: E402
-from dagster_project.corpora import CORPORA, encode_corpus  # noqa: E402
-from dagster_project.defs.assets.corpora import head_dimension  # noqa: E402
-from dagster_project.defs.assets.pascual.hta import CHECK_EXAMPLES, CHECK_MIN_PEARSON, DEFAULT_HTA_METHOD  # noqa: E402
-from dagster_project.settings import data_dir  # noqa: E402
+from dagster_project.compute.pascual.hta_facts import check_sample, extract_hta_facts
+from dagster_project.corpora import CORPORA, encode_corpus
+from dagster_project.defs.assets.corpora import head_dimension
+from dagster_project.defs.assets.pascual.hta import CHECK_EXAMPLES, CHECK_MIN_PEARSON, DEFAULT_HTA_METHOD
+from dagster_project.settings import data_dir
 
 
 def timed(function, *args):

@@ -14,7 +14,7 @@ the DuckDB file written by the same 4 runs one after another, in one process's m
 
 PostgreSQL comes from the machine's binaries and S3 from moto's server in its own process, as
 in the tests (tests/servers.py). Usage:
-  OMP_WAIT_POLICY=PASSIVE .venv/bin/python bench/bench_scale.py [--repeats 5] [--scale 50]
+  OMP_WAIT_POLICY=PASSIVE .venv/bin/python -m bench.bench_scale [--repeats 5] [--scale 50]
 Targets: 0 aborted writes, 0 lost or duplicated rows, concurrent wall <= 0.6x serial;
 per-partition write <= 1.5x; median results-view query <= 2x.
 """
@@ -30,16 +30,15 @@ from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.servers, tests.tiny_models
 
-import duckdb  # noqa: E402
-import polars as pl  # noqa: E402
-from transformers import BertModel  # noqa: E402
+import duckdb
+import polars as pl
+from transformers import BertModel
 
-from dagster_project.settings import SQL_DIR  # noqa: E402
-from dagster_project.storage.lake import LakeConfig, connect_lake, maintain_files  # noqa: E402
-from dagster_project.storage.warehouse import (  # noqa: E402
+from dagster_project.settings import SQL_DIR
+from dagster_project.storage.lake import LakeConfig, connect_lake, maintain_files
+from dagster_project.storage.warehouse import (
     PARTITIONED_TABLES,
     apply_views,
     connect_for_writing,
@@ -47,8 +46,8 @@ from dagster_project.storage.warehouse import (  # noqa: E402
     partition_rows,
     replace_partition,
 )
-from tests.servers import start_postgres, start_s3_process  # noqa: E402
-from tests.tiny_models import bert_tokenizer, save_model, tiny_config  # noqa: E402
+from tests.servers import start_postgres, start_s3_process
+from tests.tiny_models import bert_tokenizer, save_model, tiny_config
 
 N_RUNS = 4
 RUN = """

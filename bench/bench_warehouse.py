@@ -22,7 +22,7 @@ opened for writing. One is made by the README's main command on that commit:
     && .venv/bin/pip install -e . && ATTN_WAREHOUSE=/tmp/src.duckdb .venv/bin/attn-warehouse run
 Usage (2 cores shared with other jobs, the MiniLM default-corpora warehouse sliced to demo and
 xnli_en: --quick 7 to 13 min, the full run 18 to 21 min; all three corpora copy 3.4 times the rows):
-  OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE .venv/bin/python bench/bench_warehouse.py SOURCE.duckdb \
+  OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE .venv/bin/python -m bench.bench_warehouse SOURCE.duckdb \
     --corpora demo xnli_en [--quick]
 Targets, at N = 20: every results view's median query < 1 s whole and < 0.3 s filtered
 to one model; the filtered query's exponent in N < 0.2.
@@ -30,7 +30,6 @@ to one model; the filtered query's exponent in N < 0.2.
 
 import argparse
 import io
-import os
 import shutil
 import statistics
 import subprocess
@@ -41,13 +40,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+import duckdb
+import numpy as np
 
-import duckdb  # noqa: E402
-import numpy as np  # noqa: E402
-
-from dagster_project.settings import PROJECT_ROOT, SQL_DIR  # noqa: E402
-from dagster_project.storage.warehouse import (  # noqa: E402
+from dagster_project.settings import PROJECT_ROOT, SQL_DIR
+from dagster_project.storage.warehouse import (
     PARTITION_COLUMNS,
     _tables_with_columns,
     apply_views,

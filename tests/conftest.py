@@ -1,33 +1,26 @@
 """Shared fixtures: tiny random-weight models on disk (tests/tiny_models.py), temporary
 warehouses and resources, the data directory."""
 
-import os
+from pathlib import Path
 
-# Before torch is imported: 2-thread torch spins (and slows ~4x) when a core is busy.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-# No hub is reachable here; fail fast instead of retrying the network for unknown ids.
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-
-from pathlib import Path  # noqa: E402
-
-import duckdb  # noqa: E402
-import polars as pl  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402
-from transformers import (  # noqa: E402
+import duckdb
+import polars as pl
+import pytest
+import torch
+from transformers import (
     BertForMaskedLM,
     BertForSequenceClassification,
     BertModel,
     PreTrainedTokenizerBase,
 )
 
-from dagster_project import settings  # noqa: E402
-from dagster_project.compute.models import LoadedEncoder, load_encoder  # noqa: E402
-from dagster_project.corpora import encode_corpus, read_demo_pairs  # noqa: E402
-from dagster_project.storage.warehouse import apply_views  # noqa: E402
-from tests.runs import run_resources  # noqa: E402
-from tests.servers import PostgresServer, S3Server, ServerUnavailable, start_postgres, start_s3  # noqa: E402
-from tests.tiny_models import bert_tokenizer, save_model, tiny_config  # noqa: E402
+from dagster_project import settings
+from dagster_project.compute.models import LoadedEncoder, load_encoder
+from dagster_project.corpora import encode_corpus, read_demo_pairs
+from dagster_project.storage.warehouse import apply_views
+from tests.runs import run_resources
+from tests.servers import PostgresServer, S3Server, ServerUnavailable, start_postgres, start_s3
+from tests.tiny_models import bert_tokenizer, save_model, tiny_config
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,6 @@
 """A run killed while it holds the warehouse_writer slot: `reclaim_dead_runs` marks it failed and
 frees the slot, so the next writer runs; a live holder is named, not touched; Ctrl-C stops a
-run that waits for the slot (defs/runs.py)."""
+run that waits for the slot (cli/recovery.py)."""
 
 import os
 import shutil
@@ -14,13 +14,13 @@ import pytest
 from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 
 from dagster_project import settings
-from dagster_project.defs.runs import reclaim_dead_runs
+from dagster_project.cli.recovery import reclaim_dead_runs
 
 # Materializes one pool asset in a fresh process against $DAGSTER_HOME; argv: sleep seconds, guard.
 MATERIALIZE = """
 import sys, time
 from dagster import DagsterInstance, asset, materialize
-from dagster_project.defs.runs import announce_pool_waits, stop_on_interrupt
+from dagster_project.cli.recovery import announce_pool_waits, stop_on_interrupt
 
 seconds, guard = float(sys.argv[1]), sys.argv[2] == "guard"
 

@@ -11,10 +11,11 @@ from types import SimpleNamespace
 import duckdb
 import pytest
 
-from dagster_project.cli import UsageError, main, run_config_from
+from dagster_project.cli import UsageError, main
+from dagster_project.cli.console import PROGRESS_MESSAGE
+from dagster_project.cli.run import run_config_from
 from dagster_project.compute.models import ModelSpec
 from dagster_project.defs.assets.writing import progress_logger
-from dagster_project.defs.console import PROGRESS_MESSAGE
 from dagster_project.storage.warehouse import upsert_model
 
 SPEC = ModelSpec("org--tiny", "org/tiny", "/models/tiny", "abc", "bert", 2, 2, True)

@@ -5,6 +5,9 @@ from pathlib import Path
 import altair as alt
 import polars as pl
 
+# Kovaleva's pattern classes in the paper's order (Fig. 2), shared by her charts and Pascual's Fig. 7.
+PATTERN_ORDER = ["vertical", "diagonal", "vertical+diagonal", "block", "heterogeneous"]
+
 
 def map_cells(rows: pl.DataFrame, value: str, legend: str, labels: list[str]) -> alt.Chart:
     """One attention-like map per facet cell: key x query cells shaded by `value` in [0, 1]."""

@@ -1,0 +1,47 @@
+"""`attn-warehouse`: run the analyses for a model (one line per asset; the full log in a file),
+register models, query or export the warehouse, write the report, list the results catalogue,
+open the UI. One module per verb, each with HELP, add_arguments and command; VERBS lists them.
+
+Sets DAGSTER_HOME to the project's .dagster folder unless it is set, so partitions and
+run history persist between commands and the UI.
+"""
+
+import argparse
+import sys
+
+from dagster_project.cli import add_model, export, pools, report, run, sql, ui
+from dagster_project.cli.common import UsageError, one_line, use_project_instance, user_error
+
+VERBS = {
+    "run": run,
+    "add-model": add_model,
+    "ui": ui,
+    "report": report,
+    "sql": sql,
+    "export": export,
+    "pools": pools,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="attn-warehouse", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    for name, verb in VERBS.items():
+        verb.add_arguments(commands.add_parser(name, help=verb.HELP))
+    args = parser.parse_args(argv)
+    use_project_instance()
+    try:
+        return VERBS[args.command].command(args)
+    except UsageError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except Exception as error:
+        from dagster_project.compute.models import ModelLoadError
+        from dagster_project.corpora import CorpusError
+        from dagster_project.storage.warehouse import WarehouseFullError, WarehouseLockedError
+
+        _, cause = user_error(error)
+        if not isinstance(cause, (ModelLoadError, CorpusError, WarehouseLockedError, WarehouseFullError)):
+            raise
+        print(f"error: {one_line(cause)}", file=sys.stderr)
+        return 2 if isinstance(cause, ModelLoadError) else 1

@@ -1,0 +1,5 @@
+import sys
+
+from dagster_project.cli import main
+
+sys.exit(main())

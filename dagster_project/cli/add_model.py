@@ -1,0 +1,34 @@
+"""`attn-warehouse add-model MODEL`: register a model as a new partition without running anything."""
+
+import argparse
+import shlex
+import sys
+
+HELP = "register a model as a new partition"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("model", help="hub id or local path")
+
+
+def command(args: argparse.Namespace) -> int:
+    return add_model(args.model)
+
+
+def add_model(source: str) -> int:
+    from dagster import DagsterInstance
+
+    from dagster_project.compute.models import ModelLoadError
+    from dagster_project.defs.registration import register_model
+    from dagster_project.defs.resources import default_resources
+
+    try:
+        spec = register_model(source, DagsterInstance.get(), default_resources()["warehouse"])
+    except ModelLoadError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(
+        f"registered {spec.source} as partition {spec.model_id}; "
+        f"materialize it from the UI or `attn-warehouse run {shlex.quote(source)}`"
+    )
+    return 0

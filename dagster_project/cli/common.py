@@ -1,0 +1,73 @@
+"""What every verb shares: the project's Dagster instance, one-line errors, the configured warehouse."""
+
+import os
+import sys
+from typing import TYPE_CHECKING
+
+from dagster_project import settings
+
+if TYPE_CHECKING:
+    from dagster_project.storage.backend import WarehouseConfig
+
+
+def use_project_instance() -> None:
+    home = settings.dagster_home()
+    home.mkdir(parents=True, exist_ok=True)
+    os.environ["DAGSTER_HOME"] = str(home)
+
+
+class UsageError(ValueError):
+    """A command line that cannot run as given; printed as one line, exit status 2."""
+
+
+def user_error(error: BaseException) -> tuple[str | None, BaseException]:
+    """The step and the exception an asset raised behind `error` (Dagster wraps it), else (None, error)."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    step = None
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        step = getattr(current, "step_key", None) or step
+        inner = getattr(current, "user_exception", None)
+        if inner is None:
+            return step, current
+        current = inner
+    return step, error
+
+
+def one_line(error: BaseException) -> str:
+    errors = getattr(error, "errors", None)  # DagsterInvalidConfigError: one entry per problem
+    text = "; ".join(str(getattr(item, "message", item)) for item in errors) if errors else str(error)
+    return " ".join(text.split()) or type(error).__name__
+
+
+def existing_warehouse() -> "WarehouseConfig | None":
+    """The configured warehouse (storage/backend.py), or None after saying there is none yet."""
+    from dagster_project.storage.backend import WarehouseConfig
+    from dagster_project.storage.lake import LakeConfigError
+
+    try:
+        warehouse = WarehouseConfig.from_env()
+    except LakeConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return None
+    if warehouse.exists():
+        return warehouse
+    print(
+        f"error: no warehouse at {warehouse.database}: run `attn-warehouse run` first (or set ATTN_WAREHOUSE)",
+        file=sys.stderr,
+    )
+    return None
+
+
+def reader_error(error: Exception, warehouse: "WarehouseConfig") -> int:
+    """Say in one line why a read-only visit to the warehouse failed; exit status 2."""
+    if "could not set lock" in str(error).lower():
+        print(
+            f"error: the warehouse {warehouse.database} is being written by another process (a run?): "
+            "try again when it ends",
+            file=sys.stderr,
+        )
+    else:
+        print(f"error: {' '.join(str(error).split())}", file=sys.stderr)
+    return 2

@@ -1,0 +1,263 @@
+"""`attn-warehouse run [MODEL]`: register a model and run the chosen analyses for it in one Dagster
+run (one line per asset here; the full event log in a file), then write the report."""
+
+import argparse
+import os
+import shlex
+import sys
+import time
+import traceback
+from pathlib import Path
+
+from dagster_project import settings
+from dagster_project.cli.common import UsageError, one_line, user_error
+
+HELP = "register a model and materialize every asset for it"
+
+
+def run_config_from(config_file: Path | None, assignments: list[str]) -> dict:
+    """Run config in the launchpad's format (`ops: {ASSET: {config: {FIELD: VALUE}}}`) from a
+    YAML file, then `ASSET.FIELD=VALUE` assignments (values read as YAML: 50, true, [a, b])."""
+    import yaml
+
+    config: dict = {}
+    if config_file is not None:
+        try:
+            loaded = yaml.safe_load(config_file.read_text(encoding="utf-8"))
+        except OSError as error:
+            raise UsageError(f"--config {config_file}: {error.strerror}") from error
+        except yaml.YAMLError as error:
+            mark = getattr(error, "problem_mark", None)
+            where = f"{config_file}, line {mark.line + 1}" if mark else str(config_file)
+            raise UsageError(f"{where}: not valid YAML ({getattr(error, 'problem', error)})") from error
+        if loaded is not None and not (isinstance(loaded, dict) and isinstance(loaded.get("ops", {}), dict)):
+            raise UsageError(
+                f"{config_file}: expected the launchpad's run config, a mapping like "
+                "`ops: {xnli_en_hta_facts: {config: {max_examples: 50}}}`"
+            )
+        config = loaded or {}
+    for assignment in assignments:
+        target, equals, value = assignment.partition("=")
+        asset_name, dot, field = target.partition(".")
+        if not (equals and dot and asset_name and field):
+            raise UsageError(
+                f"--set {assignment!r}: expected ASSET.FIELD=VALUE, e.g. --set xnli_en_hta_facts.max_examples=50"
+            )
+        try:
+            parsed = yaml.safe_load(value)
+        except yaml.YAMLError as error:
+            raise UsageError(f"--set {assignment!r}: the value is not valid YAML") from error
+        config.setdefault("ops", {}).setdefault(asset_name, {}).setdefault("config", {})[field] = parsed
+    return config
+
+
+def _check_configured_assets(
+    run_config: dict, selection: set, source: str, corpora: list[str], analyses: list[str], present: list[str]
+) -> list:
+    """The asset keys `run_config` configures; each must be one this run materializes."""
+    import difflib
+
+    from dagster import AssetKey
+
+    from dagster_project.defs.assets import all_assets
+    from dagster_project.defs.jobs import ANALYSES, analysis_asset_keys
+    from dagster_project.defs.tags import CORPUS
+
+    specs = {key: asset.get_asset_spec(key) for asset in all_assets for key in asset.keys}
+    keys = []
+    for name in run_config.get("ops", {}):
+        key = AssetKey(name)
+        if key not in specs:
+            close = difflib.get_close_matches(name, [k.to_user_string() for k in specs], n=1)
+            raise UsageError(
+                f"run config for '{name}': no such asset" + (f" (did you mean {close[0]}?)" if close else "")
+            )
+        if key not in selection:
+            corpus = specs[key].tags.get(CORPUS)
+            wider = [*corpora, *([corpus] if corpus and corpus not in corpora else [])]
+            runs = [analysis for analysis in ANALYSES if key in analysis_asset_keys(ANALYSES[analysis], wider, present)]
+            command = ["attn-warehouse", "run", source, *(f"--corpus={chosen}" for chosen in wider)]
+            command += [f"--analysis={analysis}" for analysis in dict.fromkeys([*analyses, *runs[:1]])]
+            if runs:
+                fix = f": run `{shlex.join(command)}`"
+            elif corpus and corpus not in present:
+                fix = f": its corpus {corpus} has no files in the data directory"
+            else:
+                fix = ": no analysis materializes it for these corpora"
+            raise UsageError(
+                f"run config for '{name}', which this run does not materialize (analyses {', '.join(analyses)}; "
+                f"corpora {', '.join(corpora)}){fix}"
+            )
+        keys.append(key)
+    return keys
+
+
+def _log_path() -> Path:
+    folder = settings.dagster_home() / "run_logs"  # not logs/: Dagster keeps its telemetry there
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / f"run-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
+
+
+def run(
+    source: str,
+    corpus_names: list[str],
+    analysis_names: list[str],
+    run_config: dict | None = None,
+    verbose: bool = False,
+) -> int:
+    """Register `source` and run the chosen analyses (defs.jobs.ANALYSES) for it on the chosen
+    corpora whose files are in the data directory, with the static report, in one run that
+    leaves out what is materialized and not stale (jobs.plan_model_run; the analyses' own
+    targets are re-run). Prints one line per asset; the full event log goes to a file."""
+    import uuid
+
+    import transformers
+    from dagster import AssetSelection, DagsterInstance, Definitions, define_asset_job
+
+    from dagster_project.cli.console import RunConsole, file_logger
+    from dagster_project.cli.recovery import announce_pool_waits, reclaim_dead_runs, stop_on_interrupt
+    from dagster_project.corpora import CORPORA, present_corpora
+    from dagster_project.defs.assets import all_assets, paper_report, warehouse_views
+    from dagster_project.defs.jobs import ANALYSES, analysis_asset_keys, plan_model_run
+    from dagster_project.defs.registration import register_model
+    from dagster_project.defs.resources import default_resources
+    from dagster_project.defs.schedules import record_corpus_files, up_to_date_keys
+
+    run_config = run_config or {}
+    if not verbose:  # one line per asset, not transformers' bar per model load
+        transformers.utils.logging.disable_progress_bar()
+    resources = default_resources()
+    instance = DagsterInstance.get()
+    stop_on_interrupt(instance)
+    announce_pool_waits(instance)
+    for message in reclaim_dead_runs(instance):  # a killed run's pool slot would block this one forever
+        print(message)
+    data_dir = resources["data_dir"].root
+    present = present_corpora(data_dir)
+    for name in corpus_names:
+        if name not in present:
+            print(f"skipping corpus {name}: {CORPORA[name].missing_files(data_dir)[0]} not found (set ATTN_DATA_DIR)")
+    corpora = [name for name in corpus_names if name in present]
+    if not corpora:
+        print(
+            f"error: no corpus found: none of {', '.join(corpus_names)} has its files in the data directory "
+            f"{data_dir}. Point ATTN_DATA_DIR to the folder holding the corpora (laid out like ../shared/data), "
+            f"e.g. `ATTN_DATA_DIR=/path/to/data attn-warehouse run {shlex.quote(source)}`, "
+            "or add `--corpus demo` for the built-in demo pairs.",
+            file=sys.stderr,
+        )
+        return 2
+    analyses = [ANALYSES[name] for name in analysis_names]
+    wanted = {key for analysis in analyses for key in analysis_asset_keys(analysis, corpora, present)}
+    if not wanted:
+        usable = {
+            analysis.name: [name for name in present if analysis_asset_keys(analysis, [name], present)]
+            for analysis in analyses
+        }
+        print(
+            f"error: nothing to run: the analyses {', '.join(analysis_names)} need corpora other than "
+            f"{', '.join(corpora)} (found in {data_dir}); add their --corpus ("
+            + "; ".join(f"{name}: {', '.join(names) or 'none present'}" for name, names in usable.items())
+            + "), or point ATTN_DATA_DIR to where their files are.",
+            file=sys.stderr,
+        )
+        return 2
+    required = _check_configured_assets(run_config, wanted, source, corpora, analysis_names, present)
+    spec = register_model(source, instance, resources["warehouse"])
+    print(
+        f"model {spec.source} -> partition {spec.model_id}; corpora: {', '.join(corpora)}; "
+        f"analyses: {', '.join(analysis_names)}"
+    )
+    record_corpus_files(instance, resources["data_dir"])  # changed corpus files make their examples stale
+    plan = plan_model_run(instance, analyses, corpora, present, spec.model_id, rerun_targets=True, required=required)
+    views = [] if up_to_date_keys(instance, all_assets, [warehouse_views.key], spec.model_id) else [warehouse_views.key]
+    keys = [*views, *plan.keys, *([] if paper_report.key in plan.keys else [paper_report.key])]
+    if plan.up_to_date:
+        print(f"up to date, not re-run: {', '.join(key.to_user_string() for key in plan.up_to_date)}")
+    log_path = _log_path()
+    print(f"log: {log_path}" + ("" if verbose else " (--verbose to stream it here)"))
+    job = define_asset_job("attn_warehouse_run", selection=AssetSelection.assets(*keys))
+    definitions = Definitions(
+        assets=all_assets, jobs=[job], resources=resources, loggers={"run_log": file_logger(log_path, verbose)}
+    )
+    console = RunConsole(instance, total_steps=len(keys))
+    run_id = str(uuid.uuid4())
+    console.start(run_id)
+    try:
+        definitions.resolve_job_def(job.name).execute_in_process(
+            # Only the log file's logger: Dagster's console logger would print every event.
+            run_config={**run_config, "loggers": {"run_log": {}}},
+            instance=instance,
+            partition_key=spec.model_id,
+            run_id=run_id,
+        )
+    except Exception as error:
+        console.stop()
+        step, cause = user_error(error)
+        step = step or next((failed for failed, _ in console.failures), None)
+        with log_path.open("a", encoding="utf-8") as log:
+            log.write("".join(traceback.format_exception(error)))
+        print(f"error: {step + ': ' if step else ''}{one_line(cause)}", file=sys.stderr)
+        print(f"(the traceback is in {log_path})", file=sys.stderr)
+        return 1
+    console.stop()
+    print(f"warehouse: {resources['warehouse'].database}")
+    print(f"charts:    {resources['chart_folder'].for_model(spec.model_id)}")
+    print(f"report:    {Path(resources['chart_folder'].path).resolve() / 'report' / 'index.html'}")
+    print(f"dagster:   {os.environ['DAGSTER_HOME']} (open the UI with `attn-warehouse ui`)")
+    return 0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from dagster_project.compute.models import DEFAULT_MODEL
+    from dagster_project.corpora import CORPORA, DEFAULT_CORPORA
+    from dagster_project.defs.jobs import ANALYSES, DEFAULT_ANALYSES
+
+    parser.add_argument(
+        "model", nargs="?", default=DEFAULT_MODEL, help=f"hub id or local path (default {DEFAULT_MODEL})"
+    )
+    parser.add_argument(
+        "--corpus",
+        action="append",
+        choices=[*CORPORA, "all"],
+        help=f"corpus to process, repeatable; 'all' for every one (default: {', '.join(DEFAULT_CORPORA)})",
+    )
+    parser.add_argument(
+        "--analysis",
+        action="append",
+        choices=list(ANALYSES),
+        help="analysis to run, repeatable (default: "
+        + ", ".join(DEFAULT_ANALYSES)
+        + "); "
+        + "; ".join(f"{name}: {analysis.description}" for name, analysis in ANALYSES.items()),
+    )
+    parser.add_argument(
+        "--hta", action="store_true", help="add the hta analysis (Pascual's Hidden Token Attribution; slow)"
+    )
+    parser.add_argument(
+        "--config",
+        type=Path,
+        metavar="FILE.yaml",
+        help="run config in the launchpad's format: ops: {ASSET: {config: {FIELD: VALUE}}}",
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="ASSET.FIELD=VALUE",
+        help="one run config value, repeatable (after --config): xnli_en_hta_facts.max_examples=50, "
+        "finetuned_mrpc.max_steps=40, finetuned_mrpc.train_subset=500",
+    )
+    parser.add_argument(
+        "--verbose", action="store_true", help="stream Dagster's full event log (always written to the log file)"
+    )
+
+
+def command(args: argparse.Namespace) -> int:
+    from dagster_project.corpora import CORPORA, DEFAULT_CORPORA
+    from dagster_project.defs.jobs import DEFAULT_ANALYSES
+
+    chosen = args.corpus or list(DEFAULT_CORPORA)
+    analyses = list(dict.fromkeys([*(args.analysis or DEFAULT_ANALYSES), *(["hta"] if args.hta else [])]))
+    run_config = run_config_from(args.config, args.set)
+    return run(args.model, list(CORPORA) if "all" in chosen else chosen, analyses, run_config, args.verbose)

@@ -1,0 +1,48 @@
+"""`attn-warehouse sql QUERY`: an ad-hoc query on the warehouse opened read-only."""
+
+import argparse
+
+from dagster_project.cli.common import existing_warehouse, reader_error
+
+HELP = "run a query on the warehouse opened read-only and print the result (holds no lock afterwards)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("query", help='SQL, e.g. "SELECT * FROM models"')
+    parser.add_argument("--max-rows", type=int, default=50, help="rows to print at most (default 50)")
+
+
+def command(args: argparse.Namespace) -> int:
+    return sql(args.query, max(args.max_rows, 1))
+
+
+def sql(query: str, max_rows: int) -> int:
+    """Run `query` on the warehouse opened read-only, print the result, close: an ad-hoc query
+    that does not keep a run from writing once it has printed."""
+    import duckdb
+    import polars as pl
+    import pyarrow as pa
+
+    from dagster_project.storage.lake import LakeConfigError
+
+    warehouse = existing_warehouse()
+    if warehouse is None:
+        return 2
+    try:
+        with warehouse.connect_read_only() as conn:
+            reader = conn.execute(query).to_arrow_reader(max_rows + 1)
+            batches, n_rows = [], 0
+            for batch in reader:
+                batches.append(batch)
+                n_rows += batch.num_rows
+                if n_rows > max_rows:
+                    break
+            result = pl.from_arrow(pa.Table.from_batches(batches, schema=reader.schema))
+    except (duckdb.Error, LakeConfigError) as error:
+        return reader_error(error, warehouse)
+    assert isinstance(result, pl.DataFrame)
+    with pl.Config(tbl_rows=max_rows, tbl_cols=-1, tbl_width_chars=200, fmt_str_lengths=80):
+        print(result.head(max_rows))
+    if result.height > max_rows:
+        print(f"(first {max_rows} rows; --max-rows to see more)")
+    return 0

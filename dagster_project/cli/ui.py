@@ -1,0 +1,31 @@
+"""`attn-warehouse ui`: the Dagster UI on 127.0.0.1, on this project's instance."""
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from dagster_project import settings
+
+HELP = "start the Dagster UI on 127.0.0.1"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--port", type=int, default=3000)
+
+
+def command(args: argparse.Namespace) -> int:
+    return ui(args.port)
+
+
+def ui(port: int) -> int:
+    from dagster import DagsterInstance
+
+    from dagster_project.cli.recovery import reclaim_dead_runs
+
+    with DagsterInstance.get() as instance:  # runs of a killed `dagster dev` stay STARTED otherwise
+        for message in reclaim_dead_runs(instance):
+            print(message)
+    workspace = settings.PROJECT_ROOT / "workspace.yaml"
+    dagster = str(Path(sys.executable).with_name("dagster"))  # the one installed beside this Python
+    os.execv(dagster, [dagster, "dev", "-w", str(workspace), "-h", "127.0.0.1", "-p", str(port)])

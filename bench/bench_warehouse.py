@@ -49,7 +49,7 @@ from dagster_project.storage.warehouse import (
     _tables_with_columns,
     apply_views,
     refresh_aggregates,
-    view_files,
+    view_definitions,
 )
 
 # The last commit before the materialized aggregates and the dense fact grain.
@@ -119,11 +119,11 @@ def apply_baseline_views(conn: duckdb.DuckDBPyConnection, sql_dir: Path) -> list
     conn.execute("BEGIN TRANSACTION")
     for path in sorted((sql_dir / "schema").glob("*.sql")):
         conn.execute(path.read_text())
-    views = view_files(sql_dir)
-    for path in views:
-        conn.execute(path.read_text())
+    views = view_definitions(sql_dir)
+    for view in views:
+        conn.execute(view.sql)
     conn.execute("COMMIT")
-    return [path.stem for path in views]
+    return [view.name for view in views]
 
 
 @dataclass

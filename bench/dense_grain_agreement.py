@@ -40,21 +40,22 @@ def sql_at(revision: str, into: Path) -> Path:
 
 
 def create_views(conn: duckdb.DuckDBPyConnection, sql_dir: Path, staging: Path | None = None) -> list[str]:
-    """The tables the warehouse lacks and the views of `sql_dir` (in warehouse.view_files' order),
+    """The tables the warehouse lacks and the views of `sql_dir` (in warehouse.view_definitions' order),
     the stg_ views of the dense tables from `staging` when given; returns the results views.
     Nothing is migrated: each side keeps its grain."""
-    files = warehouse.view_files(sql_dir)
+    views = warehouse.view_definitions(sql_dir)
     for path in sorted((sql_dir / "schema").glob("*.sql")):
         conn.execute(path.read_text())
     for table, columns in warehouse._tables_with_columns(conn).items():
         if {"model_id", "corpus"} <= set(columns) and table != warehouse.BATCHES_TABLE:
             conn.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS batch_id VARCHAR")
     dense_staging = {f"stg_{table}" for table in DENSE_TABLES}
-    for path in files:
-        if staging is not None and path.stem in dense_staging:
-            path = staging / path.name
-        conn.execute(path.read_text())
-    return [path.stem for path in files if path.parent.name == "results"]
+    for view in views:
+        if staging is not None and view.name in dense_staging:
+            conn.execute((staging / f"{view.name}.sql").read_text())
+        else:
+            conn.execute(view.sql)
+    return [view.name for view in views if view.layer == "results"]
 
 
 def compare(flat: pl.DataFrame, dense: pl.DataFrame) -> tuple[float, float]:

@@ -17,7 +17,8 @@ import re
 import shutil
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from graphlib import TopologicalSorter
 from pathlib import Path
@@ -68,26 +69,74 @@ def schema_columns() -> dict[str, tuple[str, ...]]:
     return {table: tuple(columns) for table, columns in rows}
 
 
-def view_files(sql_dir: Path | None = None) -> list[Path]:
-    """View files of `sql_dir` (default sql/; another, e.g. an older commit's sql/ checked out
-    elsewhere, for a comparison) in an order where every view comes after the views it reads.
+# Staging views written once as a template in sql/staging/templates and made for each table
+# that has no file of its own in sql/staging: histogram tables from `histograms` with their
+# kind, every other partitioned table from `plain`. A template's {placeholders} are identifiers
+# and constants of this registry, never user values.
+STAGING_TEMPLATES: Mapping[str, tuple[str, Mapping[str, str]]] = {
+    "position_histograms": ("histograms", {"kind": "attention"}),
+    "contribution_histograms": ("histograms", {"kind": "contribution"}),
+}
+PLAIN_STAGING = "plain"
 
-    A view depends on another when the other's name (its file stem) appears as a word in its
-    SQL, comments and string literals left out, the way dbt's ref() orders models, without a
-    templating step.
+
+@dataclass(frozen=True)
+class View:
+    """One view of sql/: its name, layer (VIEW_LAYERS) and CREATE statement. `source` is its
+    file, or for a staging view made from a template, the template."""
+
+    name: str
+    layer: str
+    sql: str
+    source: Path
+
+
+def _schema_tables(sql_dir: Path) -> list[str]:
+    """The tables of `sql_dir`/schema (one file per table, named after it) that carry partitions."""
+    return [
+        path.stem
+        for path in sorted((sql_dir / "schema").glob("*.sql"))
+        if all(re.search(rf"\b{column}\b", path.read_text()) for column in PARTITION_COLUMNS)
+    ]
+
+
+def _templated_staging(sql_dir: Path, written: set[str]) -> list[View]:
+    """Staging views from sql/staging/templates for the partitioned tables with no file of their own."""
+    templates = sql_dir / "staging" / "templates"
+    if not templates.is_dir():  # an older tree's sql/, with a file for every staging view
+        return []
+    views = []
+    for table in _schema_tables(sql_dir):
+        if f"stg_{table}" in written:
+            continue
+        template, values = STAGING_TEMPLATES.get(table, (PLAIN_STAGING, {}))
+        source = templates / f"{template}.sql"
+        views.append(View(f"stg_{table}", "staging", source.read_text().format(table=table, **values), source))
+    return views
+
+
+def view_definitions(sql_dir: Path | None = None) -> list[View]:
+    """Views of `sql_dir` (default sql/; another, e.g. an older commit's sql/ checked out
+    elsewhere, for a comparison) in an order where every view comes after the views it reads:
+    one per file of its layers, and the staging views made from templates.
+
+    A view depends on another when the other's name appears as a word in its SQL, comments and
+    string literals left out, the way dbt's ref() orders models, without a templating step.
     """
-    files: dict[str, Path] = {}
+    sql_dir = sql_dir or SQL_DIR
+    views: dict[str, View] = {}
     for layer in VIEW_LAYERS:
-        for path in sorted(((sql_dir or SQL_DIR) / layer).glob("*.sql")):
-            if path.stem in files:
-                raise ValueError(f"view {path.stem} is defined twice: {files[path.stem]} and {path}")
-            files[path.stem] = path
-    code = {name: strip_sql_comments(path.read_text()) for name, path in files.items()}
+        for path in sorted((sql_dir / layer).glob("*.sql")):
+            if path.stem in views:
+                raise ValueError(f"view {path.stem} is defined twice: {views[path.stem].source} and {path}")
+            views[path.stem] = View(path.stem, layer, path.read_text(), path)
+    views |= {view.name: view for view in _templated_staging(sql_dir, set(views))}
+    code = {name: strip_sql_comments(view.sql) for name, view in views.items()}
     graph = {
-        name: {other for other in files if other != name and re.search(rf"\b{re.escape(other)}\b", code[name])}
-        for name in files
+        name: {other for other in views if other != name and re.search(rf"\b{re.escape(other)}\b", code[name])}
+        for name in views
     }
-    return [files[name] for name in TopologicalSorter(graph).static_order()]
+    return [views[name] for name in TopologicalSorter(graph).static_order()]
 
 
 def aggregate_files() -> list[Path]:
@@ -98,8 +147,10 @@ def aggregate_files() -> list[Path]:
 def sql_code_version() -> str:
     """Hash of every SQL file, so a change to any view, table or aggregate marks the views stale."""
     digest = hashlib.sha256()
-    for path in schema_files() + view_files() + aggregate_files():
+    for path in schema_files() + aggregate_files():
         digest.update(path.read_bytes())
+    for view in view_definitions():
+        digest.update(view.sql.encode())
     return digest.hexdigest()[:16]
 
 
@@ -200,8 +251,8 @@ if _unknown_aggregates:
 @functools.cache
 def aggregate_sources() -> dict[str, frozenset[str]]:
     """Per aggregate table, the fact tables its query reads, directly or through the views it
-    reads (by name, as view_files orders them): a write to any of them makes it stale."""
-    code = {path.stem: strip_sql_comments(path.read_text()) for path in view_files()}
+    reads (by name, as view_definitions orders them): a write to any of them makes it stale."""
+    code = {view.name: strip_sql_comments(view.sql) for view in view_definitions()}
     facts = PARTITIONED_TABLES - set(AGGREGATE_TABLES)
 
     def names_in(sql: str) -> set[str]:
@@ -310,9 +361,9 @@ def apply_views(conn: duckdb.DuckDBPyConnection) -> list[str]:
         try:
             if not lake:
                 _carry_unbatched_rows(conn)
-            for path in view_files():
-                conn.execute(path.read_text())
-                created.append(path.stem)
+            for view in view_definitions():
+                conn.execute(view.sql)
+                created.append(view.name)
             written_at = _now()
             for (model_id, corpus), tables in stale_aggregates(conn).items():
                 _write_aggregates(conn, tables, model_id, corpus, new_batch_id(), written_at)

@@ -19,7 +19,7 @@ from dagster_project.defs.assets.clark.head_clustering import head_mds
 from dagster_project.defs.assets.clark.probes import dependency_probes
 from dagster_project.defs.registration import register_model
 from dagster_project.settings import PROJECT_ROOT
-from dagster_project.storage.warehouse import view_files
+from dagster_project.storage.warehouse import view_definitions
 from tests.runs import materialize_model, run_resources
 
 pytestmark = pytest.mark.integration
@@ -184,9 +184,9 @@ def test_entropies_lie_between_zero_and_log_n(warehouse):
 
 
 def test_every_view_selects(warehouse):
-    for path in view_files():
-        (rows,) = warehouse.execute(f"SELECT count(*) FROM {path.stem}").fetchone()
-        assert (rows == 0) == (path.stem in EMPTY_VIEWS), path.stem
+    for view in view_definitions():
+        (rows,) = warehouse.execute(f"SELECT count(*) FROM {view.name}").fetchone()
+        assert (rows == 0) == (view.name in EMPTY_VIEWS), view.name
     assert warehouse.execute("SELECT count(*) FROM clark_special_tokens WHERE corpus = 'wiki_segments'").fetchone() == (
         72,
     )

@@ -19,13 +19,14 @@ from dagster_project.storage.lake import LakeConfigError
 from dagster_project.storage.warehouse import (
     PARTITIONED_TABLES,
     VIEW_LAYERS,
+    View,
     apply_views,
     partition_rows,
     replace_partition,
     schema_columns,
     strip_sql_comments,
     upsert_model,
-    view_files,
+    view_definitions,
 )
 
 SPEC = ModelSpec("org--m", "org/m", "/x", "r1", "bert", 1, 2, True)
@@ -62,12 +63,12 @@ def _histogram(sums: list[float], counts: list[int], head: int = 1, kind: str = 
     )
 
 
-def _relations_read(path: Path) -> set[str]:
-    """The tables and views a view file's query reads, as DuckDB parses it (its CTEs left out)."""
-    query = re.sub(r"(?is)^.*?CREATE\s+OR\s+REPLACE\s+VIEW\s+\w+\s+AS\s", "", path.read_text(), count=1)
+def _relations_read(view: View) -> set[str]:
+    """The tables and views a view's query reads, as DuckDB parses it (its CTEs left out)."""
+    query = re.sub(r"(?is)^.*?CREATE\s+OR\s+REPLACE\s+VIEW\s+\w+\s+AS\s", "", view.sql, count=1)
     (serialized,) = duckdb.execute("SELECT json_serialize_sql(?)", [query]).fetchone()
     tree = json.loads(serialized)
-    assert not tree["error"], (path, tree)
+    assert not tree["error"], (view.name, tree)
     tables: set[str] = set()
     ctes: set[str] = set()
 
@@ -87,16 +88,16 @@ def _relations_read(path: Path) -> set[str]:
 
 
 def test_views_are_ordered_by_dependency():
-    names = [path.stem for path in view_files()]
+    names = [view.name for view in view_definitions()]
     assert (
         names.index("int_position_profiles")
         < names.index("int_head_centers_of_mass")
         < names.index("pascual_center_of_mass")
     )
-    assert {path.parent.name for path in view_files()} == set(VIEW_LAYERS)
-    for path in view_files():  # every view it reads (as DuckDB parses it) is created before it
-        earlier = set(names[: names.index(path.stem)])
-        assert _relations_read(path) - set(schema_columns()) <= earlier, path.stem
+    assert {view.layer for view in view_definitions()} == set(VIEW_LAYERS)
+    for view in view_definitions():  # every view it reads (as DuckDB parses it) is created before it
+        earlier = set(names[: names.index(view.name)])
+        assert _relations_read(view) - set(schema_columns()) <= earlier, view.name
 
 
 def _write_views(folder: Path, views: dict[str, str]) -> None:
@@ -117,11 +118,11 @@ def test_view_order_ignores_names_in_comments_and_strings(tmp_path, monkeypatch)
         },
     )
     monkeypatch.setattr(warehouse, "SQL_DIR", tmp_path)
-    assert [path.stem for path in view_files()] == ["a", "b"]
+    assert [view.name for view in view_definitions()] == ["a", "b"]
     # the dependency rule itself: a name in the code (not a comment) is a dependency
     (tmp_path / "results" / "a.sql").write_text("CREATE OR REPLACE VIEW a AS SELECT * FROM b;\n")
     with pytest.raises(CycleError):
-        view_files()
+        view_definitions()
 
 
 def test_strip_sql_comments_keeps_code_and_quoted_identifiers():
@@ -138,7 +139,7 @@ def test_partitioned_tables_come_from_the_schema_files():
 
 
 def test_every_table_has_a_staging_view_with_all_its_columns(conn):
-    staging = {path.stem: path for path in view_files() if path.parent.name == "staging"}
+    staging = {view.name: view for view in view_definitions() if view.layer == "staging"}
     tables = schema_columns()
     assert set(staging) == {f"stg_{table}" for table in tables}
     assert _relations_read(staging["stg_batches"]) == {"batches"}
@@ -155,22 +156,22 @@ def test_every_table_has_a_staging_view_with_all_its_columns(conn):
 
 def test_only_staging_reads_tables_and_joins_models():
     tables = set(schema_columns())
-    for path in view_files():
-        read = _relations_read(path)
-        if path.parent.name == "staging":
+    for view in view_definitions():
+        read = _relations_read(view)
+        if view.layer == "staging":
             continue
         # intermediate and results views read staged and intermediate views, never a raw table
-        assert all(name.startswith(("stg_", "int_")) for name in read), (path.stem, read)
-        assert not read & tables, (path.stem, read & tables)
-        assert not re.search(r"\bmodels\b", strip_sql_comments(path.read_text())), path.stem
-        if path.parent.name == "intermediate":
-            assert path.stem.startswith("int_")
+        assert all(name.startswith(("stg_", "int_")) for name in read), (view.name, read)
+        assert not read & tables, (view.name, read & tables)
+        assert not re.search(r"\bmodels\b", strip_sql_comments(view.sql)), view.name
+        if view.layer == "intermediate":
+            assert view.name.startswith("int_")
 
 
 def test_every_view_selects_on_an_empty_warehouse(conn: duckdb.DuckDBPyConnection):
-    for path in view_files():
-        assert conn.execute(f"SELECT count(*) FROM {path.stem}").fetchone() == (0,)
-    assert apply_views(conn) == [path.stem for path in view_files()]  # idempotent
+    for view in view_definitions():
+        assert conn.execute(f"SELECT count(*) FROM {view.name}").fetchone() == (0,)
+    assert apply_views(conn) == [view.name for view in view_definitions()]  # idempotent
 
 
 def test_head_means_weight_rows_by_tokens(conn):
@@ -333,3 +334,15 @@ def test_bad_backend_settings_say_what_to_set(env: dict, message: str):
 def test_the_default_backend_is_the_duckdb_file():
     config = WarehouseConfig.from_env({})
     assert (config.backend, config.lake, config.database) == ("duckdb", None, str(settings.warehouse_path()))
+
+
+def test_staging_views_come_from_templates_unless_a_table_has_a_file_of_its_own():
+    staging = {view.name: view for view in view_definitions() if view.layer == "staging"}
+    templates = warehouse.SQL_DIR / "staging" / "templates"
+    assert staging["stg_examples"].source == templates / "plain.sql"
+    assert "FROM examples AS t" in staging["stg_examples"].sql and "{" not in staging["stg_examples"].sql
+    histograms = {name: staging[f"stg_{name}"] for name in ("position_histograms", "contribution_histograms")}
+    assert {view.source for view in histograms.values()} == {templates / "histograms.sql"}
+    assert "'attention' AS kind" in histograms["position_histograms"].sql
+    assert "'contribution' AS kind" in histograms["contribution_histograms"].sql
+    assert staging["stg_relation_hits"].source == warehouse.SQL_DIR / "staging" / "stg_relation_hits.sql"

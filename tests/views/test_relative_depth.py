@@ -6,7 +6,7 @@ import polars as pl
 import pytest
 
 from dagster_project.compute.models import ModelSpec
-from dagster_project.storage.warehouse import replace_partition, upsert_model, view_files
+from dagster_project.storage.warehouse import replace_partition, upsert_model, view_definitions
 
 SIX = ModelSpec("org--six", "org/six", "/x", "r1", "bert", 6, 1, True)
 TWELVE = ModelSpec("org--twelve", "org/twelve", "/x", "r1", "bert", 12, 1, True)
@@ -26,12 +26,12 @@ def _summaries(n_layers: int) -> pl.DataFrame:
 
 
 def test_every_per_layer_view_has_relative_depth(conn: duckdb.DuckDBPyConnection) -> None:
-    for path in view_files():
-        if path.parent.name == "staging":
+    for view in view_definitions():
+        if view.layer == "staging":
             continue
-        columns = [row[0] for row in conn.execute(f"DESCRIBE {path.stem}").fetchall()]
+        columns = [row[0] for row in conn.execute(f"DESCRIBE {view.name}").fetchall()]
         if "layer" in columns:
-            assert "relative_depth" in columns, path.stem
+            assert "relative_depth" in columns, view.name
 
 
 def test_relative_depth_is_the_layer_centre_over_the_depth(conn: duckdb.DuckDBPyConnection) -> None:

@@ -1,14 +1,16 @@
--- Staging for `contribution_histograms` (dense rows, sql/schema/contribution_histograms.sql) in
--- the flat grain of stg_position_histograms (one row per example, scope, layer, head and offset
--- a pair reaches, weight_sum and pair_count unpacked the same way), with kind = contribution and
--- the run's hta_method, and the model's readable name and shape from `models`. The staging
--- rules: stg_models.sql.
-CREATE OR REPLACE VIEW stg_contribution_histograms AS
+-- Staging for a relative-position histogram table in the dense grain (sql/schema/{table}.sql) in
+-- the flat grain the views read: one row per (example, scope, layer, head, offset) that a pair
+-- reaches, with kind = {kind}, weight_sum (the stored mean times the pair count, see the schema
+-- for its precision) and pair_count, the run's parameters (every column after the two lists, such
+-- as hta_method), and the model's readable name and shape from `models`. storage/warehouse.py
+-- instantiates it for position_histograms and contribution_histograms. The staging rules:
+-- stg_models.sql.
+CREATE OR REPLACE VIEW stg_{table} AS
 WITH current_rows AS (
     -- every row with its (example, scope)'s pair counts, held by the row of its first head
     SELECT * REPLACE (any_value(pair_counts) OVER (PARTITION BY model_id, corpus, example_id, scope) AS pair_counts)
-    FROM contribution_histograms
-    WHERE batch_id IN (SELECT batch_id FROM stg_batches WHERE table_name = 'contribution_histograms')
+    FROM {table}
+    WHERE batch_id IN (SELECT batch_id FROM stg_batches WHERE table_name = '{table}')
 ),
 unnested AS (
     SELECT
@@ -23,7 +25,7 @@ unnested AS (
         generate_subscripts(t.pair_counts, 1) AS position,
         unnest(t.pair_counts) AS pair_count,
         unnest(t.one_plus_sqrt_mean_weights) AS one_plus_sqrt_mean_weight,
-        t.hta_method,
+        t.* EXCLUDE (model_id, corpus, example_id, scope, layer, head, pair_counts, one_plus_sqrt_mean_weights, batch_id),
         m.n_layers,
         m.n_heads
     FROM current_rows AS t
@@ -34,14 +36,17 @@ SELECT
     model_id,
     corpus,
     example_id,
-    'contribution' AS kind,
+    '{kind}' AS kind,
     scope,
     layer,
     head,
     (position - 1 - reach)::SMALLINT AS "offset",
     ((one_plus_sqrt_mean_weight::DOUBLE - 1) ** 2 * pair_count)::FLOAT AS weight_sum,
     pair_count::INTEGER AS pair_count,
-    hta_method,
+    * EXCLUDE (
+        model, model_id, corpus, example_id, scope, layer, head, reach, position, pair_count,
+        one_plus_sqrt_mean_weight, n_layers, n_heads
+    ),
     n_layers,
     n_heads
 FROM unnested

@@ -1,5 +1,6 @@
-"""What every writing asset shares: progress in the log, check specs and results from the
-pure checks, and the write-and-report step (replace the partition's rows, return row counts,
+"""What every writing asset shares: the decorator of an asset computed per model partition
+(model_partition_asset), progress in the log, check specs and results from the pure checks, and
+the write-and-report step (replace the partition's rows, return row counts,
 a preview and the check results)."""
 
 from collections.abc import Callable, Mapping, Sequence
@@ -11,12 +12,16 @@ from dagster import (
     AssetCheckSeverity,
     AssetCheckSpec,
     AssetExecutionContext,
+    AssetsDefinition,
     MaterializeResult,
     MetadataValue,
+    asset,
 )
 from dagster_duckdb import DuckDBResource
 
 from dagster_project.compute.checks import CheckOutcome
+from dagster_project.defs.partitions import model_partitions
+from dagster_project.defs.pools import GPU_PASS_OP_TAGS, GPU_PASS_POOL, WRITER_POOL
 from dagster_project.storage.warehouse import replace_partition
 
 PROGRESS_INTERVAL_SECONDS = 10.0
@@ -82,4 +87,30 @@ def write_partition(
         check_results=[
             outcome if isinstance(outcome, AssetCheckResult) else check_result(outcome) for outcome in outcomes
         ],
+    )
+
+
+def model_partition_asset(
+    name: str,
+    *,
+    description: str,
+    deps: Sequence[Any],
+    group_name: str,
+    tags: Mapping[str, str],
+    checks: Mapping[str, str] | None = None,
+    model_pass: bool = True,
+) -> Callable[[Callable[..., Any]], AssetsDefinition]:
+    """The decorator of an asset computed per model partition: partitioned by model, with blocking
+    `checks` (name -> description). A `model_pass` runs the model on the device, so it waits in
+    the GPU pool and its step asks for one device; otherwise it only writes, in the writer pool."""
+    return asset(
+        name=name,
+        description=description,
+        partitions_def=model_partitions,
+        deps=list(deps),
+        group_name=group_name,
+        tags=dict(tags),
+        pool=GPU_PASS_POOL if model_pass else WRITER_POOL,
+        **({"op_tags": GPU_PASS_OP_TAGS} if model_pass else {}),
+        check_specs=check_specs(name, checks or {}),
     )

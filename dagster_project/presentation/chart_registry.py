@@ -108,6 +108,15 @@ CHARTS = (
         when_empty="materialize wiki_segments_attention_facts (head distances) and head_mds first",
     ),
     ChartSpec(
+        "clark_fig6_head_distances",
+        "clark",
+        "Fig. 6",
+        "clark_head_distances",
+        ("wiki_segments",),
+        clark.clark_head_distances_chart,
+        when_empty="materialize wiki_segments_attention_facts (head distances) first",
+    ),
+    ChartSpec(
         "clark_fig4_entropy",
         "clark",
         "Fig. 4",
@@ -196,6 +205,19 @@ CHARTS = (
         ),
     ),
     ChartSpec(
+        "pascual_appc_hta_example_maps",
+        "pascual",
+        "App. C",
+        "pascual_hta_example_maps",
+        ("xnli_en", "demo"),
+        pascual.pascual_hta_pattern_maps_chart,
+        analysis="hta",
+        caption="every head's maps on the examples of Fig. 7",
+        when_empty=(
+            "materialize <corpus>_hta and <corpus>_attention_facts (their head summaries pick each class's head) first"
+        ),
+    ),
+    ChartSpec(
         "pascual_fig6_global_correlation",
         "pascual",
         "Fig. 6",
@@ -204,6 +226,18 @@ CHARTS = (
         pascual.pascual_correlation_chart,
         analysis="hta",
         caption="attention vs input contribution",
+    ),
+    ChartSpec(
+        "kovaleva_table1_task_scores",
+        "kovaleva",
+        "Table 1",
+        "kovaleva_task_scores",
+        tuple(f"glue_{task}" for task in FINETUNE_TASKS),
+        kovaleva.kovaleva_task_scores_chart,
+        analysis="finetuning",
+        reads=("task_scores",),
+        all_corpora=True,
+        when_empty="materialize finetuned_<task> for a GLUE task first",
     ),
     ChartSpec(
         "kovaleva_fig8_head_ablation",

@@ -7,10 +7,10 @@ import polars as pl
 import pytest
 
 from dagster_project.presentation.chart_registry import CHARTS, XNLI_CORPORA
-from dagster_project.presentation.charts.clark import clark_head_mds_chart
+from dagster_project.presentation.charts.clark import clark_head_distances_chart, clark_head_mds_chart
 from dagster_project.presentation.charts.common import short_model_name
 from dagster_project.presentation.charts.compare import compare_head_matches_chart, depth_curves_chart
-from dagster_project.presentation.charts.kovaleva import kovaleva_pattern_examples_chart
+from dagster_project.presentation.charts.kovaleva import kovaleva_pattern_examples_chart, kovaleva_task_scores_chart
 from dagster_project.presentation.charts.pascual import pascual_correlation_chart, pascual_hta_pattern_maps_chart
 
 SPECS = {spec.name: spec for spec in CHARTS}
@@ -233,3 +233,41 @@ def test_pattern_example_maps_share_the_map_cells_of_the_hta_maps() -> None:
         "attention",
     ]
     assert {row["map"] for row in _data(spec)} == {"demo L1-H2 ex. 7"}
+
+
+def test_head_distances_chart_orders_heads_by_layer() -> None:
+    rows = pl.DataFrame(
+        {
+            "layer_a": [2, 1, 1, 2],
+            "head_a": [1, 2, 1, 1],
+            "layer_b": [1, 1, 2, 2],
+            "head_b": [1, 1, 1, 1],
+            "js": [0.5, 0.25, 0.5, 0.0],
+        }
+    )
+    spec = clark_head_distances_chart(rows, "tiny").to_dict()
+    assert spec["encoding"]["y"]["sort"] == ["1-1", "1-2", "2-1"]
+    assert [(row["head"], row["other"], row["js"]) for row in _data(spec)] == [
+        ("1-1", "2-1", 0.5),
+        ("1-2", "1-1", 0.25),
+        ("2-1", "1-1", 0.5),
+        ("2-1", "2-1", 0.0),
+    ]
+
+
+def test_task_scores_chart_draws_each_tasks_headline_metric() -> None:
+    rows = pl.DataFrame(
+        {
+            "task": ["mrpc", "mrpc", "stsb", "stsb"],
+            "setting": ["pretrained", "pretrained", "pretrained", "pretrained"],
+            "metric": ["accuracy", "f1", "pearson", "spearman"],
+            "score": [0.7, 0.8, 0.5, 0.4],
+            "paper_score": [0.83, None, 0.88, None],
+            "n_examples": [408, 408, 1500, 1500],
+        }
+    )
+    spec = kovaleva_task_scores_chart(rows, "tiny").to_dict()
+    assert [(row["task"], row["metric"], row["score"]) for row in _data(spec)] == [
+        ("mrpc", "accuracy", 0.7),
+        ("stsb", "pearson", 0.5),
+    ]

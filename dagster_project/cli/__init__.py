@@ -9,7 +9,7 @@ run history persist between commands and the UI.
 import argparse
 import sys
 
-from dagster_project.cli import add_model, export, pools, report, run, sql, ui
+from dagster_project.cli import add_model, catalogue, export, pools, report, run, sql, ui
 from dagster_project.cli.common import UsageError, one_line, use_project_instance, user_error
 
 VERBS = {
@@ -20,6 +20,7 @@ VERBS = {
     "sql": sql,
     "export": export,
     "pools": pools,
+    "catalogue": catalogue,
 }
 
 

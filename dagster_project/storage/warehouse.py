@@ -249,24 +249,39 @@ if _unknown_aggregates:
 
 
 @functools.cache
+def _view_code() -> dict[str, str]:
+    return {view.name: strip_sql_comments(view.sql) for view in view_definitions()}
+
+
+def views_reached(sql: str) -> frozenset[str]:
+    """The views `sql` reads, directly or through the views it reads (by name, as
+    view_definitions orders them)."""
+    code = _view_code()
+
+    def names_in(text: str) -> set[str]:
+        return {name for name in code if re.search(rf"\b{re.escape(name)}\b", text)}
+
+    reached: set[str] = set()
+    todo = names_in(strip_sql_comments(sql))
+    while todo:
+        name = todo.pop()
+        reached.add(name)
+        todo |= names_in(code[name]) - reached
+    return frozenset(reached)
+
+
+@functools.cache
 def aggregate_sources() -> dict[str, frozenset[str]]:
     """Per aggregate table, the fact tables its query reads, directly or through the views it
-    reads (by name, as view_definitions orders them): a write to any of them makes it stale."""
-    code = {view.name: strip_sql_comments(view.sql) for view in view_definitions()}
+    reads: a write to any of them makes it stale."""
     facts = PARTITIONED_TABLES - set(AGGREGATE_TABLES)
-
-    def names_in(sql: str) -> set[str]:
-        return {name for name in code if re.search(rf"\b{re.escape(name)}\b", sql)}
-
-    sources = {}
-    for table in AGGREGATE_TABLES:
-        reached, todo = set(), names_in(strip_sql_comments((SQL_DIR / "aggregates" / f"{table}.sql").read_text()))
-        while todo:
-            name = todo.pop()
-            reached.add(name)
-            todo |= names_in(code[name]) - reached
-        sources[table] = frozenset(name.removeprefix("stg_") for name in reached) & facts
-    return sources
+    return {
+        table: frozenset(
+            name.removeprefix("stg_") for name in views_reached((SQL_DIR / "aggregates" / f"{table}.sql").read_text())
+        )
+        & facts
+        for table in AGGREGATE_TABLES
+    }
 
 
 def aggregate_rows(conn: duckdb.DuckDBPyConnection, table: str, model_id: str, corpus: str) -> pl.DataFrame:

@@ -207,13 +207,13 @@ def test_fine_tuned_rows_are_drawn_beside_the_pre_trained_ones_per_task(conn):
 
 
 def test_kovaleva_chart_labels_are_the_papers_figures():
-    """Fig. 1 example maps, Fig. 2 shares, Fig. 3 FrameNet, Fig. 5 cosine, Fig. 6 [SEP]/[CLS]
-    per task, Fig. 7 final-layer [CLS] row, Figs. 8/9 ablations (before: the example maps were
-    "Fig. 2 (maps)" and Fig. 6 drew every feature)."""
+    """Table 1 scores, Fig. 1 example maps, Fig. 2 shares, Fig. 3 FrameNet, Fig. 5 cosine, Fig. 6
+    [SEP]/[CLS] per task, Fig. 7 final-layer [CLS] row, Figs. 8/9 ablations."""
     from dagster_project.presentation.chart_registry import CHARTS
 
     figures = {spec.name: spec.figure for spec in CHARTS if spec.paper == "kovaleva"}
     assert figures == {
+        "kovaleva_table1_task_scores": "Table 1",
         "kovaleva_fig1_pattern_examples": "Fig. 1",
         "kovaleva_fig2_pattern_shares": "Fig. 2",
         "kovaleva_fig3_framenet_heads": "Fig. 3",
@@ -224,3 +224,38 @@ def test_kovaleva_chart_labels_are_the_papers_figures():
         "kovaleva_fig8_head_ablation": "Fig. 8",
         "kovaleva_fig9_layer_ablation": "Fig. 9",
     }
+
+
+def test_pattern_example_maps_carry_the_tokens_on_both_axes(conn):
+    upsert_model(conn, BASE)
+    tokens = pl.DataFrame(
+        {
+            "example_id": [3, 3],
+            "position": [0, 1],
+            "token_id": [101, 102],
+            "token": ["[CLS]", "[SEP]"],
+            "token_class": ["cls", "sep"],
+            "is_special": [True, True],
+            "segment": [0, 0],
+        }
+    )
+    maps = pl.DataFrame(
+        {
+            "example_id": [3] * 4,
+            "pattern": ["vertical"] * 4,
+            "layer": [2] * 4,
+            "head": [1] * 4,
+            "query": [0, 0, 1, 1],
+            "key": [0, 1, 0, 1],
+            "attention": [0.75, 0.25, 1.0, 0.0],
+        }
+    )
+    replace_partition(conn, {"tokens": tokens, "pattern_example_maps": maps}, BASE.model_id, "glue_rte")
+    rows = partition_rows(conn, "kovaleva_pattern_example_maps", BASE.model_id).sort("query", "key")
+    assert rows.select("task", "query_token", "key_token", "attention").rows() == [
+        ("glue_rte", "[CLS]", "[CLS]", 0.75),
+        ("glue_rte", "[CLS]", "[SEP]", 0.25),
+        ("glue_rte", "[SEP]", "[CLS]", 1.0),
+        ("glue_rte", "[SEP]", "[SEP]", 0.0),
+    ]
+    assert rows["relative_depth"].to_list() == pytest.approx([0.75] * 4)

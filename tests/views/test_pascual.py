@@ -61,3 +61,28 @@ def test_example_maps_in_long_form_and_one_pattern_head_per_class(conn: duckdb.D
     shown = partition_rows(conn, "pascual_hta_pattern_maps", "org--m")
     assert set(zip(shown["pattern"], shown["layer"], shown["head"])) == {("vertical", 1, 2)}
     assert shown.height == 27
+
+
+def test_hta_correlation_views_average_each_kind_over_examples(conn: duckdb.DuckDBPyConnection) -> None:
+    """Head 1-1's per-example correlations: previous-layer 0.9 and 0.5, input 0.2 and (undefined,
+    a constant row) None; the local view averages the first kind, the global view the second."""
+    upsert_model(conn, SPEC)
+    rows = pl.DataFrame(
+        {
+            "example_id": [0, 1, 0, 1],
+            "layer": [1] * 4,
+            "head": [1] * 4,
+            "kind": ["previous_layer", "previous_layer", "input", "input"],
+            "pearson": [0.9, 0.5, 0.2, None],
+            "spearman": [1.0, 0.5, 0.25, None],
+            "hta_method": ["exact"] * 4,
+        },
+        schema_overrides={"pearson": pl.Float32, "spearman": pl.Float32},
+    )
+    replace_partition(conn, {"hta_correlations": rows}, "org--m", "xnli_en")
+    local = partition_rows(conn, "pascual_hta_local_correlation", "org--m").row(0, named=True)
+    assert (local["layer"], local["head"], local["n_examples"]) == (1, 1, 2)
+    assert (local["pearson"], local["spearman"]) == pytest.approx((0.7, 0.75))
+    assert local["relative_depth"] == pytest.approx(0.5)
+    glob = partition_rows(conn, "pascual_hta_global_correlation", "org--m").row(0, named=True)
+    assert (glob["pearson"], glob["spearman"]) == pytest.approx((0.2, 0.25))

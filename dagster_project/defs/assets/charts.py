@@ -12,7 +12,7 @@ from dagster_project.defs.assets.clark.head_clustering import head_mds
 from dagster_project.defs.assets.clark.probes import dependency_probes
 from dagster_project.defs.assets.compare.head_matching import head_match_assets
 from dagster_project.defs.assets.facts import fact_assets
-from dagster_project.defs.assets.kovaleva.finetuning import ablation_assets_by_task
+from dagster_project.defs.assets.kovaleva.finetuning import ablation_assets_by_task, finetuned_assets_by_task
 from dagster_project.defs.assets.kovaleva.similarity import similarity_assets
 from dagster_project.defs.assets.pascual.hta import hta_assets
 from dagster_project.defs.assets.views import warehouse_views
@@ -27,6 +27,7 @@ TABLE_WRITERS: dict[str, list[AssetsDefinition]] = {
     "grad_importance": [grad_importance],
     "coref_baseline_predictions": coreference_baselines_assets,
     "probe_scores": [dependency_probes],
+    "task_scores": list(finetuned_assets_by_task.values()),
     "ablation_scores": list(ablation_assets_by_task.values()),
     "finetune_cosines": similarity_assets,
     "head_matches": head_match_assets,

@@ -1,0 +1,160 @@
+"""The results catalogue: for every paper result (a chart of presentation/chart_registry.py, and
+every results view of sql/results), what builds it, from the chart down to the math: the view,
+the materialized aggregates and the staged fact tables it reads (followed through the views, as
+storage/warehouse.py orders them), the compute functions that produce those facts, the tests
+that name the view and the docs section that describes it. `attn-warehouse catalogue` prints it;
+docs/catalogue.md is its Markdown, kept current by tests/unit/test_catalogue.py."""
+
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from dagster_project.compute import attention_facts, metrics
+from dagster_project.compute.clark import coreference_baselines, gradients, head_clustering, probes
+from dagster_project.compute.compare import head_matching
+from dagster_project.compute.kovaleva import ablation, finetune_similarity, finetuning
+from dagster_project.compute.pascual import hta_facts
+from dagster_project.presentation.chart_registry import CHARTS, PAPER_AUTHORS, ChartSpec
+from dagster_project.settings import PROJECT_ROOT
+from dagster_project.storage.warehouse import (
+    AGGREGATE_TABLES,
+    aggregate_sources,
+    schema_columns,
+    view_definitions,
+    views_reached,
+)
+
+# The function that computes each fact table's numbers (the tables the corpora write, and the
+# warehouse's own bookkeeping, are inputs, not results of a computation).
+TABLE_COMPUTATIONS: Mapping[str, Callable] = {
+    "head_summaries": metrics.head_summaries,
+    "position_histograms": metrics.relative_position_histogram,
+    "relation_hits": metrics.most_attended_words,
+    "head_distances": head_clustering.head_js_divergence,
+    "received_attention": metrics.received_attention,
+    "feature_pair_attention": metrics.word_pair_attention,
+    "frame_link_attention": metrics.span_pair_max,
+    "pattern_example_maps": attention_facts.pick_pattern_examples,
+    "head_mds": head_clustering.embed_heads,
+    "grad_importance": gradients.extract_grad_importance,
+    "probe_scores": probes.train_probe,
+    "coref_baseline_predictions": coreference_baselines.predict_antecedents,
+    "task_scores": finetuning.fine_tune,
+    "ablation_scores": ablation.settings_logits,
+    "finetune_cosines": finetune_similarity.extract_finetune_cosines,
+    "hta_correlations": hta_facts.extract_hta_facts,
+    "contribution_histograms": hta_facts.extract_hta_facts,
+    "hta_example_maps": hta_facts.extract_hta_facts,
+    "head_matches": head_matching.match_heads,
+}
+DOCS_DIR = PROJECT_ROOT / "docs"
+TESTS_DIR = PROJECT_ROOT / "tests"
+
+
+@dataclass(frozen=True)
+class CatalogueRow:
+    paper: str  # a key of PAPER_AUTHORS
+    result: str  # as the paper numbers it, "Fig. 2"; for a view no chart draws, the view itself
+    chart: str  # the chart asset's name
+    view: str
+    aggregates: tuple[str, ...]
+    facts: tuple[str, ...]
+    compute: tuple[str, ...]
+    tests: tuple[str, ...]
+    docs: str  # page#anchor of the docs section that names the view
+
+    def missing(self) -> list[str]:
+        """The columns this row has nothing in (aggregates may be empty: some views read the facts directly)."""
+        return [name for name in ("chart", "view", "facts", "compute", "tests", "docs") if not getattr(self, name)]
+
+
+def _qualified(function: Callable) -> str:
+    return f"{function.__module__.removeprefix('dagster_project.')}.{function.__qualname__}"
+
+
+def _slug(heading: str) -> str:
+    """The anchor mkdocs (Python-Markdown's toc) gives a heading."""
+    return re.sub(r"[-\s]+", "-", re.sub(r"[^\w\s-]", "", heading).strip().lower())
+
+
+def docs_sections(docs_dir: Path = DOCS_DIR) -> dict[str, str]:
+    """Per view named in a paper page of the docs, the first section that names it (page#anchor),
+    on the page of the view's own paper (its name's prefix) where that page names it."""
+    found: dict[str, dict[str, str]] = {}
+    for page in sorted((docs_dir / "papers").glob("*.md")):
+        anchor = ""
+        for line in page.read_text(encoding="utf-8").splitlines():
+            if line.startswith("## "):
+                anchor = _slug(line[3:])
+            for view in re.findall(r"`((?:clark|kovaleva|pascual|compare)_\w+)`", line):
+                found.setdefault(view, {}).setdefault(page.stem, f"papers/{page.name}#{anchor}".removesuffix("#"))
+    return {view: pages.get(view.split("_")[0], next(iter(pages.values()))) for view, pages in found.items()}
+
+
+def tests_naming(names: Iterable[str], tests_dir: Path = TESTS_DIR) -> dict[str, tuple[str, ...]]:
+    """Per name, the test files whose code names it."""
+    files = {path: path.read_text(encoding="utf-8") for path in sorted(tests_dir.rglob("test_*.py"))}
+    return {
+        name: tuple(
+            str(path.relative_to(tests_dir.parent)) for path, text in files.items() if re.search(rf"\b{name}\b", text)
+        )
+        for name in names
+    }
+
+
+def catalogue(charts: Iterable[ChartSpec] = CHARTS) -> list[CatalogueRow]:
+    """One row per chart, then one per results view that no chart draws."""
+    views = {view.name: view for view in view_definitions()}
+    results = [name for name, view in views.items() if view.layer == "results"]
+    tables = set(schema_columns())
+    sources = aggregate_sources()
+    charts = list(charts)
+    drawn = [(spec.paper, spec.figure, spec.name, spec.view) for spec in charts]
+    undrawn = sorted(set(results) - {spec.view for spec in charts})
+    drawn += [(name.split("_")[0], name, "", name) for name in undrawn]
+    sections, tests = docs_sections(), tests_naming(results)
+    rows = []
+    for paper, result, chart, view in drawn:
+        staged = {name.removeprefix("stg_") for name in views_reached(views[view].sql) if name.startswith("stg_")}
+        aggregates = tuple(sorted(staged & set(AGGREGATE_TABLES)))
+        facts = (staged & tables) - set(AGGREGATE_TABLES) - {"models", "batches"}
+        facts |= {fact for aggregate in aggregates for fact in sources[aggregate]}
+        compute = sorted({_qualified(TABLE_COMPUTATIONS[fact]) for fact in facts if fact in TABLE_COMPUTATIONS})
+        rows.append(
+            CatalogueRow(
+                paper, result, chart, view, aggregates, tuple(sorted(facts)), tuple(compute), tests[view],
+                sections.get(view, ""),
+            )
+        )  # fmt: skip
+    return rows
+
+
+def catalogue_markdown(rows: Iterable[CatalogueRow]) -> str:
+    """The catalogue as the Markdown page docs/catalogue.md."""
+    lines = [
+        "# Results catalogue",
+        "",
+        "Generated by `attn-warehouse catalogue --markdown` from the chart registry, the SQL views and",
+        "the fact kinds; `tests/unit/test_catalogue.py` fails when this page is not current or a",
+        "result lacks a column. Read a row left to right to go from a paper's figure to the math",
+        "behind it: the chart asset draws the view; the view reads the aggregates (materialized per",
+        "model and corpus) and the staged fact tables; the compute functions produce those facts.",
+        "",
+        "| paper | result | chart | view | aggregates | facts | compute | tests | docs |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        cells = [
+            PAPER_AUTHORS[row.paper].removesuffix(":"),
+            row.result,
+            f"`{row.chart}`" if row.chart else "",
+            f"`sql/results/{row.view}.sql`",
+            "<br>".join(f"`{name}`" for name in row.aggregates),
+            "<br>".join(f"`{name}`" for name in row.facts),
+            "<br>".join(f"`{name}`" for name in row.compute),
+            "<br>".join(f"`{name}`" for name in row.tests),
+            f"[{row.docs.split('#')[0].removeprefix('papers/').removesuffix('.md')}]({row.docs})" if row.docs else "",
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"

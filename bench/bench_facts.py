@@ -15,7 +15,7 @@ The naive baseline loops over every offset of every head in Python and inserts o
 examples; ratios compare throughput (examples/s).
 
 Usage: OMP_WAIT_POLICY=PASSIVE python -m bench.bench_facts [--examples 512] [--naive-examples 16]
-The device and forward dtype come from ATTN_DEVICE / ATTN_DTYPE (README "Devices").
+The device and forward dtype come from ATTN_DEVICE / ATTN_DTYPE (docs/operations/devices.md).
 Targets: extraction >= 0.8x bare throughput, >= 20x naive; extract+write >= 0.8x bare.
 """
 

@@ -9,7 +9,7 @@ k = 8, 16, 32 and the sketched hutchpp(r,k,bf16) (compute/pascual/hta_estimators
 estimated input contributions on the layers the estimator estimates (2..L), per layer, pooled over
 a seeded sample of --check-examples XNLI examples spread over the length range
 (hta_facts.check_sample, probes seeded as the run seeds them); the worst layer decides, against
---min-pearson. The default hta_method passes with a margin at the lowest such cost (README).
+--min-pearson. The default hta_method passes with a margin at the lowest such cost (docs/benchmarks.md).
 Last, the whole Pascual suite per example (attention, previous-layer and input contributions,
 correlations, histograms: hta_facts.extract_hta_facts) on --suite-examples XNLI examples, with
 REFERENCE (the default before hutchpp, "today's cost"), the default and the cheapest passing method, projected to 1800

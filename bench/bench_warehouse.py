@@ -17,7 +17,7 @@ SELECT per table), so the data is realistic. For each N (default 1, 5, 20; --qui
 and the growth exponent of each in N: the slope of a least-squares line through (log N, log value).
 
 The source is a warehouse written by the code at BASELINE_COMMIT (or earlier); it is copied, never
-opened for writing. One is made by the README's main command on that commit:
+opened for writing. One is made by the main command (README) on that commit:
   git worktree add /tmp/baseline 9227481 && cd /tmp/baseline && python3 -m venv .venv \\
     && .venv/bin/pip install -e . && ATTN_WAREHOUSE=/tmp/src.duckdb .venv/bin/attn-warehouse run
 Usage (2 cores shared with other jobs, the MiniLM default-corpora warehouse sliced to demo and

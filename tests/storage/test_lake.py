@@ -87,7 +87,7 @@ def test_analysts_attach_the_lake_read_only_from_their_own_duckdb(tmp_path: Path
         apply_views(conn)
         upsert_model(conn, SPEC)
         replace_partition(conn, {"head_summaries": _summaries([0.25, 0.75])}, SPEC.model_id, "demo")
-    # what the README shows: LOAD the extensions from the pip packages, ATTACH ... (READ_ONLY)
+    # what docs/operations/scaling-out.md shows: LOAD the extensions from the pip packages, ATTACH ... (READ_ONLY)
     analyst = duckdb.connect(config={"autoinstall_known_extensions": False, "autoload_known_extensions": False})
     analyst.load_extension(str(extension_file("ducklake")))
     analyst.load_extension(str(extension_file("sqlite_scanner")))

@@ -8,6 +8,7 @@ import sys
 import time
 import traceback
 from pathlib import Path
+from typing import Any
 
 from dagster_project import settings
 from dagster_project.cli.common import UsageError, one_line, user_error
@@ -98,6 +99,84 @@ def _log_path() -> Path:
     return folder / f"run-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
 
 
+def _usable_corpora(corpus_names: list[str], present: list[str], data_dir: Path, source: str) -> list[str]:
+    """The chosen corpora whose files are in the data directory; says which are skipped."""
+    from dagster_project.corpora import CORPORA
+
+    for name in corpus_names:
+        if name not in present:
+            print(f"skipping corpus {name}: {CORPORA[name].missing_files(data_dir)[0]} not found (set ATTN_DATA_DIR)")
+    corpora = [name for name in corpus_names if name in present]
+    if not corpora:
+        raise UsageError(
+            f"no corpus found: none of {', '.join(corpus_names)} has its files in the data directory "
+            f"{data_dir}. Point ATTN_DATA_DIR to the folder holding the corpora (laid out like ../shared/data), "
+            f"e.g. `ATTN_DATA_DIR=/path/to/data attn-warehouse run {shlex.quote(source)}`, "
+            "or add `--corpus demo` for the built-in demo pairs."
+        )
+    return corpora
+
+
+def _wanted_keys(analysis_names: list[str], corpora: list[str], present: list[str], data_dir: Path) -> set:
+    """The asset keys the chosen analyses have on the chosen corpora; an error when there are none."""
+    from dagster_project.defs.jobs import ANALYSES, analysis_asset_keys
+
+    analyses = [ANALYSES[name] for name in analysis_names]
+    wanted = {key for analysis in analyses for key in analysis_asset_keys(analysis, corpora, present)}
+    if not wanted:
+        usable = {
+            analysis.name: [name for name in present if analysis_asset_keys(analysis, [name], present)]
+            for analysis in analyses
+        }
+        raise UsageError(
+            f"nothing to run: the analyses {', '.join(analysis_names)} need corpora other than "
+            f"{', '.join(corpora)} (found in {data_dir}); add their --corpus ("
+            + "; ".join(f"{name}: {', '.join(names) or 'none present'}" for name, names in usable.items())
+            + "), or point ATTN_DATA_DIR to where their files are."
+        )
+    return wanted
+
+
+def _execute(keys: list, resources: dict, instance: Any, model_id: str, run_config: dict, verbose: bool) -> int:
+    """Materialize `keys` for the model partition in one in-process run: one line per asset here,
+    the full event log in a file; a failure is one line naming the step and the log."""
+    import uuid
+
+    from dagster import AssetSelection, Definitions, define_asset_job
+
+    from dagster_project.cli.console import RunConsole, file_logger
+    from dagster_project.defs.assets import all_assets
+
+    log_path = _log_path()
+    print(f"log: {log_path}" + ("" if verbose else " (--verbose to stream it here)"))
+    job = define_asset_job("attn_warehouse_run", selection=AssetSelection.assets(*keys))
+    definitions = Definitions(
+        assets=all_assets, jobs=[job], resources=resources, loggers={"run_log": file_logger(log_path, verbose)}
+    )
+    console = RunConsole(instance, total_steps=len(keys))
+    run_id = str(uuid.uuid4())
+    console.start(run_id)
+    try:
+        definitions.resolve_job_def(job.name).execute_in_process(
+            # Only the log file's logger: Dagster's console logger would print every event.
+            run_config={**run_config, "loggers": {"run_log": {}}},
+            instance=instance,
+            partition_key=model_id,
+            run_id=run_id,
+        )
+    except Exception as error:
+        console.stop()
+        step, cause = user_error(error)
+        step = step or next((failed for failed, _ in console.failures), None)
+        with log_path.open("a", encoding="utf-8") as log:
+            log.write("".join(traceback.format_exception(error)))
+        print(f"error: {step + ': ' if step else ''}{one_line(cause)}", file=sys.stderr)
+        print(f"(the traceback is in {log_path})", file=sys.stderr)
+        return 1
+    console.stop()
+    return 0
+
+
 def run(
     source: str,
     corpus_names: list[str],
@@ -109,16 +188,13 @@ def run(
     corpora whose files are in the data directory, with the static report, in one run that
     leaves out what is materialized and not stale (jobs.plan_model_run; the analyses' own
     targets are re-run). Prints one line per asset; the full event log goes to a file."""
-    import uuid
-
     import transformers
-    from dagster import AssetSelection, DagsterInstance, Definitions, define_asset_job
+    from dagster import DagsterInstance
 
-    from dagster_project.cli.console import RunConsole, file_logger
     from dagster_project.cli.recovery import announce_pool_waits, reclaim_dead_runs, stop_on_interrupt
-    from dagster_project.corpora import CORPORA, present_corpora
+    from dagster_project.corpora import present_corpora
     from dagster_project.defs.assets import all_assets, paper_report, warehouse_views
-    from dagster_project.defs.jobs import ANALYSES, analysis_asset_keys, plan_model_run
+    from dagster_project.defs.jobs import ANALYSES, plan_model_run
     from dagster_project.defs.registration import register_model
     from dagster_project.defs.resources import default_resources
     from dagster_project.defs.schedules import record_corpus_files, up_to_date_keys
@@ -134,34 +210,8 @@ def run(
         print(message)
     data_dir = resources["data_dir"].root
     present = present_corpora(data_dir)
-    for name in corpus_names:
-        if name not in present:
-            print(f"skipping corpus {name}: {CORPORA[name].missing_files(data_dir)[0]} not found (set ATTN_DATA_DIR)")
-    corpora = [name for name in corpus_names if name in present]
-    if not corpora:
-        print(
-            f"error: no corpus found: none of {', '.join(corpus_names)} has its files in the data directory "
-            f"{data_dir}. Point ATTN_DATA_DIR to the folder holding the corpora (laid out like ../shared/data), "
-            f"e.g. `ATTN_DATA_DIR=/path/to/data attn-warehouse run {shlex.quote(source)}`, "
-            "or add `--corpus demo` for the built-in demo pairs.",
-            file=sys.stderr,
-        )
-        return 2
-    analyses = [ANALYSES[name] for name in analysis_names]
-    wanted = {key for analysis in analyses for key in analysis_asset_keys(analysis, corpora, present)}
-    if not wanted:
-        usable = {
-            analysis.name: [name for name in present if analysis_asset_keys(analysis, [name], present)]
-            for analysis in analyses
-        }
-        print(
-            f"error: nothing to run: the analyses {', '.join(analysis_names)} need corpora other than "
-            f"{', '.join(corpora)} (found in {data_dir}); add their --corpus ("
-            + "; ".join(f"{name}: {', '.join(names) or 'none present'}" for name, names in usable.items())
-            + "), or point ATTN_DATA_DIR to where their files are.",
-            file=sys.stderr,
-        )
-        return 2
+    corpora = _usable_corpora(corpus_names, present, data_dir, source)
+    wanted = _wanted_keys(analysis_names, corpora, present, data_dir)
     required = _check_configured_assets(run_config, wanted, source, corpora, analysis_names, present)
     spec = register_model(source, instance, resources["warehouse"])
     print(
@@ -169,38 +219,14 @@ def run(
         f"analyses: {', '.join(analysis_names)}"
     )
     record_corpus_files(instance, resources["data_dir"])  # changed corpus files make their examples stale
+    analyses = [ANALYSES[name] for name in analysis_names]
     plan = plan_model_run(instance, analyses, corpora, present, spec.model_id, rerun_targets=True, required=required)
     views = [] if up_to_date_keys(instance, all_assets, [warehouse_views.key], spec.model_id) else [warehouse_views.key]
     keys = [*views, *plan.keys, *([] if paper_report.key in plan.keys else [paper_report.key])]
     if plan.up_to_date:
         print(f"up to date, not re-run: {', '.join(key.to_user_string() for key in plan.up_to_date)}")
-    log_path = _log_path()
-    print(f"log: {log_path}" + ("" if verbose else " (--verbose to stream it here)"))
-    job = define_asset_job("attn_warehouse_run", selection=AssetSelection.assets(*keys))
-    definitions = Definitions(
-        assets=all_assets, jobs=[job], resources=resources, loggers={"run_log": file_logger(log_path, verbose)}
-    )
-    console = RunConsole(instance, total_steps=len(keys))
-    run_id = str(uuid.uuid4())
-    console.start(run_id)
-    try:
-        definitions.resolve_job_def(job.name).execute_in_process(
-            # Only the log file's logger: Dagster's console logger would print every event.
-            run_config={**run_config, "loggers": {"run_log": {}}},
-            instance=instance,
-            partition_key=spec.model_id,
-            run_id=run_id,
-        )
-    except Exception as error:
-        console.stop()
-        step, cause = user_error(error)
-        step = step or next((failed for failed, _ in console.failures), None)
-        with log_path.open("a", encoding="utf-8") as log:
-            log.write("".join(traceback.format_exception(error)))
-        print(f"error: {step + ': ' if step else ''}{one_line(cause)}", file=sys.stderr)
-        print(f"(the traceback is in {log_path})", file=sys.stderr)
+    if _execute(keys, resources, instance, spec.model_id, run_config, verbose):
         return 1
-    console.stop()
     print(f"warehouse: {resources['warehouse'].database}")
     print(f"charts:    {resources['chart_folder'].for_model(spec.model_id)}")
     print(f"report:    {Path(resources['chart_folder'].path).resolve() / 'report' / 'index.html'}")

@@ -14,8 +14,10 @@ import torch
 
 from dagster_project.compute.attention_facts import summary_columns
 from dagster_project.compute.batching import length_batches
+from dagster_project.compute.checks import CheckOutcome
 from dagster_project.compute.devices import float32_maps
-from dagster_project.compute.fact_kinds import ALWAYS, FACT_KINDS, FactKind, PassInputs
+from dagster_project.compute.fact_kinds import ALWAYS, FACT_KINDS, FactKind, PassInputs, kind_checks
+from dagster_project.compute.metrics import PatternThresholds
 from dagster_project.compute.models import LoadedEncoder
 
 
@@ -24,6 +26,16 @@ class AttentionFacts:
     tables: dict[str, pl.DataFrame]  # fact kind table -> rows (empty frame: the pass found none)
     n_examples: int
     seconds: float
+
+
+@dataclass(frozen=True)
+class CheckedAttentionFacts:
+    """A pass's facts, its kinds' check outcomes, and the figures reported with them."""
+
+    facts: AttentionFacts
+    outcomes: list[CheckOutcome]
+    pattern_shares: dict[str, float]  # Kovaleva pattern class -> share of the head maps, to 4 decimals
+    max_row_sum_error: float
 
 
 def pass_inputs(
@@ -73,3 +85,38 @@ def extract_attention_facts(
                 progress(done, inputs.n_examples, time.perf_counter() - started)
     tables = {table: collector.finish() for table, collector in collectors.items()}
     return AttentionFacts(tables, done, time.perf_counter() - started)
+
+
+def checked_attention_facts(
+    encoder: LoadedEncoder,
+    tokens: pl.DataFrame,
+    kinds: Sequence[FactKind],
+    words: pl.DataFrame | None,
+    *,
+    frame_links: pl.DataFrame | None,
+    feature_links: pl.DataFrame | None,
+    word_mode: str,
+    thresholds: PatternThresholds,
+    batch_tokens: int | None,
+    progress: Callable[[int, int, float], None],
+) -> CheckedAttentionFacts:
+    """The pass of a (model, corpus) for `kinds` (`extract_attention_facts` over `pass_inputs`),
+    with the kinds' checks evaluated on its rows."""
+    inputs = pass_inputs(
+        encoder,
+        tokens,
+        words,
+        frame_links=frame_links,
+        feature_links=feature_links,
+        word_mode=word_mode,
+        thresholds=thresholds,
+    )
+    facts = extract_attention_facts(encoder, tokens, kinds, inputs, batch_tokens, progress)
+    summaries = facts.tables["head_summaries"]
+    shares = summaries["pattern"].value_counts(normalize=True, name="share")
+    return CheckedAttentionFacts(
+        facts,
+        [check.evaluate(facts.tables, inputs) for check in kind_checks(kinds)],
+        {row["pattern"]: round(row["share"], 4) for row in shares.iter_rows(named=True)},
+        float(summaries["row_sum_error"].max()),
+    )

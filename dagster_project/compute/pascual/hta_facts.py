@@ -1,5 +1,7 @@
 """HTA facts of a tokenized corpus: per (example, layer, head) correlations of attention
-with both contributions, and relative-position histograms of the input contribution."""
+with both contributions, and relative-position histograms of the input contribution; and a
+run's protocol (checked_hta_facts): the estimator checked against exact HTA first, then the
+facts with their contribution sums checked."""
 
 import time
 from collections.abc import Callable
@@ -13,8 +15,10 @@ from dagster_project.compute.batching import (
     frame,
     head_columns,
     histogram_frame,
+    histogram_rows,
     length_batches,
 )
+from dagster_project.compute.checks import CheckOutcome, estimate_matches_exact, histogram_masses
 from dagster_project.compute.metrics import (
     PATTERNS,
     PatternThresholds,
@@ -34,6 +38,7 @@ from dagster_project.compute.pascual.hta import (
 )
 
 CONTRIBUTION_KINDS = ("previous_layer", "input")
+CONTRIBUTION_CHECK = "Input contributions of every query row sum to 1; histogram pairs sum to n^2."
 
 
 @dataclass(frozen=True)
@@ -60,6 +65,23 @@ class HtaFacts:
     n_examples: int
     seconds: float
     previous_layer_cost: PreviousLayerCost
+
+    @property
+    def tables(self) -> dict[str, pl.DataFrame]:
+        """Warehouse table -> rows."""
+        return {
+            "hta_correlations": self.correlations,
+            "contribution_histograms": self.histograms,
+            "hta_example_maps": self.example_maps,
+        }
+
+
+@dataclass(frozen=True)
+class CheckedHtaFacts:
+    """A run's HTA facts and its check outcomes."""
+
+    facts: HtaFacts
+    outcomes: list[CheckOutcome]  # the contributions' sums, then the estimator against exact HTA
 
 
 @dataclass(frozen=True)
@@ -195,3 +217,41 @@ def estimate_check_error(
             embeddings.append(encoder.model(**batch.inputs, output_hidden_states=True).hidden_states[0][0])
             seeds.append(seed + int(batch.example_ids[0]))
     return estimate_error(encoder.model, embeddings, method, seeds), chosen
+
+
+def estimate_check(
+    encoder: LoadedEncoder, tokens: pl.DataFrame, method: HtaMethod, n_examples: int, seed: int, min_pearson: float
+) -> CheckOutcome:
+    """The run's estimator against exact HTA, per estimated layer (passes with nothing to score for exact)."""
+    error, sample = estimate_check_error(encoder, tokens, method, n_examples, seed)
+    return estimate_matches_exact(error.layer_pearson, error.mean_abs_error, min_pearson, str(method), sample)
+
+
+def checked_hta_facts(
+    encoder: LoadedEncoder,
+    tokens: pl.DataFrame,
+    method: HtaMethod,
+    *,
+    max_examples: int | None,
+    seed: int,
+    check_examples: int,
+    check_min_pearson: float,
+    progress: Callable[[int, int, float], None],
+    checked: Callable[[CheckOutcome], None],
+) -> CheckedHtaFacts:
+    """HTA facts of the first `max_examples` examples by id (None: all) of a corpus's `tokens`,
+    their contributions' sums checked. First the estimator is checked against exact HTA on
+    `check_examples` of the whole corpus (`estimate_check`); `checked` receives that outcome
+    before any fact is computed, so it can stop the run."""
+    selected = tokens
+    if max_examples:
+        keep = selected["example_id"].unique().sort()[:max_examples]
+        selected = selected.filter(selected["example_id"].is_in(keep.implode()))
+    estimate = estimate_check(encoder, tokens, method, check_examples, seed, check_min_pearson)
+    checked(estimate)
+    facts = extract_hta_facts(encoder, selected, method, seed, progress)
+    lengths = selected.group_by("example_id").agg(n_tokens=pl.len())
+    sums = histogram_masses(
+        histogram_rows(facts.histograms, "contribution"), lengths, "contributions_sum_to_one", CONTRIBUTION_CHECK
+    )
+    return CheckedHtaFacts(facts, [sums, estimate])

@@ -1,18 +1,19 @@
 """Corpus assets: one per corpus, partitioned by model, writing `examples` and `tokens`."""
 
+from pathlib import Path
+from typing import Any
+
 import polars as pl
-from dagster import AssetExecutionContext, AssetsDefinition, Config, MaterializeResult, MetadataValue, asset
+from dagster import AssetExecutionContext, AssetsDefinition, Config, MaterializeResult, MetadataValue
 from dagster_duckdb import DuckDBResource
 from transformers import PretrainedConfig
 
 from dagster_project.compute.checks import tokens_match_examples, word_pieces_inside_example
 from dagster_project.compute.models import load_encoder
-from dagster_project.corpora import CORPORA, OVERLONG, CorpusError, CorpusSpec, encode_corpus
-from dagster_project.corpora.annotation import spacy_features
+from dagster_project.corpora import CORPORA, OVERLONG, CorpusError, CorpusSpec
+from dagster_project.corpora.tables import CorpusTables, corpus_tables
 from dagster_project.defs.assets.models import encoder_model
-from dagster_project.defs.assets.writing import check_specs, table_preview, write_partition
-from dagster_project.defs.partitions import model_partitions
-from dagster_project.defs.pools import WRITER_POOL
+from dagster_project.defs.assets.writing import model_partition_asset, table_preview, write_partition
 from dagster_project.defs.resources import DataDirectory
 from dagster_project.defs.tags import corpus_tags
 from dagster_project.defs.versioning import corpus_files_key
@@ -39,89 +40,84 @@ def head_dimension(config: PretrainedConfig) -> int:
     return getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
 
 
+def _run_sampling(name: str, spec: CorpusSpec, config: CorpusConfig) -> tuple[int | None, int, str]:
+    """size, seed and overlong of a run: the run config's where it sets them, else the corpus's."""
+    size = config.size or spec.size
+    seed = spec.seed if config.seed is None else config.seed
+    overlong = config.overlong or spec.overlong
+    if overlong not in OVERLONG:
+        raise ValueError(f"{name}: run config overlong must be one of {OVERLONG}, got {overlong!r}")
+    return size, seed, overlong
+
+
+def _require_files(spec: CorpusSpec, data_dir: Path) -> None:
+    """Fails naming every file of the corpus missing from the data directory, before any model is loaded."""
+    missing = spec.missing_files(data_dir)
+    if missing:
+        raise CorpusError(
+            f"Corpus '{spec.name}' needs {', '.join(map(str, missing))}. Set ATTN_DATA_DIR or the "
+            "`data_dir` resource's path to a folder laid out like ../shared/data."
+        )
+
+
+def _corpus_metadata(corpus: CorpusTables, max_len: int, size: int | None, seed: int, overlong: str) -> dict[str, Any]:
+    """What was sampled, dropped and kept, and how spaCy's tokens met the corpus's words."""
+    encoded, tables = corpus.encoded, corpus.tables
+    alignment = (
+        tables["word_features"]["spacy_alignment"].value_counts().sort("spacy_alignment")
+        if "word_features" in tables
+        else None
+    )
+    return {
+        "candidates": encoded.n_candidates,
+        "dropped_too_long": encoded.n_too_long if overlong == "drop" else 0,
+        "truncated": encoded.n_truncated,
+        "words_without_pieces": encoded.words["piece_start"].null_count(),
+        "skipped_malformed": corpus.n_malformed,
+        **({"spacy_alignment": table_preview(alignment, rows=4)} if alignment is not None else {}),
+        "max_len": max_len,
+        "overlong": overlong,
+        "seed": seed,
+        "size": MetadataValue.int(size) if size else "all",
+        "mean_tokens": MetadataValue.float(float(tables["examples"]["n_tokens"].mean())),
+    }
+
+
 def build_corpus_asset(spec: CorpusSpec) -> AssetsDefinition:
     name = f"{spec.name}_examples"
 
-    @asset(
-        name=name,
+    @model_partition_asset(
+        name,
         description=(
             f"{spec.description} Writes `examples`, `tokens`, `words` (and annotation) rows for the model's tokenizer."
         ),
-        partitions_def=model_partitions,
         deps=[encoder_model, *([corpus_files_key(spec.name)] if spec.files else [])],
         group_name="corpora",
         tags=corpus_tags(spec.name),
-        pool=WRITER_POOL,
-        check_specs=check_specs(name, CORPUS_CHECKS),
+        checks=CORPUS_CHECKS,
+        model_pass=False,
     )
     def corpus_asset(
         context: AssetExecutionContext, config: CorpusConfig, warehouse: DuckDBResource, data_dir: DataDirectory
     ) -> MaterializeResult:
-        size = config.size or spec.size
-        seed = spec.seed if config.seed is None else config.seed
-        overlong = config.overlong or spec.overlong
-        if overlong not in OVERLONG:
-            raise ValueError(f"{name}: run config overlong must be one of {OVERLONG}, got {overlong!r}")
-        missing = spec.missing_files(data_dir.root)
-        if missing:
-            raise CorpusError(
-                f"Corpus '{spec.name}' needs {', '.join(map(str, missing))}. Set ATTN_DATA_DIR or the "
-                "`data_dir` resource's path to a folder laid out like ../shared/data."
-            )
+        size, seed, overlong = _run_sampling(name, spec, config)
+        _require_files(spec, data_dir.root)
         with warehouse.get_connection() as conn:
             source = model_source(conn, context.partition_key)
         encoder = load_encoder(source)
-        tokenizer = encoder.tokenizer
         max_len = config.max_len or spec.default_max_len(head_dimension(encoder.model.config))
-        data = spec.read(data_dir.root)
-        for problem in data.problems[:20]:
-            context.log.warning(f"{spec.name}: skipped malformed input: {problem}")
-        if spec.prepare:
-            data = spec.prepare(data, tokenizer, max_len)
-        encoded = encode_corpus(data, tokenizer, max_len, size, seed, overlong)
-        context.log.info(
-            f"{spec.name}: kept {encoded.examples.height} of {encoded.n_candidates} candidates "
-            f"({encoded.n_too_long} longer than {max_len} tokens, overlong={overlong}: "
-            f"{encoded.n_truncated} kept truncated)"
-        )
-        tables = {
-            "examples": encoded.examples.with_columns(max_len=max_len, seed=seed),
-            "tokens": encoded.tokens,
-            "words": encoded.words,
-            **encoded.annotations,
-        }
-        outcomes = [
-            tokens_match_examples(tables["examples"], encoded.tokens),
-            word_pieces_inside_example(encoded.words, tables["examples"]),
-        ]
-        if spec.spacy_features:
-            context.log.info(f"{spec.name}: annotating {encoded.words.height} words with spaCy")
-            tables["word_features"] = spacy_features(encoded.examples, encoded.words)
-        examples = tables["examples"]
-        alignment = (
-            tables["word_features"]["spacy_alignment"].value_counts().sort("spacy_alignment")
-            if "word_features" in tables
-            else None
-        )
+        corpus = corpus_tables(spec, data_dir.root, encoder.tokenizer, max_len, size, seed, overlong, context.log)
+        examples = corpus.tables["examples"]
         return write_partition(
             context,
             warehouse,
-            tables,
+            corpus.tables,
             spec.name,
-            outcomes,
-            {
-                "candidates": encoded.n_candidates,
-                "dropped_too_long": encoded.n_too_long if overlong == "drop" else 0,
-                "truncated": encoded.n_truncated,
-                "words_without_pieces": encoded.words["piece_start"].null_count(),
-                "skipped_malformed": len(data.problems),
-                **({"spacy_alignment": table_preview(alignment, rows=4)} if alignment is not None else {}),
-                "max_len": max_len,
-                "overlong": overlong,
-                "seed": seed,
-                "size": MetadataValue.int(size) if size else "all",
-                "mean_tokens": MetadataValue.float(float(examples["n_tokens"].mean())),
-            },
+            [
+                tokens_match_examples(examples, corpus.encoded.tokens),
+                word_pieces_inside_example(corpus.encoded.words, examples),
+            ],
+            _corpus_metadata(corpus, max_len, size, seed, overlong),
             examples.select("example_id", "source_ref", "n_tokens", "text_a", "text_b"),
         )
 

@@ -2,22 +2,30 @@
 (model, corpus) writes the table of every fact kind the corpus gets (compute.fact_kinds) for
 that partition in one transaction, and evaluates the kinds' checks on what it computed."""
 
+from collections.abc import Sequence
 from dataclasses import asdict
+from typing import Any
 
-from dagster import AssetExecutionContext, AssetsDefinition, Config, MaterializeResult, MetadataValue, asset
+import polars as pl
+from dagster import AssetExecutionContext, AssetsDefinition, Config, MaterializeResult, MetadataValue
 from dagster_duckdb import DuckDBResource
 
 from dagster_project.compute.attention_facts import FRAME_LINK_COLUMNS, MENTION_COLUMNS, feature_pair_links
-from dagster_project.compute.attention_pass import extract_attention_facts, pass_inputs
+from dagster_project.compute.attention_pass import CheckedAttentionFacts, checked_attention_facts
 from dagster_project.compute.batching import WORD_FEATURES
-from dagster_project.compute.fact_kinds import FRAME_LINKS, SPACY_FEATURES, WORDS, corpus_fact_kinds, kind_checks
+from dagster_project.compute.fact_kinds import (
+    FRAME_LINKS,
+    SPACY_FEATURES,
+    WORDS,
+    FactKind,
+    corpus_fact_kinds,
+    kind_checks,
+)
 from dagster_project.compute.metrics import WORD_MODES, PatternThresholds
-from dagster_project.compute.models import load_encoder
+from dagster_project.compute.models import LoadedEncoder, load_encoder
 from dagster_project.corpora import CORPORA, CorpusSpec
 from dagster_project.defs.assets.corpora import corpus_assets_by_name, model_tokens
-from dagster_project.defs.assets.writing import check_specs, progress_logger, write_partition
-from dagster_project.defs.partitions import model_partitions
-from dagster_project.defs.pools import GPU_PASS_OP_TAGS, GPU_PASS_POOL
+from dagster_project.defs.assets.writing import model_partition_asset, progress_logger, write_partition
 from dagster_project.defs.resources import ComputeResource
 from dagster_project.defs.tags import corpus_tags
 from dagster_project.storage.warehouse import partition_rows
@@ -32,24 +40,71 @@ class FactsConfig(Config):
     pattern_block: float = PatternThresholds.block  # mean content-row mass within its own segment
 
 
+def _pass_rows(
+    warehouse: DuckDBResource, model_id: str, spec: CorpusSpec, kinds: Sequence[FactKind]
+) -> tuple[pl.DataFrame | None, pl.DataFrame | None, pl.DataFrame | None]:
+    """What the corpus's `kinds` read besides tokens, from the warehouse: its words (with their
+    spaCy features), Kovaleva's feature-pair links and its frame links; None where no kind reads them."""
+    needs = frozenset().union(*(kind.needs for kind in kinds))
+    corpus = spec.name
+    words = frame_links = feature_links = None
+    with warehouse.get_connection() as conn:
+        if WORDS in needs:
+            words = partition_rows(
+                conn, "words", model_id, corpus, ("example_id", "word_index", "piece_start", "piece_end")
+            )
+        if SPACY_FEATURES in needs:
+            features = partition_rows(
+                conn,
+                "word_features",
+                model_id,
+                corpus,
+                ("example_id", "word_index", "head_word_index", *WORD_FEATURES),
+            )
+            words = words.join(features, on=["example_id", "word_index"], how="left")
+        if "feature_pair_attention" in {kind.table for kind in kinds}:
+            mentions = (
+                partition_rows(conn, "coref_mentions", model_id, corpus, MENTION_COLUMNS)
+                if "coref_mentions" in spec.provides
+                else None
+            )
+            feature_links = feature_pair_links(words, mentions)
+        if FRAME_LINKS in needs:
+            frame_links = partition_rows(
+                conn, "frame_links", model_id, corpus, ("example_id", *FRAME_LINK_COLUMNS)
+            ).unique(maintain_order=True)
+    return words, feature_links, frame_links
+
+
+def _pass_metadata(
+    checked: CheckedAttentionFacts, encoder: LoadedEncoder, word_mode: str, thresholds: PatternThresholds
+) -> dict[str, Any]:
+    facts = checked.facts
+    return {
+        "examples": facts.n_examples,
+        "device": str(encoder.compute),
+        **({"word_mode": word_mode} if "relation_hits" in facts.tables else {}),
+        "pattern_thresholds": MetadataValue.json(asdict(thresholds)),
+        "pattern_shares": MetadataValue.json(checked.pattern_shares),
+        "seconds": round(facts.seconds, 2),
+        "examples_per_second": round(facts.n_examples / facts.seconds, 1),
+        "max_row_sum_error": MetadataValue.float(checked.max_row_sum_error),
+    }
+
+
 def build_fact_asset(spec: CorpusSpec, corpus_asset: AssetsDefinition) -> AssetsDefinition:
     corpus = spec.name
     name = f"{corpus}_attention_facts"
     kinds = corpus_fact_kinds(spec)
-    checks = kind_checks(kinds)
-    needs = frozenset().union(*(kind.needs for kind in kinds))
     tables = ", ".join(f"`{kind.table}`" for kind in kinds)
 
-    @asset(
-        name=name,
+    @model_partition_asset(
+        name,
         description=f"Per-example, per-head attention facts of the '{corpus}' corpus (docs/methods.md §3): {tables}.",
-        partitions_def=model_partitions,
         deps=[corpus_asset],
         group_name="facts",
         tags=corpus_tags(corpus, "attention"),
-        pool=GPU_PASS_POOL,
-        op_tags=GPU_PASS_OP_TAGS,
-        check_specs=check_specs(name, {check.name: check.description for check in checks}),
+        checks={check.name: check.description for check in kind_checks(kinds)},
     )
     def fact_asset(
         context: AssetExecutionContext, config: FactsConfig, warehouse: DuckDBResource, compute: ComputeResource
@@ -58,67 +113,29 @@ def build_fact_asset(spec: CorpusSpec, corpus_asset: AssetsDefinition) -> Assets
         if config.word_mode not in WORD_MODES:
             raise ValueError(f"{name}: run config word_mode must be one of {WORD_MODES}, got '{config.word_mode}'")
         source, tokens = model_tokens(warehouse, model_id, corpus)
-        words = frame_links = feature_links = None
-        with warehouse.get_connection() as conn:
-            if WORDS in needs:
-                words = partition_rows(
-                    conn, "words", model_id, corpus, ("example_id", "word_index", "piece_start", "piece_end")
-                )
-            if SPACY_FEATURES in needs:
-                features = partition_rows(
-                    conn,
-                    "word_features",
-                    model_id,
-                    corpus,
-                    ("example_id", "word_index", "head_word_index", *WORD_FEATURES),
-                )
-                words = words.join(features, on=["example_id", "word_index"], how="left")
-            if "feature_pair_attention" in {kind.table for kind in kinds}:
-                mentions = (
-                    partition_rows(conn, "coref_mentions", model_id, corpus, MENTION_COLUMNS)
-                    if "coref_mentions" in spec.provides
-                    else None
-                )
-                feature_links = feature_pair_links(words, mentions)
-            if FRAME_LINKS in needs:
-                frame_links = partition_rows(
-                    conn, "frame_links", model_id, corpus, ("example_id", *FRAME_LINK_COLUMNS)
-                ).unique(maintain_order=True)
+        words, feature_links, frame_links = _pass_rows(warehouse, model_id, spec, kinds)
         thresholds = PatternThresholds(config.pattern_vertical, config.pattern_diagonal, config.pattern_block)
         encoder = load_encoder(source, compute.resolve())
-        inputs = pass_inputs(
+        checked = checked_attention_facts(
             encoder,
             tokens,
+            kinds,
             words,
             frame_links=frame_links,
             feature_links=feature_links,
             word_mode=config.word_mode,
             thresholds=thresholds,
+            batch_tokens=config.batch_tokens,
+            progress=progress_logger(context, corpus),
         )
-        facts = extract_attention_facts(
-            encoder, tokens, kinds, inputs, config.batch_tokens, progress_logger(context, corpus)
-        )
-        summaries = facts.tables["head_summaries"]
-        shares = summaries["pattern"].value_counts(normalize=True, name="share")
         return write_partition(
             context,
             warehouse,
-            facts.tables,
+            checked.facts.tables,
             corpus,
-            [check.evaluate(facts.tables, inputs) for check in checks],
-            {
-                "examples": facts.n_examples,
-                "device": str(encoder.compute),
-                **({"word_mode": config.word_mode} if "relation_hits" in facts.tables else {}),
-                "pattern_thresholds": MetadataValue.json(asdict(thresholds)),
-                "pattern_shares": MetadataValue.json(
-                    {row["pattern"]: round(row["share"], 4) for row in shares.iter_rows(named=True)}
-                ),
-                "seconds": round(facts.seconds, 2),
-                "examples_per_second": round(facts.n_examples / facts.seconds, 1),
-                "max_row_sum_error": MetadataValue.float(float(summaries["row_sum_error"].max())),
-            },
-            summaries,
+            checked.outcomes,
+            _pass_metadata(checked, encoder, config.word_mode, thresholds),
+            checked.facts.tables["head_summaries"],
         )
 
     return fact_asset

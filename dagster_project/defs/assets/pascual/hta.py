@@ -2,41 +2,33 @@
 correlations of attention with both contributions and the input-contribution histograms;
 a blocking check measures the estimator against exact HTA, per estimated layer, before every run."""
 
+from collections.abc import Callable
+from typing import Any
+
 import polars as pl
-from dagster import (
-    AssetExecutionContext,
-    AssetsDefinition,
-    Config,
-    Failure,
-    MaterializeResult,
-    asset,
-)
+from dagster import AssetExecutionContext, AssetsDefinition, Config, Failure, MaterializeResult
 from dagster_duckdb import DuckDBResource
 
-from dagster_project.compute.batching import histogram_rows
-from dagster_project.compute.checks import CheckOutcome, estimate_matches_exact, histogram_masses
+from dagster_project.compute.checks import CheckOutcome
 from dagster_project.compute.models import LoadedEncoder, load_encoder
 from dagster_project.compute.pascual.hta import HtaMethod
-from dagster_project.compute.pascual.hta_facts import estimate_check_error, extract_hta_facts
+from dagster_project.compute.pascual.hta_facts import CONTRIBUTION_CHECK, HtaFacts, checked_hta_facts
 from dagster_project.corpora import CORPORA
 from dagster_project.defs.assets.corpora import corpus_assets_by_name, model_tokens
 from dagster_project.defs.assets.writing import (
-    check_specs,
+    model_partition_asset,
     progress_logger,
     table_preview,
     write_partition,
 )
-from dagster_project.defs.partitions import model_partitions
-from dagster_project.defs.pools import GPU_PASS_OP_TAGS, GPU_PASS_POOL
 from dagster_project.defs.resources import ComputeResource
 from dagster_project.defs.tags import corpus_tags
 
 # Passes the check below on MiniLM with a margin at 0.8x the cost of estimate(32,bf16), the cheapest plain
-# estimator that passes (hutchpp(12,8,bf16) is cheaper but passes by 0.001; bench/bench_hta.py, README).
+# estimator that passes (hutchpp(12,8,bf16) is cheaper but passes by 0.001; bench/bench_hta.py, docs/benchmarks.md).
 DEFAULT_HTA_METHOD = "hutchpp(16,8,bf16)"
 CHECK_MIN_PEARSON = 0.99
 CHECK_EXAMPLES = 16  # examples the estimator check runs exact HTA on (all, in a smaller corpus)
-CONTRIBUTION_CHECK = "Input contributions of every query row sum to 1; histogram pairs sum to n^2."
 ESTIMATE_CHECK = (
     "Before any fact is computed: the run's estimator against exact HTA on a seeded sample of the corpus spread "
     "over its length range (run config check_examples); the worst estimated layer's Pearson must reach "
@@ -52,22 +44,54 @@ class HtaConfig(Config):
     check_min_pearson: float = CHECK_MIN_PEARSON  # worst estimated layer's Pearson with exact HTA
 
 
+def _stop_unless_estimate_passes(
+    context: AssetExecutionContext, name: str, method: HtaMethod, min_pearson: float
+) -> Callable[[CheckOutcome], None]:
+    """Logs the estimator check's figures and fails the run, before any fact is computed, when it missed."""
+
+    def stop_unless_passed(check: CheckOutcome) -> None:
+        context.log.info(f"{name}: estimator check {check.metadata}")
+        if not check.passed:
+            figures = check.metadata
+            raise Failure(
+                description=f"{name}: hta_method {method} misses exact HTA: layer {figures['worst_layer']} has "
+                f"Pearson {figures['worst_layer_pearson']:.4f} < check_min_pearson {min_pearson} on "
+                f"{figures['examples']} examples. Nothing was written. Use more probes (estimate(k) with a larger k) "
+                "or hta_method: exact, or lower check_min_pearson in the run config.",
+                metadata=figures,
+            )
+
+    return stop_unless_passed
+
+
+def _hta_metadata(method: HtaMethod, encoder: LoadedEncoder, facts: HtaFacts) -> dict[str, Any]:
+    return {
+        "hta_method": str(method),
+        "device": str(encoder.compute),
+        "examples": facts.n_examples,
+        "seconds": round(facts.seconds, 1),
+        "seconds_per_example": round(facts.seconds / facts.n_examples, 2),
+        # Closed form (0 jvps) where the family's scores allow it, else the exact per-layer fallback.
+        "previous_layer_method": facts.previous_layer_cost.method,
+        "previous_layer_jvps": facts.previous_layer_cost.jvps,
+        "previous_layer_seconds": round(facts.previous_layer_cost.seconds, 2),
+        "example_per_pattern": table_preview(
+            facts.example_maps.group_by("pattern").agg(example_id=pl.col("example_id").first()).sort("pattern")
+        ),
+    }
+
+
 def build_hta_asset(corpus: str) -> AssetsDefinition:
     name = f"{corpus}_hta_facts"
 
-    @asset(
-        name=name,
+    @model_partition_asset(
+        name,
         description=f"Pascual et al. HTA on '{corpus}': attention vs previous-layer and input contribution per head, "
         "and input-contribution position histograms.",
-        partitions_def=model_partitions,
         deps=[corpus_assets_by_name[corpus]],
         group_name="pascual",
         tags=corpus_tags(corpus, "hta"),
-        pool=GPU_PASS_POOL,
-        op_tags=GPU_PASS_OP_TAGS,
-        check_specs=check_specs(
-            name, {"contributions_sum_to_one": CONTRIBUTION_CHECK, "estimate_matches_exact": ESTIMATE_CHECK}
-        ),
+        checks={"contributions_sum_to_one": CONTRIBUTION_CHECK, "estimate_matches_exact": ESTIMATE_CHECK},
     )
     def hta_asset(
         context: AssetExecutionContext, config: HtaConfig, warehouse: DuckDBResource, compute: ComputeResource
@@ -78,68 +102,34 @@ def build_hta_asset(corpus: str) -> AssetsDefinition:
                 f"{name}: check_examples {config.check_examples} < {CHECK_EXAMPLES}: the estimator check sees fewer "
                 "examples than its documented minimum"
             )
-        source, corpus_tokens = model_tokens(warehouse, context.partition_key, corpus)
-        tokens = corpus_tokens
-        if config.max_examples:
-            keep = tokens["example_id"].unique().sort()[: config.max_examples]
-            tokens = tokens.filter(tokens["example_id"].is_in(keep.implode()))
-        report = progress_logger(context, f"{corpus} HTA ({method})")
+        source, tokens = model_tokens(warehouse, context.partition_key, corpus)
         placement = compute.resolve()
         if note := placement.float32_note("HTA"):
             context.log.warning(note)
         encoder = load_encoder(source, placement.float32())
-        check = _estimate_check(encoder, corpus_tokens, method, config)
-        context.log.info(f"{name}: estimator check {check.metadata}")
-        if not check.passed:
-            figures = check.metadata
-            raise Failure(
-                description=f"{name}: hta_method {method} misses exact HTA: layer {figures['worst_layer']} has "
-                f"Pearson {figures['worst_layer_pearson']:.4f} < check_min_pearson {config.check_min_pearson} on "
-                f"{figures['examples']} examples. Nothing was written. Use more probes (estimate(k) with a larger k) "
-                "or hta_method: exact, or lower check_min_pearson in the run config.",
-                metadata=figures,
-            )
-        facts = extract_hta_facts(encoder, tokens, method, config.seed, report)
-        lengths = tokens.group_by("example_id").agg(n_tokens=pl.len())
-        sums = histogram_masses(
-            histogram_rows(facts.histograms, "contribution"), lengths, "contributions_sum_to_one", CONTRIBUTION_CHECK
+        checked = checked_hta_facts(
+            encoder,
+            tokens,
+            method,
+            max_examples=config.max_examples,
+            seed=config.seed,
+            check_examples=config.check_examples,
+            check_min_pearson=config.check_min_pearson,
+            progress=progress_logger(context, f"{corpus} HTA ({method})"),
+            checked=_stop_unless_estimate_passes(context, name, method, config.check_min_pearson),
         )
+        facts = checked.facts
         return write_partition(
             context,
             warehouse,
-            {
-                "hta_correlations": facts.correlations,
-                "contribution_histograms": facts.histograms,
-                "hta_example_maps": facts.example_maps,
-            },
+            facts.tables,
             corpus,
-            [sums, check],
-            {
-                "hta_method": str(method),
-                "device": str(encoder.compute),
-                "examples": facts.n_examples,
-                "seconds": round(facts.seconds, 1),
-                "seconds_per_example": round(facts.seconds / facts.n_examples, 2),
-                # Closed form (0 jvps) where the family's scores allow it, else the exact per-layer fallback.
-                "previous_layer_method": facts.previous_layer_cost.method,
-                "previous_layer_jvps": facts.previous_layer_cost.jvps,
-                "previous_layer_seconds": round(facts.previous_layer_cost.seconds, 2),
-                "example_per_pattern": table_preview(
-                    facts.example_maps.group_by("pattern").agg(example_id=pl.col("example_id").first()).sort("pattern")
-                ),
-            },
+            checked.outcomes,
+            _hta_metadata(method, encoder, facts),
             facts.correlations,
         )
 
     return hta_asset
-
-
-def _estimate_check(encoder: LoadedEncoder, tokens: pl.DataFrame, method: HtaMethod, config: HtaConfig) -> CheckOutcome:
-    """The run's estimator against exact HTA, per estimated layer (passes with nothing to score for exact)."""
-    error, sample = estimate_check_error(encoder, tokens, method, config.check_examples, config.seed)
-    return estimate_matches_exact(
-        error.layer_pearson, error.mean_abs_error, config.check_min_pearson, str(method), sample
-    )
 
 
 hta_assets_by_corpus = {name: build_hta_asset(name) for name, spec in CORPORA.items() if spec.hta}

@@ -59,7 +59,8 @@ def pool_limits(gpus: int | None = None) -> dict[str, int]:
         if gpus is not None:
             raise ValueError(
                 f"the duckdb backend runs the model passes in the {WAREHOUSE_WRITER} pool, one at a time, so it has "
-                f"no {GPU} pool to size: leave out --gpus, or set ATTN_WAREHOUSE_BACKEND=ducklake (docs/operations/scaling-out.md)"
+                f"no {GPU} pool to size: leave out --gpus, or set ATTN_WAREHOUSE_BACKEND=ducklake "
+                "(docs/operations/scaling-out.md)"
             )
         return {WAREHOUSE_WRITER: 1}
     count = local_device_count() if gpus is None else gpus

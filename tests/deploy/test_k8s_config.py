@@ -201,7 +201,9 @@ def test_gpu_passes_request_one_gpu_through_their_k8s_tag_and_other_steps_none()
     assert gpu_keys <= {asset.key for asset in executable}
     for asset in executable:
         template = step_job(asset).spec.template
-        assert template.metadata.labels["app.kubernetes.io/component"] == "step_worker"  # the kubectl selector of docs/operations/scaling-out.md
+        assert (
+            template.metadata.labels["app.kubernetes.io/component"] == "step_worker"
+        )  # the kubectl selector of docs/operations/scaling-out.md
         pod = template.spec
         assert pod.containers[0].resources.requests == {"cpu": "1", "memory": "4Gi"}, asset.key
         limits = pod.containers[0].resources.limits

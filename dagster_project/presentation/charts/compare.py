@@ -1,0 +1,121 @@
+"""Charts that compare models: per-layer results on relative depth, head matches."""
+
+import altair as alt
+import polars as pl
+
+from dagster_project.presentation.charts.common import in_order, short_model_names
+
+
+def _with_model_names(rows: pl.DataFrame) -> pl.DataFrame:
+    return rows.with_columns(model_name=short_model_names(pl.col("model")), source=pl.col("model"))
+
+
+def _interval(rows: pl.DataFrame, value: str, only_value: bool) -> tuple[str, str] | None:
+    """The 95% interval columns of `value`: <value>_ci_low/<value>_ci_high, or ci_low/ci_high when
+    `value` is the only one drawn from the view; None where the view has none."""
+    candidates = [(f"{value}_ci_low", f"{value}_ci_high"), *([("ci_low", "ci_high")] if only_value else [])]
+    return next((pair for pair in candidates if set(pair) <= set(rows.columns)), None)
+
+
+def depth_curves_chart(
+    rows: pl.DataFrame, title: str, values: tuple[str, ...], label: str, series: str | None = None
+) -> alt.FacetChart:
+    """Every model's per-layer result on relative depth ((layer - 0.5) / n_layers, so a 6- and a
+    12-layer model share the axis), one panel per corpus: a line per model (and `series`: a value
+    column or a view column such as the target type) through the per-layer mean over heads, the
+    heads as faint points, and the 95% interval as error bars where the view carries one."""
+    rows = _with_model_names(rows)
+    index = [
+        column
+        for column in ("model_name", "source", "corpus", "layer", "relative_depth", "head")
+        if column in rows.columns
+    ]
+    parts = []
+    for value in values:
+        interval = _interval(rows, value, len(values) == 1)
+        part = rows.select(
+            *index,
+            pl.lit(value).alias("series") if series is None else pl.col(series).cast(pl.String).alias("series"),
+            pl.col(value).cast(pl.Float64).alias("value"),
+            *(
+                pl.col(column).cast(pl.Float64).alias(name)
+                for column, name in zip(interval or (), ("ci_low", "ci_high"))
+            ),
+        )
+        if series is not None and len(values) > 1:
+            part = part.with_columns(series=pl.format("{} {}", pl.lit(value), "series"))
+        parts.append(part)
+    long = pl.concat(parts, how="diagonal_relaxed")
+    color = alt.Color("model_name:N", title="model", sort=in_order(long, "model_name"))
+    x = alt.X("relative_depth:Q", title="relative depth ((layer - 0.5) / layers)", scale=alt.Scale(domain=[0, 1]))
+    tooltip = ["model_name", "source", "series", "layer", alt.Tooltip("relative_depth:Q", format=".2f")]
+    # The line is the mean over a layer's heads (rows of per-layer views are their own mean).
+    layers = [
+        alt.Chart()
+        .mark_line(point=True)
+        .encode(
+            x=x,
+            y=alt.Y("mean(value):Q", title=label),
+            color=color,
+            strokeDash=alt.StrokeDash("series:N", title=None, legend=alt.Legend(symbolType="stroke")),
+            tooltip=[*tooltip, alt.Tooltip("mean(value):Q", format=".3f", title="mean over heads")],
+        )
+    ]
+    if "head" in long.columns:
+        layers.append(
+            alt.Chart()
+            .mark_point(size=14, opacity=0.3, filled=True)
+            .encode(
+                x=x,
+                y="value:Q",
+                color=color,
+                shape=alt.Shape("series:N", title=None),
+                tooltip=[*tooltip, "head", alt.Tooltip("value:Q", format=".3f")],
+            )
+        )
+    if "ci_low" in long.columns:
+        layers.append(alt.Chart().mark_rule(opacity=0.4).encode(x=x, y="ci_low:Q", y2="ci_high:Q", color=color))
+    return (
+        alt.layer(*layers, data=long)
+        .properties(width=300, height=220)
+        .facet(column=alt.Column("corpus:N", title=None, sort=in_order(long, "corpus")))
+        .properties(title=f"{title}: {label} by relative depth")
+    )
+
+
+def compare_head_matches_chart(rows: pl.DataFrame, title: str) -> alt.FacetChart:
+    """Head correspondence: each head (x: its relative depth) against its nearest head in the other
+    model (y: that head's relative depth), coloured by their Jensen-Shannon distance; heads on the
+    diagonal do at the same relative depth what their match does."""
+    rows = rows.with_columns(
+        other=short_model_names(pl.col("other_model")),
+        head_label=pl.format("{}-{}", "layer", "head"),
+        match_label=pl.format("{}-{}", "other_layer", "other_head"),
+    )
+    depth = alt.Scale(domain=[0, 1])
+    points = (
+        alt.Chart()
+        .mark_circle(size=50, opacity=0.8)
+        .encode(
+            x=alt.X("relative_depth:Q", title="head's relative depth", scale=depth),
+            y=alt.Y("other_relative_depth:Q", title="nearest head's relative depth", scale=depth),
+            color=alt.Color("js_distance:Q", title="JS distance", scale=alt.Scale(scheme="viridis", reverse=True)),
+            tooltip=[
+                alt.Tooltip("head_label:N", title="head"),
+                alt.Tooltip("match_label:N", title="nearest head"),
+                "other_model",
+                alt.Tooltip("js_distance:Q", format=".3f"),
+                alt.Tooltip("runner_up_distance:Q", format=".3f"),
+                "n_examples",
+                "n_words",
+            ],
+        )
+    )
+    # y = x through the heads' own depths: a head on it matches a head at its own relative depth.
+    diagonal = alt.Chart().mark_line(color="#999", strokeDash=[4, 3]).encode(x="relative_depth:Q", y="relative_depth:Q")
+    return (
+        alt.layer(diagonal, points, data=rows)
+        .properties(width=260, height=260)
+        .facet(column=alt.Column("other:N", title="nearest head in", sort=in_order(rows, "other")))
+        .properties(title=f"{title}: each head's nearest head in another model (word-level JS distance)")
+    )

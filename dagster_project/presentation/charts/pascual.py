@@ -1,0 +1,106 @@
+"""Charts of Pascual et al. 2021: relative-position histograms, centers of mass, HTA correlations and maps."""
+
+import altair as alt
+import polars as pl
+
+from dagster_project.presentation.charts.common import PATTERN_ORDER, map_cells, in_order
+
+
+def pascual_histograms_chart(rows: pl.DataFrame, title: str) -> alt.FacetChart:
+    """Pascual Fig. 2/3, appendices A/B: a layer x head grid of max-normalized position histograms."""
+    return (
+        alt.Chart(rows)
+        .mark_line(strokeWidth=1)
+        .encode(
+            x=alt.X("offset:Q", title="relative position"),
+            y=alt.Y("value_max_normalized:Q", title=None, axis=alt.Axis(labels=False, ticks=False)),
+            color=alt.Color("scope:N"),
+        )
+        .properties(width=90, height=50)
+        .facet(row=alt.Row("layer:O"), column=alt.Column("head:O"))
+        .properties(title=f"{title}: histograms by relative position (each head scaled to its maximum)")
+    )
+
+
+def _center_of_mass_panels(rows: pl.DataFrame, color: alt.Color, dash: str, what: str, title: str) -> alt.FacetChart:
+    """Center of mass per layer as lines, one panel per corpus in the rows' order."""
+    return (
+        alt.Chart(rows)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("layer:O"),
+            y=alt.Y("center_of_mass:Q", title=f"mean {what} (tokens)"),
+            color=color,
+            strokeDash=alt.StrokeDash(f"{dash}:N"),
+            tooltip=["model", "corpus", "layer", "scope", "kind", alt.Tooltip("center_of_mass:Q", format=".2f")],
+        )
+        .properties(width=300, height=240)
+        .facet(column=alt.Column("corpus:N", title=None, sort=in_order(rows, "corpus")))
+        .properties(title=f"{title}: {what} per layer")
+    )
+
+
+def pascual_center_of_mass_chart(rows: pl.DataFrame, title: str) -> alt.FacetChart:
+    """Pascual Fig. 4/5: mean center of mass of the histograms per layer, one panel per corpus
+    (English, German and Arabic XNLI side by side, Fig. 4), attention and contribution (Fig. 5)."""
+    return _center_of_mass_panels(rows, alt.Color("scope:N"), "kind", "center of mass", title)
+
+
+def pascual_center_of_mass_models_chart(rows: pl.DataFrame, title: str) -> alt.FacetChart:
+    """Pascual Fig. 4 across models: the attention center of mass per layer of every model with
+    rows, one panel per corpus (the paper compares English, German and Arabic BERTs)."""
+    rows = rows.filter(pl.col("kind") == "attention")
+    color = alt.Color("model:N", sort=in_order(rows, "model"))
+    return _center_of_mass_panels(rows, color, "scope", "attention center of mass", title)
+
+
+def pascual_correlation_chart(rows: pl.DataFrame, title: str) -> alt.FacetChart:
+    """Pascual Fig. 1/6: each head's mean Pearson (top) and Spearman (bottom) correlation of
+    attention with a contribution, per layer, with the per-layer median (red line)."""
+    long = rows.unpivot(
+        index=["layer", "head"], on=["pearson", "spearman"], variable_name="coefficient", value_name="correlation"
+    ).with_columns(pl.col("coefficient").replace_strict({"pearson": "Pearson", "spearman": "Spearman"}))
+    heads = (
+        alt.Chart()
+        .mark_circle(size=40, opacity=0.7)
+        .encode(
+            x=alt.X("layer:O"),
+            y=alt.Y(
+                "correlation:Q",
+                title="mean row correlation",
+                scale=alt.Scale(domain=[-0.2, 1]),
+            ),
+            tooltip=["layer", "head", "coefficient", alt.Tooltip("correlation:Q", format=".3f")],
+        )
+    )
+    median = alt.Chart().mark_line(color="#e45756").encode(x="layer:O", y="median(correlation):Q")
+    return (
+        alt.layer(heads, median, data=long)
+        .properties(width=420, height=200)
+        .facet(row=alt.Row("coefficient:N", title=None, sort=["Pearson", "Spearman"]))
+        .properties(title=title)
+    )
+
+
+_HTA_MAPS = {"attention": "attention", "previous_layer": "previous-layer contribution", "input": "input contribution"}
+
+
+def pascual_hta_pattern_maps_chart(rows: pl.DataFrame, title: str) -> alt.FacetChart:
+    """Pascual Fig. 7: for one head of each Kovaleva pattern class, its attention map above its
+    previous-layer and input contribution maps (Appendix C has every head: pascual_hta_example_maps)."""
+    rows = rows.with_columns(
+        shown=pl.col("map").replace_strict(_HTA_MAPS),
+        panel=pl.format("{} ({}-{}, ex. {})", "pattern", "layer", "head", "example_id"),
+        pattern_order=pl.col("pattern").replace_strict(
+            {pattern: index for index, pattern in enumerate(PATTERN_ORDER)}, default=len(PATTERN_ORDER)
+        ),
+    ).sort("pattern_order", maintain_order=True)
+    return (
+        map_cells(rows, "value", "weight", ["panel", "shown"])
+        .facet(
+            row=alt.Row("shown:N", title=None, sort=list(_HTA_MAPS.values())),
+            column=alt.Column("panel:N", title=None, sort=in_order(rows, "panel")),
+        )
+        .resolve_scale(x="independent", y="independent")
+        .properties(title=f"{title}: attention vs Hidden Token Attribution per pattern class")
+    )

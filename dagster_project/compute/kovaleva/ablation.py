@@ -9,7 +9,8 @@ it). Both read which heads to disable from `disabling_heads`, and tell the layer
 attention calls: an encoder runs its layers in order, one self-attention each (ALBERT runs its
 one shared layer n times, so no module could say its layer). Many ablation settings share one
 forward pass: the batch is repeated once per setting and each copy gets its own (layers, heads)
-mask of disabled heads, so the cost is about one forward pass per setting.
+mask of disabled heads, so the cost is about one forward pass per setting. score_ablations runs
+the sweep of Figs. 8-9 (nothing, each head, each layer disabled) on a fine-tuned classifier.
 """
 
 import time
@@ -18,12 +19,24 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
+from pathlib import Path
 
+import polars as pl
 import torch
-from transformers import AttentionInterface, PreTrainedModel
+from transformers import AttentionInterface, AutoTokenizer, PreTrainedModel
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, eager_mask
 
 from dagster_project.compute.attention_layouts import attention_blocks, attention_layout, unique_modules
+from dagster_project.compute.devices import ComputeDevice
+from dagster_project.compute.kovaleva.finetuning import (
+    TaskData,
+    glue_metrics,
+    length_sorted_batches,
+    load_classifier,
+    pad_inputs,
+    read_task_split,
+)
+from dagster_project.compute.models import inspect_model
 
 ABLATION_ATTENTION = "uniform_head_ablation"
 
@@ -178,3 +191,95 @@ def settings_logits(
         if progress is not None:
             progress(index + 1, time.perf_counter() - start)
     return torch.cat(outputs, dim=1)
+
+
+@dataclass(frozen=True)
+class AblationScores:
+    """A fine-tuned classifier's validation scores under every ablation setting (ablation_settings)."""
+
+    rows: pl.DataFrame  # `ablation_scores` rows: one per setting and metric
+    gains: pl.DataFrame  # (kind, layer, head, metric, score, delta: score - baseline) of the ablations, largest first
+    baseline: dict[str, float]  # the scores with no head disabled
+    n_layers: int
+    n_heads: int
+    n_settings: int
+    n_examples: int
+    seconds: float  # of the forward passes
+
+
+def score_ablations(
+    tuned_source: str,
+    tuned_model_id: str,
+    task: str,
+    *,
+    max_len: int,
+    overlong: str,
+    max_examples: int | None,
+    eval_batch_size: int,
+    batch_tokens: int | None,
+    data_root: Path,
+    compute: ComputeDevice,
+    progress: Callable[[int, int, float], None],
+) -> AblationScores:
+    """Kovaleva Fig. 8-9: the fine-tuned classifier `tuned_source` (partition `tuned_model_id`)
+    scored on the validation split of glue_<task> (under `data_root`; its first `max_examples`
+    by example_id when given) with nothing, each head and each layer disabled.
+    `eval_batch_size` examples per batch, `batch_tokens` (None: the device's default) padded
+    positions per forward pass; progress(examples done, examples, seconds)."""
+    spec = inspect_model(tuned_source)
+    tokenizer = AutoTokenizer.from_pretrained(spec.resolved_path)
+    validation = read_task_split(data_root, f"glue_{task}", tokenizer, max_len, overlong).data
+    if max_examples:
+        validation = TaskData(
+            *(
+                field[:max_examples]
+                for field in (validation.example_ids, validation.token_ids, validation.segments, validation.labels)
+            )
+        )
+    pad_id = tokenizer.pad_token_id
+    model = use_ablation_attention(load_classifier(spec.resolved_path, compute))
+    settings = ablation_settings(spec.n_layers, spec.n_heads)
+    batches = length_sorted_batches(validation, eval_batch_size)
+    inputs = (pad_inputs(validation, batch, pad_id, spec.takes_token_types) for batch in batches)
+    start = time.perf_counter()
+    logits = settings_logits(
+        model,
+        inputs,
+        settings.disabled,
+        batch_tokens or compute.batch_tokens(),
+        lambda done, seconds: progress(sum(map(len, batches[:done])), len(validation), seconds),
+    )
+    seconds = time.perf_counter() - start
+    order = torch.tensor([index for batch in batches for index in batch])
+    labels = validation.labels[order]
+    scores = [glue_metrics(task, setting_logits, labels) for setting_logits in logits]
+    rows = _ablation_rows(settings, scores).with_columns(
+        task=pl.lit(task), tuned_model_id=pl.lit(tuned_model_id), n_examples=pl.lit(len(validation))
+    )
+    gains = (
+        rows.filter(pl.col("kind") != "baseline")
+        .with_columns(delta=pl.col("score") - pl.col("baseline_score"))
+        .sort("delta", descending=True)
+        .select("kind", "layer", "head", "metric", "score", "delta")
+    )
+    return AblationScores(rows, gains, scores[0], spec.n_layers, spec.n_heads, len(scores), len(validation), seconds)
+
+
+def _ablation_rows(settings: AblationSettings, scores: list[dict[str, float]]) -> pl.DataFrame:
+    """One row per setting and metric, with the baseline's (setting 0's) score beside it."""
+    kinds = ["baseline"] + ["head" if head else "layer" for head in settings.head[1:]]
+    return pl.DataFrame(
+        [
+            {
+                "kind": kind,
+                "layer": layer,
+                "head": head,
+                "metric": metric,
+                "score": score,
+                "baseline_score": scores[0][metric],
+            }
+            for kind, layer, head, setting_scores in zip(kinds, settings.layer, settings.head, scores)
+            for metric, score in setting_scores.items()
+        ],
+        schema_overrides={"layer": pl.Int16, "head": pl.Int16},
+    )

@@ -8,15 +8,16 @@ n x n maps is kept, nothing n x n is stored. Both run on the base encoder's devi
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
 import torch
 
 from dagster_project.compute.batching import frame, head_columns, length_batches
-from dagster_project.compute.devices import float32_maps
+from dagster_project.compute.devices import ComputeDevice, float32_maps
 from dagster_project.compute.metrics import map_cosine
-from dagster_project.compute.models import LoadedEncoder
+from dagster_project.compute.models import LoadedEncoder, load_encoder
 
 
 def check_comparable(base: LoadedEncoder, tuned: LoadedEncoder) -> None:
@@ -69,3 +70,39 @@ def extract_finetune_cosines(
             if progress:
                 progress(done, total, time.perf_counter() - started)
     return frame(parts), time.perf_counter() - started
+
+
+@dataclass(frozen=True)
+class FinetuneSimilarity:
+    """Fig. 5 for one base model and its fine-tuned model on a task's validation examples."""
+
+    cosines: pl.DataFrame  # `finetune_cosines` rows: one per (example, layer, head)
+    per_layer: pl.DataFrame  # (layer, cosine): the mean cosine of each layer
+    n_examples: int
+    n_layer_heads: int  # layers x heads of the base model: the rows of each example
+    seconds: float
+
+
+def finetune_similarity(
+    source: str,
+    tuned_source: str,
+    tuned_model_id: str,
+    tokens: pl.DataFrame,
+    *,
+    max_examples: int,
+    batch_tokens: int | None,
+    compute: ComputeDevice,
+    progress: Callable[[int, int, float], None],
+) -> FinetuneSimilarity:
+    """The base model `source` and its fine-tuned model `tuned_source` (partition `tuned_model_id`),
+    both loaded on `compute`, compared over the first `max_examples` examples (by example_id) of the
+    base model's `tokens`; see extract_finetune_cosines."""
+    keep = tokens["example_id"].unique().sort()[:max_examples]
+    tokens = tokens.filter(pl.col("example_id").is_in(keep.implode()))
+    base = load_encoder(source, compute)
+    cosines, seconds = extract_finetune_cosines(
+        base, load_encoder(tuned_source, compute), tokens, batch_tokens, progress
+    )
+    cosines = cosines.with_columns(tuned_model_id=pl.lit(tuned_model_id))
+    per_layer = cosines.group_by("layer").agg(pl.col("cosine").mean()).sort("layer")
+    return FinetuneSimilarity(cosines, per_layer, keep.len(), base.spec.n_layers * base.spec.n_heads, seconds)

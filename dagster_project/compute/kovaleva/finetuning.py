@@ -10,10 +10,12 @@ Three settings, as in Table 1:
 The recipe defaults to the paper's (Devlin et al.: batch 32, 3 epochs; lr 2e-5 with 10%
 linear warm-up and linear decay, AdamW, weight decay 0.01); `max_steps` and `train_subset`
 shrink it to fit a CPU. Pairs longer than the paper's 128 pieces are truncated, as GLUE
-evaluation does, so Table 1 scores the whole validation split (encode_task).
+evaluation does, so Table 1 scores the whole validation split (encode_task). score_settings runs
+the chosen settings for one base model and task.
 """
 
 import json
+import logging
 import math
 import time
 from collections.abc import Callable
@@ -25,13 +27,30 @@ import polars as pl
 import torch
 from scipy.stats import pearsonr, spearmanr
 from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
-from transformers import AutoConfig, AutoModelForSequenceClassification, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import (
+    AutoConfig,
+    AutoModelForSequenceClassification,
+    AutoTokenizer,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+)
 
 from dagster_project.compute.devices import CPU, ComputeDevice
+from dagster_project.compute.models import inspect_model
+from dagster_project.corpora import CORPORA
 from dagster_project.corpora.base import OVERLONG
 from dagster_project.corpora.text_pairs import GLUE_TASKS
+from dagster_project.settings import models_cache_dir
 
 SETTINGS = ("pretrained", "random_init_finetuned", "pretrained_finetuned")
+FINETUNED_ANALYSES = ("attention",)  # what a fine-tuned checkpoint is registered for (on its task's corpus)
+# task_scores columns that are null in some settings (no training, no checkpoint), typed for every row
+TASK_SCORE_TYPES = {
+    "tuned_model_id": pl.String,
+    "steps": pl.Int32,
+    "train_examples": pl.Int32,
+    "final_loss": pl.Float64,
+}
 
 # The GLUE tasks that get fine-tuning, ablation and similarity assets (Kovaleva Table 1, Fig. 5, 8, 9).
 FINETUNE_TASKS = ("mrpc", "stsb", "sst2", "rte", "cola")
@@ -132,6 +151,15 @@ def encode_task(
         labels=torch.tensor(texts["label"].to_numpy()[keep], dtype=torch.float32),
     )
     return EncodedTask(data, len(overlong_rows))
+
+
+def read_task_split(
+    data_root: Path, corpus: str, tokenizer: PreTrainedTokenizerBase, max_len: int, overlong: str
+) -> EncodedTask:
+    """The whole labelled split of a GLUE corpus, read from its files (the `<corpus>_examples`
+    rows keep only the pairs that fit, up to the corpus's size) and encoded for scoring."""
+    texts = CORPORA[corpus].read(data_root).texts
+    return encode_task(texts, tokenizer, max_len, overlong, corpus)
 
 
 def pad_inputs(
@@ -319,3 +347,135 @@ def recipe_record(recipe: Recipe, base_source: str, task: str, log: TrainLog | N
             "final_loss": log.losses[-1],
         }
     return record
+
+
+def chosen_settings(requested: list[str]) -> list[str]:
+    """The requested Table 1 settings in SETTINGS order; raises when none or an unknown one is asked for."""
+    unknown = set(requested) - set(SETTINGS)
+    if unknown or not requested:
+        raise ValueError(f"settings must be a non-empty subset of {list(SETTINGS)}, got {requested}")
+    return [name for name in SETTINGS if name in requested]
+
+
+@dataclass(frozen=True)
+class TaskScores:
+    """Table 1 on one task: the scored settings' `task_scores` rows and what they were scored on."""
+
+    rows: pl.DataFrame
+    train_examples: int
+    validation_examples: int
+    validation_overlong: int  # validation pairs over max_len pieces (truncated or dropped)
+
+
+def score_settings(
+    source: str,
+    model_id: str,
+    task: str,
+    settings: list[str],
+    recipe: Recipe,
+    *,
+    max_len: int,
+    overlong: str,
+    eval_batch_size: int,
+    data_root: Path,
+    compute: ComputeDevice,
+    register: Callable[[Path], str],
+    log: logging.Logger,
+) -> TaskScores:
+    """Kovaleva Table 1 on `task` for base model `source` (partition `model_id`): each setting built, fine-tuned
+    unless `pretrained` (on glue_<task>_train under `data_root`) and scored on all of glue_<task>'s validation
+    split. The pre-trained + fine-tuned one is saved with its recipe; `register(folder)` returns its partition key."""
+    spec = inspect_model(source)
+    tokenizer = AutoTokenizer.from_pretrained(spec.resolved_path)
+    train_split = read_task_split(data_root, f"glue_{task}_train", tokenizer, max_len, overlong)
+    validation_split = read_task_split(data_root, f"glue_{task}", tokenizer, max_len, overlong)
+    train, validation = train_split.data, validation_split.data
+    log.info(
+        f"{task}: {len(train)} train and {len(validation)} validation examples; over {max_len} pieces "
+        f"({overlong}): {train_split.n_overlong} train, {validation_split.n_overlong} validation"
+    )
+    pad_id, token_types = tokenizer.pad_token_id, spec.takes_token_types
+    if note := compute.float32_note("Fine-tuning"):
+        log.warning(note)
+    rows = []
+    for setting in settings:
+        start = time.perf_counter()
+        model, train_log = _trained_classifier(
+            setting, spec.resolved_path, task, recipe, train, pad_id, token_types, compute.device, log
+        )
+        scores = glue_metrics(
+            task, predict_logits(model, validation, pad_id, token_types, eval_batch_size), validation.labels
+        )
+        record = recipe_record(recipe, source, task, train_log) | {
+            "setting": setting,
+            "validation": scores,
+            "max_len": max_len,
+            "overlong": overlong,
+            "validation_overlong": validation_split.n_overlong,
+        }
+        tuned_model_id = None
+        if setting == "pretrained_finetuned":
+            # recipe.json is also the checkpoint's registry entry (model_registry.checkpoint_entry)
+            entry = {"corpora": [f"glue_{task}"], "analyses": list(FINETUNED_ANALYSES)}
+            folder = save_checkpoint(
+                model, tokenizer, models_cache_dir() / "finetuned" / f"{model_id}--{task}", record | entry
+            )
+            tuned_model_id = register(folder)
+            log.info(f"Saved {folder} and registered it as model partition '{tuned_model_id}'")
+        seconds = time.perf_counter() - start
+        log.info(f"{task} {setting}: {scores} ({seconds:.0f} s)")
+        rows += _setting_rows(task, setting, scores, len(validation), tuned_model_id, train_log, record, seconds)
+    frame = pl.DataFrame(rows, schema_overrides=TASK_SCORE_TYPES)
+    return TaskScores(frame, len(train), len(validation), validation_split.n_overlong)
+
+
+def _trained_classifier(
+    setting: str,
+    path: str,
+    task: str,
+    recipe: Recipe,
+    train: TaskData,
+    pad_token_id: int,
+    with_token_types: bool,
+    device: torch.device,
+    log: logging.Logger,
+) -> tuple[PreTrainedModel, TrainLog | None]:
+    """A setting's classifier on `device`, fine-tuned on `train` (logging each step) unless `pretrained`."""
+    init = "random" if setting == "random_init_finetuned" else "pretrained"
+    model = build_classifier(path, task, init, recipe.seed, device)
+    if setting == "pretrained":
+        return model, None
+
+    def report(step: int, steps: int, loss: float, seconds: float) -> None:
+        log.info(f"{task} {setting}: step {step}/{steps}, loss {loss:.4f}, {seconds:.0f} s")
+
+    return model, fine_tune(model, train, recipe, pad_token_id, with_token_types, report)
+
+
+def _setting_rows(
+    task: str,
+    setting: str,
+    scores: dict[str, float],
+    n_examples: int,
+    tuned_model_id: str | None,
+    train_log: TrainLog | None,
+    record: dict,
+    seconds: float,
+) -> list[dict]:
+    """The `task_scores` rows of one setting, one per metric."""
+    return [
+        {
+            "task": task,
+            "setting": setting,
+            "metric": metric,
+            "score": score,
+            "n_examples": n_examples,
+            "tuned_model_id": tuned_model_id,
+            "steps": train_log and train_log.steps,
+            "train_examples": train_log and train_log.train_examples,
+            "final_loss": train_log and train_log.losses[-1],
+            "recipe": json.dumps(record, sort_keys=True),
+            "seconds": seconds,
+        }
+        for metric, score in scores.items()
+    ]

@@ -6,26 +6,23 @@ Partitioned by the base model; the fine-tuned model is another model partition, 
 
 import duckdb
 import polars as pl
-from dagster import AssetExecutionContext, AssetsDefinition, Config, MaterializeResult, MetadataValue, asset
+from dagster import AssetExecutionContext, AssetsDefinition, Config, MaterializeResult, MetadataValue
 from dagster_duckdb import DuckDBResource
 
 from dagster_project.compute.checks import cosines_in_range, rows_per_example
-from dagster_project.compute.kovaleva.finetune_similarity import extract_finetune_cosines
-from dagster_project.compute.models import load_encoder
+from dagster_project.compute.kovaleva.finetune_similarity import finetune_similarity
 from dagster_project.defs.assets.corpora import corpus_assets_by_name, model_tokens
 from dagster_project.defs.assets.kovaleva.finetuning import finetuned_assets_by_task
-from dagster_project.defs.assets.writing import (
-    check_specs,
-    progress_logger,
-    write_partition,
-)
-from dagster_project.defs.partitions import model_partitions
-from dagster_project.defs.pools import GPU_PASS_OP_TAGS, GPU_PASS_POOL
+from dagster_project.defs.assets.writing import model_partition_asset, progress_logger, write_partition
 from dagster_project.defs.resources import ComputeResource
 from dagster_project.defs.tags import analysis_tag
 from dagster_project.storage.warehouse import ensure_schema, model_source, partition_rows
 
 FINETUNED_SETTING = "pretrained_finetuned"
+SIMILARITY_CHECKS = {
+    "cosines_in_range": "Every cosine is finite and within [-1, 1] (+/- 1e-5).",
+    "rows_per_example": "One cosine per (example, layer, head) for every validation example scored.",
+}
 
 
 class FinetuneSimilarityConfig(Config):
@@ -44,28 +41,36 @@ def tuned_model_for(conn: duckdb.DuckDBPyConnection, base_model_id: str, task: s
     return None if tuned.is_empty() else tuned["tuned_model_id"][0]
 
 
+def _tuned_model(
+    warehouse: DuckDBResource, name: str, base_model_id: str, task: str, configured: str
+) -> tuple[str, str]:
+    """The partition key and source of the fine-tuned model that asset `name` compares with a base
+    model: `configured` (run config), else the one recorded in `task_scores`; raises when there is none."""
+    with warehouse.get_connection() as conn:
+        tuned_id = configured or tuned_model_for(conn, base_model_id, task)
+        if tuned_id is None:
+            raise ValueError(
+                f"{name}: no model fine-tuned from '{base_model_id}' on {task} is recorded in `task_scores`. "
+                f"Materialize finetuned_{task} for partition '{base_model_id}' first "
+                "(it saves the checkpoint under models_cache/finetuned/ and registers it as a model partition), "
+                "or give a fine-tuned partition key as run config `tuned_model_id`."
+            )
+        return tuned_id, model_source(conn, tuned_id)
+
+
 def build_similarity_asset(task: str, finetuned: AssetsDefinition) -> AssetsDefinition:
     corpus = f"glue_{task}"
     name = f"{corpus}_finetune_similarity"
 
-    @asset(
-        name=name,
+    @model_partition_asset(
+        name,
         description=f"Kovaleva Fig. 5 on {corpus}: per (example, layer, head) cosine of the base and fine-tuned "
         "attention maps (cropped n x n), into `finetune_cosines`.",
-        partitions_def=model_partitions,
         # finetuned_<task> records the checkpoint in task_scores (same base-model partition).
         deps=[corpus_assets_by_name[corpus], finetuned],
         group_name="kovaleva",
         tags=analysis_tag("finetuning"),
-        pool=GPU_PASS_POOL,
-        op_tags=GPU_PASS_OP_TAGS,
-        check_specs=check_specs(
-            name,
-            {
-                "cosines_in_range": "Every cosine is finite and within [-1, 1] (+/- 1e-5).",
-                "rows_per_example": "One cosine per (example, layer, head) for every validation example scored.",
-            },
-        ),
+        checks=SIMILARITY_CHECKS,
     )
     def similarity_asset(
         context: AssetExecutionContext,
@@ -74,46 +79,33 @@ def build_similarity_asset(task: str, finetuned: AssetsDefinition) -> AssetsDefi
         compute: ComputeResource,
     ) -> MaterializeResult:
         model_id = context.partition_key
-        with warehouse.get_connection() as conn:
-            tuned_id = config.tuned_model_id or tuned_model_for(conn, model_id, task)
-            if tuned_id is None:
-                raise ValueError(
-                    f"{name}: no model fine-tuned from '{model_id}' on {task} is recorded in `task_scores`. "
-                    f"Materialize finetuned_{task} for partition '{model_id}' first "
-                    "(it saves the checkpoint under models_cache/finetuned/ and registers it as a model partition), "
-                    "or give a fine-tuned partition key as run config `tuned_model_id`."
-                )
-            tuned_source = model_source(conn, tuned_id)
+        tuned_id, tuned_source = _tuned_model(warehouse, name, model_id, task, config.tuned_model_id)
         source, tokens = model_tokens(warehouse, model_id, corpus)
-        keep = tokens["example_id"].unique().sort()[: config.max_examples]
-        tokens = tokens.filter(pl.col("example_id").is_in(keep.implode()))
         placement = compute.resolve()
-        base = load_encoder(source, placement)
-        cosines, seconds = extract_finetune_cosines(
-            base,
-            load_encoder(tuned_source, placement),
+        similarity = finetune_similarity(
+            source,
+            tuned_source,
+            tuned_id,
             tokens,
-            config.batch_tokens,
-            progress_logger(context, name),
+            max_examples=config.max_examples,
+            batch_tokens=config.batch_tokens,
+            compute=placement,
+            progress=progress_logger(context, name),
         )
-        cosines = cosines.with_columns(tuned_model_id=pl.lit(tuned_id))
-        per_layer = cosines.group_by("layer").agg(pl.col("cosine").mean()).sort("layer")
+        cosines = similarity.cosines
         return write_partition(
             context,
             warehouse,
             {"finetune_cosines": cosines},
             corpus,
-            [
-                cosines_in_range(cosines),
-                rows_per_example(cosines, keep.len(), base.spec.n_layers * base.spec.n_heads),
-            ],
+            [cosines_in_range(cosines), rows_per_example(cosines, similarity.n_examples, similarity.n_layer_heads)],
             {
                 "tuned_model_id": tuned_id,
                 "device": str(placement),
-                "examples": keep.len(),
-                "seconds": round(seconds, 2),
+                "examples": similarity.n_examples,
+                "seconds": round(similarity.seconds, 2),
                 "mean_cosine_per_layer": MetadataValue.json(
-                    {str(layer): round(value, 4) for layer, value in per_layer.iter_rows()}
+                    {str(layer): round(value, 4) for layer, value in similarity.per_layer.iter_rows()}
                 ),
             },
             cosines,

@@ -5,7 +5,6 @@ import polars as pl
 
 from dagster_project.presentation.charts.common import in_order
 
-
 _TOKEN_TYPES = {"to_cls": "[CLS]", "to_sep": "[SEP]", "to_punct": ". or ,"}
 
 

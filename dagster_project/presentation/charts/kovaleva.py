@@ -3,7 +3,7 @@
 import altair as alt
 import polars as pl
 
-from dagster_project.presentation.charts.common import PATTERN_ORDER, map_cells, head_heatmap, in_order
+from dagster_project.presentation.charts.common import PATTERN_ORDER, head_heatmap, in_order, map_cells
 
 
 def _primary_metric(rows: pl.DataFrame) -> pl.DataFrame:

@@ -3,7 +3,7 @@
 import altair as alt
 import polars as pl
 
-from dagster_project.presentation.charts.common import PATTERN_ORDER, map_cells, in_order
+from dagster_project.presentation.charts.common import PATTERN_ORDER, in_order, map_cells
 
 
 def pascual_histograms_chart(rows: pl.DataFrame, title: str) -> alt.FacetChart:

@@ -111,6 +111,10 @@ class PatternThresholds:
     vertical: float = 0.5  # mean row mass to [CLS]/[SEP] columns
     diagonal: float = 0.5  # mean row mass on the previous + next token band
     block: float = 0.8  # mean content-row mass within its own segment (two-segment inputs)
+    # vertical+diagonal, "a mix of the previous two types" (Kovaleva §4.1): at least this much mass
+    # on both. 0.5 gives the stricter reading that asks both single-class thresholds at once,
+    # which two masses sharing a row's total of 1 can hardly meet, so the class never fires.
+    mixed: float = 0.3
 
 
 def segment_block_mass(attn: torch.Tensor, masks: TokenMasks) -> torch.Tensor:
@@ -124,15 +128,23 @@ def segment_block_mass(attn: torch.Tensor, masks: TokenMasks) -> torch.Tensor:
 def pattern_classes(
     summaries: dict[str, torch.Tensor], block: torch.Tensor, masks: TokenMasks, thresholds: PatternThresholds
 ) -> torch.Tensor:
-    """Index into PATTERNS of every (example, layer, head) map, from its head summaries."""
-    vertical = summaries["to_cls"] + summaries["to_sep"] >= thresholds.vertical
-    diagonal = summaries["to_prev"] + summaries["to_next"] >= thresholds.diagonal
+    """Index into PATTERNS of every (example, layer, head) map, from its head summaries: a map
+    with `mixed` mass on both the special-token columns and the +-1 band is vertical+diagonal;
+    otherwise the first single class whose threshold it meets (vertical, diagonal, block), else
+    heterogeneous. Every class is reachable."""
+    vertical_mass = summaries["to_cls"] + summaries["to_sep"]
+    diagonal_mass = summaries["to_prev"] + summaries["to_next"]
+    mixed = (vertical_mass >= thresholds.mixed) & (diagonal_mass >= thresholds.mixed)
     two_segments = (masks.segment.masked_fill(~masks.valid, 0).amax(-1) > 0)[:, None, None]
     is_block = two_segments & (block >= thresholds.block)
     return torch.where(
-        vertical & diagonal,
+        mixed,
         2,
-        torch.where(vertical, 0, torch.where(diagonal, 1, torch.where(is_block, 3, 4))),
+        torch.where(
+            vertical_mass >= thresholds.vertical,
+            0,
+            torch.where(diagonal_mass >= thresholds.diagonal, 1, torch.where(is_block, 3, 4)),
+        ),
     )
 
 

@@ -101,7 +101,7 @@ def test_neighbour_masses_divide_by_all_rows():
         stats,
         torch.zeros(1, 1, 1),
         TokenMasks(**vars(masks) | {"segment": torch.zeros(1, 6, dtype=torch.long)}),
-        PatternThresholds(vertical=0.9, diagonal=0.6),
+        PatternThresholds(vertical=0.9, diagonal=0.6, mixed=0.6),
     )
     assert PATTERNS[classes.item()] == "heterogeneous"
 
@@ -192,12 +192,25 @@ def test_pattern_classes_follow_the_rules():
     assert block_mass[0, 0, 3].item() == pytest.approx(5 / n)  # five same-segment content keys
     found = pattern_classes(summaries, block_mass, masks, PatternThresholds())[0, 0].tolist()
     assert [PATTERNS[index] for index in found] == ["vertical", "diagonal", "block", "heterogeneous"]
-    # With both thresholds low, the [CLS] head's 1/n diagonal share is not enough,
-    # the previous-token head's [CLS] share is.
-    lenient = pattern_classes(summaries, block_mass, masks, PatternThresholds(vertical=0.05, diagonal=0.15))[
-        0, 0
-    ].tolist()
-    assert [PATTERNS[index] for index in lenient][:2] == ["vertical", "vertical+diagonal"]
+    # With the thresholds low, the [CLS] head's 1/n diagonal share is not enough for the mix,
+    # the previous-token head's 2/n share on [CLS] and [SEP] is.
+    lenient = PatternThresholds(vertical=0.05, diagonal=0.15, mixed=0.15)
+    found = pattern_classes(summaries, block_mass, masks, lenient)[0, 0].tolist()
+    assert [PATTERNS[index] for index in found][:2] == ["vertical", "vertical+diagonal"]
+
+    # A mixed head: 0.4 of every row as the [CLS] head, 0.4 as the previous-token head, 0.2 uniform.
+    mixed = 0.4 * vertical + 0.4 * diagonal + 0.2 * uniform
+    stats = head_summaries(mixed[None, None, None], masks)
+    vertical_mass = 0.4 + 0.4 * 2 / n + 0.2 * 3 / n  # [CLS] + two [SEP] columns
+    diagonal_mass = 0.4 / n + 0.4 + 0.2 * 24 / n**2  # 12 rows with a previous token, 12 with a next
+    assert (stats["to_cls"] + stats["to_sep"]).item() == pytest.approx(vertical_mass)
+    assert (stats["to_prev"] + stats["to_next"]).item() == pytest.approx(diagonal_mass)
+    mass = segment_block_mass(mixed[None, None, None], masks)
+    assert PATTERNS[pattern_classes(stats, mass, masks, PatternThresholds()).item()] == "vertical+diagonal"
+    # Under the stricter reading (both single-class thresholds) the same map is only vertical:
+    # 0.508 >= 0.5 on the special tokens, 0.459 < 0.5 on the band.
+    strict = PatternThresholds(mixed=0.5)
+    assert PATTERNS[pattern_classes(stats, mass, masks, strict).item()] == "vertical"
 
 
 # Word-level maps (Clark §4.1). Five pieces: [CLS] "play" "##ing" "ball" [SEP]; words

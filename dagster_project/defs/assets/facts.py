@@ -38,6 +38,7 @@ class FactsConfig(Config):
     pattern_vertical: float = PatternThresholds.vertical  # mean row mass to [CLS] + [SEP]
     pattern_diagonal: float = PatternThresholds.diagonal  # mean row mass to previous + next token
     pattern_block: float = PatternThresholds.block  # mean content-row mass within its own segment
+    pattern_mixed: float = PatternThresholds.mixed  # vertical+diagonal: at least this on both (0.5: both thresholds)
 
 
 def _pass_rows(
@@ -114,7 +115,12 @@ def build_fact_asset(spec: CorpusSpec, corpus_asset: AssetsDefinition) -> Assets
             raise ValueError(f"{name}: run config word_mode must be one of {WORD_MODES}, got '{config.word_mode}'")
         source, tokens = model_tokens(warehouse, model_id, corpus)
         words, feature_links, frame_links = _pass_rows(warehouse, model_id, spec, kinds)
-        thresholds = PatternThresholds(config.pattern_vertical, config.pattern_diagonal, config.pattern_block)
+        thresholds = PatternThresholds(
+            vertical=config.pattern_vertical,
+            diagonal=config.pattern_diagonal,
+            block=config.pattern_block,
+            mixed=config.pattern_mixed,
+        )
         encoder = load_encoder(source, compute.resolve())
         checked = checked_attention_facts(
             encoder,

@@ -43,19 +43,23 @@ def _framenet(conn: duckdb.DuckDBPyConnection) -> dict[tuple[int, int], dict]:
     return {(row["layer"], row["head"]): row for row in rows}
 
 
-def test_framenet_heads_average_sentences_and_take_the_percentile_of_sentence_values(conn):
+def test_framenet_heads_average_sentences_and_flag_heads_above_the_p99_of_head_means(conn):
     rows = _framenet(conn)
     # per sentence the max over its links, then the mean over the 2 sentences (not the 3 links:
     # head 2-1 would be (0.9 + 0.1 + 0.1) / 3)
     means = {(1, 1): (0.3 + 0.2) / 2, (1, 2): 0.2, (2, 1): (0.9 + 0.1) / 2, (2, 2): 0.4}
     assert {key: row["mean_max_attention"] for key, row in rows.items()} == pytest.approx(means)
-    # the 8 per-sentence values: .1 .2 .2 .2 .3 .4 .4 .9; quantile_cont 0.99 at 7 * 0.99 = 6.93
-    p99 = 0.4 + 0.93 * (0.9 - 0.4)
+    # the paper's cutoff: the 4 head means .2 .25 .4 .5; quantile_cont 0.99 at 3 * 0.99 = 2.97
+    p99 = 0.4 + 0.97 * (0.5 - 0.4)
     assert [row["p99"] for row in rows.values()] == pytest.approx([p99] * 4)
-    # no head's average beats what 1% of single readings reach (over the 4 head averages the old
-    # cutoff flagged the top head, 2-2, as it always flags one)
-    assert not any(row["above_p99"] for row in rows.values())
-    assert rows[(2, 1)]["share_above_p99"] == 0.5 and rows[(2, 2)]["share_above_p99"] == 0.0
+    assert {key for key, row in rows.items() if row["above_p99"]} == {(2, 1)}
+    # its two sentences (0.9 and 0.1) leave its interval far below the cutoff
+    assert rows[(2, 1)]["ci_low"] < p99 and not rows[(2, 1)]["above_p99_beyond_ci"]
+    # the stricter reading: the 8 per-sentence values .1 .2 .2 .2 .3 .4 .4 .9; 7 * 0.99 = 6.93
+    sentence_p99 = 0.4 + 0.93 * (0.9 - 0.4)
+    assert [row["sentence_p99"] for row in rows.values()] == pytest.approx([sentence_p99] * 4)
+    assert not any(row["above_sentence_p99"] for row in rows.values())
+    assert rows[(2, 1)]["share_above_sentence_p99"] == 0.5 and rows[(2, 2)]["share_above_sentence_p99"] == 0.0
     assert (rows[(1, 1)]["n_sentences"], rows[(1, 1)]["n_links"]) == (2, 3)
 
 

@@ -78,6 +78,11 @@ def test_demo_pipeline_end_to_end(tiny_model_dir: Path, resources: dict, tmp_pat
     assert count("head_summaries") == 24 * TINY_LAYERS * TINY_HEADS
     assert count("hta_correlations") == 2 * 24 * TINY_LAYERS * TINY_HEADS  # previous-layer and input
     assert conn.execute("SELECT DISTINCT hta_method FROM hta_correlations").fetchall() == [("estimate(32)",)]
+    # every correlation row carries its example's length, the weight of its mean in the corpus mean
+    assert conn.execute(
+        "SELECT count(*) FROM hta_correlations AS c JOIN (SELECT example_id, count(*) AS n FROM tokens GROUP BY ALL) "
+        "USING (example_id) WHERE c.n_rows IS DISTINCT FROM n"
+    ).fetchone() == (0,)
     # Kovaleva facts of the same pass: a pattern per head map, received attention per token.
     assert conn.execute("SELECT count(pattern) FROM head_summaries").fetchone() == (24 * TINY_LAYERS * TINY_HEADS,)
     assert count("received_attention") == count("tokens") * TINY_LAYERS * TINY_HEADS

@@ -63,9 +63,10 @@ def test_example_maps_in_long_form_and_one_pattern_head_per_class(conn: duckdb.D
     assert shown.height == 27
 
 
-def test_hta_correlation_views_average_each_kind_over_examples(conn: duckdb.DuckDBPyConnection) -> None:
-    """Head 1-1's per-example correlations: previous-layer 0.9 and 0.5, input 0.2 and (undefined,
-    a constant row) None; the local view averages the first kind, the global view the second."""
+def test_hta_correlation_views_average_each_kind_over_every_row(conn: duckdb.DuckDBPyConnection) -> None:
+    """Head 1-1's per-example mean correlations: previous-layer 0.9 (4 rows) and 0.5 (12 rows),
+    input 0.2 and (undefined) None; each view's mean is over the rows of the corpus (Pascual: the
+    mean of the per-row correlation values), so the 12-row example weighs three times as much."""
     upsert_model(conn, SPEC)
     rows = pl.DataFrame(
         {
@@ -76,13 +77,14 @@ def test_hta_correlation_views_average_each_kind_over_examples(conn: duckdb.Duck
             "pearson": [0.9, 0.5, 0.2, None],
             "spearman": [1.0, 0.5, 0.25, None],
             "hta_method": ["exact"] * 4,
+            "n_rows": [4, 12, 4, 12],
         },
-        schema_overrides={"pearson": pl.Float32, "spearman": pl.Float32},
+        schema_overrides={"pearson": pl.Float32, "spearman": pl.Float32, "n_rows": pl.Int16},
     )
     replace_partition(conn, {"hta_correlations": rows}, "org--m", "xnli_en")
     local = partition_rows(conn, "pascual_hta_local_correlation", "org--m").row(0, named=True)
     assert (local["layer"], local["head"], local["n_examples"]) == (1, 1, 2)
-    assert (local["pearson"], local["spearman"]) == pytest.approx((0.7, 0.75))
+    assert (local["pearson"], local["spearman"]) == pytest.approx(((0.9 * 4 + 0.5 * 12) / 16, (4 + 0.5 * 12) / 16))
     assert local["relative_depth"] == pytest.approx(0.5)
     glob = partition_rows(conn, "pascual_hta_global_correlation", "org--m").row(0, named=True)
     assert (glob["pearson"], glob["spearman"]) == pytest.approx((0.2, 0.25))

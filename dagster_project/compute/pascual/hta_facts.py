@@ -59,7 +59,7 @@ class PreviousLayerCost:
 
 @dataclass(frozen=True)
 class HtaFacts:
-    correlations: pl.DataFrame  # example_id, layer, head, kind, pearson, spearman
+    correlations: pl.DataFrame  # example_id, layer, head, kind, pearson, spearman (means over rows), n_rows
     histograms: pl.DataFrame  # dense rows as in contribution_histograms (batching.histogram_frame)
     example_maps: pl.DataFrame  # full maps of one example per attention-pattern class
     n_examples: int
@@ -165,7 +165,10 @@ def extract_hta_facts(
         for kind in CONTRIBUTION_KINDS:
             pearson, spearman = row_correlations(maps.attention, getattr(maps, kind))
             columns = head_columns({"pearson": pearson[None], "spearman": spearman[None]}, batch.example_ids)
-            correlation_parts.append({**columns, "kind": np.full(len(columns["layer"]), kind)})
+            rows = len(columns["layer"])
+            # the example's query rows: the corpus mean weights its mean by them (every row pair once)
+            n_rows = np.full(rows, maps.attention.shape[-1], dtype=np.int16)
+            correlation_parts.append({**columns, "kind": np.full(rows, kind), "n_rows": n_rows})
         histogram_parts.append(histogram_frame(maps.input[None], batch.masks, batch.example_ids))
         attention = maps.attention[None]
         classes = pattern_classes(

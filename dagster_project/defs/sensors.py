@@ -17,7 +17,9 @@ are spent the remaining entries wait for the next tick.
 
 import json
 import time
+from collections.abc import Sequence
 from contextlib import closing
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from dagster import (
@@ -101,6 +103,121 @@ def _entry_runs(
     return [request], notes, settled
 
 
+def _pending(entries: Sequence[RegistryEntry], launched: set[str]) -> list[RegistryEntry]:
+    """The enabled entries with an analysis not requested yet, local checkpoints first (they load
+    fast; a hub id may spend the tick's loading budget on retries)."""
+    pending = [
+        entry
+        for entry in entries
+        if entry.enabled
+        and not {run_key(model_key(entry.source), name) for name in entry.analyses or DEFAULT_ANALYSES} <= launched
+    ]
+    pending.sort(key=lambda entry: not is_local_checkpoint(entry.source))  # stable: local first, hub ids after
+    return pending
+
+
+@dataclass
+class _Tick:
+    """What one tick found: problems to report, hub ids to retry later, and what to request."""
+
+    problems: list[RegistryProblem]
+    failed: dict[str, dict] = field(default_factory=dict)  # source -> reason and retry_at, for the cursor
+    new_partitions: list[str] = field(default_factory=list)
+    runs: list[RunRequest] = field(default_factory=list)
+    settled: set[str] = field(default_factory=set)  # run keys of the analyses requested this tick, or found done
+
+
+def _register(
+    context: SensorEvaluationContext,
+    warehouse: DuckDBResource,
+    entry: RegistryEntry,
+    present: list[str],
+    launched: set[str],
+    now: float,
+    tick: _Tick,
+) -> None:
+    """Load the entry's model, upsert it into the warehouse and add its partition and run to the
+    tick; a model that does not load or a locked warehouse is a problem of the tick instead."""
+    try:
+        spec = inspect_model(entry.source)
+    except ModelLoadError as error:
+        tick.problems.append(RegistryProblem(entry.origin, str(error)))
+        if not is_local_checkpoint(entry.source):
+            tick.failed[entry.source] = {"reason": str(error), "retry_at": now + RETRY_UNLOADABLE_HUB_ID_SECONDS}
+        return
+    try:  # a short wait: the tick must end within Dagster's sensor timeout
+        with closing(connect_warehouse(warehouse, LOCK_WAIT_SECONDS)) as conn:
+            upsert_model(conn, spec)
+    except WarehouseLockedError:
+        tick.problems.append(RegistryProblem(entry.origin, "the warehouse is locked by another process; next tick"))
+        return
+    if not context.instance.has_dynamic_partition(model_partitions.name, spec.model_id):
+        tick.new_partitions.append(spec.model_id)
+    entry_runs, notes, entry_settled = _entry_runs(context.instance, entry, spec.model_id, present, launched)
+    tick.problems.extend(RegistryProblem(entry.origin, note) for note in notes)
+    tick.runs.extend(entry_runs)
+    tick.settled |= entry_settled
+
+
+def _register_pending(
+    context: SensorEvaluationContext,
+    warehouse: DuckDBResource,
+    pending: list[RegistryEntry],
+    failures: dict[str, dict],
+    present: list[str],
+    launched: set[str],
+    problems: list[RegistryProblem],
+) -> _Tick:
+    """Register the pending entries in order, but not a hub id whose earlier failure (`failures`,
+    from the cursor) is still waiting to be retried, and none once the tick's loading budget is spent."""
+    now = time.time()
+    waiting = {source: failure for source, failure in failures.items() if failure["retry_at"] > now}
+    tick = _Tick(problems)
+    deadline = time.monotonic() + INSPECTION_BUDGET_SECONDS
+    inspected = 0
+    for entry in pending:
+        if entry.source in waiting:
+            failure = waiting[entry.source]
+            tick.failed[entry.source] = failure  # still waiting: carried to the next cursor
+            retry_at = datetime.fromtimestamp(failure["retry_at"], UTC).strftime("%H:%M:%S UTC")
+            tick.problems.append(RegistryProblem(entry.origin, f"{failure['reason']} (tried again after {retry_at})"))
+            continue
+        if inspected and time.monotonic() > deadline:
+            tick.problems.append(
+                RegistryProblem(
+                    entry.origin,
+                    f"not checked yet: this tick spent its {INSPECTION_BUDGET_SECONDS} s of model loading; next tick",
+                )
+            )
+            continue
+        inspected += 1
+        _register(context, warehouse, entry, present, launched, now, tick)
+    return tick
+
+
+def _tick_result(context: SensorEvaluationContext, tick: _Tick, launched: set[str]) -> SensorResult:
+    """The tick's problems logged; its run requests (the views first while they were never
+    materialized), new partitions and cursor, or why it skips."""
+    for problem in tick.problems:
+        context.log.warning(f"models registry: {problem}")
+    runs, settled = tick.runs, tick.settled
+    if runs and context.instance.get_latest_materialization_event(warehouse_views.key) is None:
+        # The charts read the views: create them first, request the model runs on a later tick.
+        runs = [RunRequest(run_key=f"warehouse_views:{sql_code_version()}", job_name=views_job.name)]
+        settled = set()
+    requested = launched | settled
+    cursor = json.dumps({"launched": sorted(requested), "failed": tick.failed})
+    partition_requests = [model_partitions.build_add_request(tick.new_partitions)] if tick.new_partitions else []
+    if runs:
+        return SensorResult(run_requests=runs, dynamic_partitions_requests=partition_requests, cursor=cursor)
+    reason = (
+        "; ".join(map(str, tick.problems))
+        if tick.problems
+        else "every registered model's analyses are already requested"
+    )
+    return SensorResult(skip_reason=SkipReason(reason), dynamic_partitions_requests=partition_requests, cursor=cursor)
+
+
 @sensor(
     name="model_registry_sensor",
     jobs=[model_analysis_job, views_job],
@@ -120,65 +237,6 @@ def model_registry_sensor(
         return SkipReason(str(error))
     problems = list(scan.problems)
     present = present_corpora(data_dir.root)
-    pending = [
-        entry
-        for entry in scan.entries
-        if entry.enabled
-        and not {run_key(model_key(entry.source), name) for name in entry.analyses or DEFAULT_ANALYSES} <= launched
-    ]
-    pending.sort(key=lambda entry: not is_local_checkpoint(entry.source))  # stable: local first, hub ids after
-    now = time.time()
-    waiting = {source: failure for source, failure in state.get("failed", {}).items() if failure["retry_at"] > now}
-    failed = {}
-    new_partitions, runs = [], []
-    settled: set[str] = set()  # run keys of the analyses requested this tick, or found done
-    deadline = time.monotonic() + INSPECTION_BUDGET_SECONDS
-    inspected = 0
-    for entry in pending:
-        if entry.source in waiting:
-            failure = waiting[entry.source]
-            failed[entry.source] = failure  # still waiting: carried to the next cursor
-            retry_at = datetime.fromtimestamp(failure["retry_at"], UTC).strftime("%H:%M:%S UTC")
-            problems.append(RegistryProblem(entry.origin, f"{failure['reason']} (tried again after {retry_at})"))
-            continue
-        if inspected and time.monotonic() > deadline:
-            problems.append(
-                RegistryProblem(
-                    entry.origin,
-                    f"not checked yet: this tick spent its {INSPECTION_BUDGET_SECONDS} s of model loading; next tick",
-                )
-            )
-            continue
-        inspected += 1
-        try:
-            spec = inspect_model(entry.source)
-        except ModelLoadError as error:
-            problems.append(RegistryProblem(entry.origin, str(error)))
-            if not is_local_checkpoint(entry.source):
-                failed[entry.source] = {"reason": str(error), "retry_at": now + RETRY_UNLOADABLE_HUB_ID_SECONDS}
-            continue
-        try:  # a short wait: the tick must end within Dagster's sensor timeout
-            with closing(connect_warehouse(warehouse, LOCK_WAIT_SECONDS)) as conn:
-                upsert_model(conn, spec)
-        except WarehouseLockedError:
-            problems.append(RegistryProblem(entry.origin, "the warehouse is locked by another process; next tick"))
-            continue
-        if not context.instance.has_dynamic_partition(model_partitions.name, spec.model_id):
-            new_partitions.append(spec.model_id)
-        entry_runs, notes, entry_settled = _entry_runs(context.instance, entry, spec.model_id, present, launched)
-        problems.extend(RegistryProblem(entry.origin, note) for note in notes)
-        runs.extend(entry_runs)
-        settled |= entry_settled
-    for problem in problems:
-        context.log.warning(f"models registry: {problem}")
-    if runs and context.instance.get_latest_materialization_event(warehouse_views.key) is None:
-        # The charts read the views: create them first, request the model runs on a later tick.
-        runs = [RunRequest(run_key=f"warehouse_views:{sql_code_version()}", job_name=views_job.name)]
-        settled = set()
-    requested = launched | settled
-    cursor = json.dumps({"launched": sorted(requested), "failed": failed})
-    partition_requests = [model_partitions.build_add_request(new_partitions)] if new_partitions else []
-    if runs:
-        return SensorResult(run_requests=runs, dynamic_partitions_requests=partition_requests, cursor=cursor)
-    reason = "; ".join(map(str, problems)) if problems else "every registered model's analyses are already requested"
-    return SensorResult(skip_reason=SkipReason(reason), dynamic_partitions_requests=partition_requests, cursor=cursor)
+    pending = _pending(scan.entries, launched)
+    tick = _register_pending(context, warehouse, pending, state.get("failed", {}), present, launched, problems)
+    return _tick_result(context, tick, launched)

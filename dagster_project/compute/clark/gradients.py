@@ -66,6 +66,15 @@ class GradImportance:
     seconds: float
 
 
+@dataclass(frozen=True)
+class GradImportanceTable:
+    """The grad_importance rows of one (model, corpus) and what they came from."""
+
+    rows: pl.DataFrame  # the pass's rows with loss_name, mask_probability and seed
+    loss_name: str  # "none" when there are no rows
+    outcome: GradImportance | NoLossHead  # the pass, or why there was none
+
+
 def loss_name_for(architectures: list[str] | None, num_labels: int) -> str | None:
     """The training loss a checkpoint's config.architectures promises, or None."""
     names = architectures or []
@@ -256,6 +265,11 @@ def check_labels(labels: pl.DataFrame, loss_name: str, num_labels: int, corpus: 
     return labelled
 
 
+def needs_labels(loss_model: LossModel | NoLossHead) -> bool:
+    """Whether the model's loss takes the corpus's labels (a sequence-classification head's)."""
+    return isinstance(loss_model, LossModel) and loss_model.loss_name != MASKED_LM
+
+
 def extract_grad_importance(
     loss_model: LossModel,
     tokens: pl.DataFrame,
@@ -312,3 +326,44 @@ def empty_rows() -> pl.DataFrame:
             "target_type": TARGET_TYPE,
         }
     )
+
+
+def grad_importance_table(
+    source: str,
+    loss_model: LossModel | NoLossHead,
+    tokens: pl.DataFrame,
+    examples: pl.DataFrame | None,
+    corpus: str,
+    seed: int,
+    batch_tokens: int | None,
+    progress: Callable[[str], Callable[[int, int, float], None]],
+) -> GradImportanceTable:
+    """The grad_importance rows of model `source` on `tokens` (extract_grad_importance), with the
+    loss, masking and seed they were taken with; no rows, and why, for a model without a loss
+    head or a classifier whose corpus has no labels.
+
+    `examples` (example_id, label) are the corpus's labels where the loss needs them
+    (needs_labels), else None; `progress` gives the pass's callback for its label.
+    """
+    reason = loss_model.reason if isinstance(loss_model, NoLossHead) else None
+    labels = None
+    if needs_labels(loss_model):
+        examples = examples.filter(pl.col("example_id").is_in(tokens["example_id"].unique().implode()))
+        labels = check_labels(examples, loss_model.loss_name, loss_model.model.config.num_labels, corpus)
+        if labels.is_empty():
+            reason = (
+                f"Model '{source}' has a {loss_model.loss_name} head, but corpus '{corpus}' has no labels: "
+                "set the run config's corpus to the labelled corpus of its task (e.g. glue_sst2)."
+            )
+    if reason:
+        outcome, rows, loss_name = NoLossHead(reason), empty_rows(), "none"
+    else:
+        report = progress(f"{corpus} gradient importance ({loss_model.loss_name})")
+        outcome = extract_grad_importance(loss_model, tokens, seed, labels, batch_tokens, report)
+        rows, loss_name = outcome.rows, loss_model.loss_name
+    rows = rows.with_columns(
+        loss_name=pl.lit(loss_name),
+        mask_probability=pl.lit(MASK_PROBABILITY if loss_name == MASKED_LM else None, dtype=pl.Float32),
+        seed=pl.lit(seed, dtype=pl.Int32),
+    )
+    return GradImportanceTable(rows, loss_name, outcome)

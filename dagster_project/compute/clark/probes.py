@@ -32,7 +32,8 @@ from transformers import AutoModel, PreTrainedModel
 
 from dagster_project.compute.batching import BUILT_ON, length_batches
 from dagster_project.compute.devices import float32_maps
-from dagster_project.compute.metrics import word_level_maps, word_piece_matrix
+from dagster_project.compute.metrics import WORD_MODES, word_level_maps, word_piece_matrix
+from dagster_project.compute.models import LoadedEncoder
 
 ROOT = 0  # candidate index of ROOT; word j is candidate j + 1
 IGNORE = -100  # gold value of padded word slots (cross_entropy's ignore_index)
@@ -40,6 +41,10 @@ SHORT_DISTANCE = 5  # distance baseline: indicators of the offsets -5..-1 and 1.
 DISTANCE_FEATURES = 2 * SHORT_DISTANCE + 4  # indicators, then ahead and behind as log(1 + d) and d / 10
 DISTANCE_HIDDEN = 64  # the distance baseline's hidden units
 DISTANCE_LEARNING_RATE = 0.01  # its Adam step (the linear probes' 0.05 is too large for the network)
+INPUT_EMBEDDINGS = "input_embeddings"  # `word_vectors` of the probes without a vector file: not GloVe
+PROBES = ("right_branching", "attn", "attn_words", "distance_words", "random_init_attn_words")  # the suite's, in order
+
+Progress = Callable[[int, int, float], None]  # progress(done, total, seconds)
 
 
 @dataclass(frozen=True)
@@ -438,3 +443,152 @@ def keep_first_examples(frames: dict[str, pl.DataFrame], count: int | None) -> d
         return frames
     kept = frames["tokens"]["example_id"].unique().sort().head(count).implode()
     return {name: frame.filter(pl.col("example_id").is_in(kept)) for name, frame in frames.items()}
+
+
+@dataclass(frozen=True)
+class ProbeSettings:
+    """The probe suite's hyperparameters: each changes what the probes learn."""
+
+    word_mode: str  # how a split word's attention row is formed (WORD_MODES)
+    epochs: int
+    learning_rate: float  # the linear probes' Adam step
+    distance_learning_rate: float  # the distance baseline's
+    distance_hidden: int  # the distance baseline's hidden units
+    seed: int  # batch order of training, the random-init encoder's and the distance network's weights
+    batch_tokens: int  # padded word pieces per forward batch, which is also a training batch
+
+    def __post_init__(self) -> None:
+        if self.word_mode not in WORD_MODES:
+            raise ValueError(f"word_mode must be one of {WORD_MODES}, got '{self.word_mode}'")
+
+
+@dataclass(frozen=True)
+class ProbeCorpus:
+    """A gold-parsed corpus as the probes read it."""
+
+    name: str  # recorded as train_corpus, and named in the progress of its forward passes
+    frames: dict[str, pl.DataFrame]  # its tokens, words (with `word`) and dependencies rows
+
+
+@dataclass(frozen=True)
+class ProbeScores:
+    scores: pl.DataFrame  # the probe_scores rows: one per probe of PROBES
+    forward_seconds: float  # the pre-trained encoder's forward passes over both corpora
+
+
+@dataclass(frozen=True)
+class _SuiteRun:
+    """What every step of the probe suite shares."""
+
+    encoder: LoadedEncoder
+    corpora: tuple[ProbeCorpus, ProbeCorpus]  # train, test
+    settings: ProbeSettings
+    vector_table: WordVectorTable | None
+    log: Callable[[str], None]
+    progress: Callable[[str], Progress]  # a progress callback for the named pass
+
+    def inputs(self, model: PreTrainedModel, label: str) -> tuple[list[ProbeBatch], list[ProbeBatch]]:
+        """The train and test probe inputs from `model`'s forward passes (`label` names the model)."""
+        return tuple(
+            probe_batches(
+                model,
+                corpus.frames["tokens"],
+                corpus.frames["words"],
+                corpus.frames["dependencies"],
+                self.encoder.tokenizer.pad_token_id or 0,
+                self.encoder.spec.takes_token_types,
+                self.settings.word_mode,
+                self.settings.batch_tokens,
+                self.progress(f"{label} forward {corpus.name}"),
+                self.vector_table,
+            )
+            for corpus in self.corpora
+        )
+
+    def score(
+        self,
+        probe: str,
+        word_vectors: str,
+        test: list[ProbeBatch],
+        predictions: list[torch.Tensor],
+        since: float,
+        loss: float | None = None,
+    ) -> dict:
+        """The probe_scores row of `predictions` on the test batches, timed from `since`."""
+        correct, total = attachment_counts(predictions, test)
+        row = {
+            "probe": probe,
+            "word_vectors": word_vectors,
+            "uas": correct / total,
+            "n_words": total,
+            "n_correct": correct,
+            "train_loss": loss,
+            "seconds": time.perf_counter() - since,
+        }
+        self.log(f"{probe}: UAS {100 * correct / total:.1f} on {total} words ({row['seconds']:.0f} s)")
+        return row
+
+    def fit(
+        self,
+        probe: str,
+        word_vectors: str,
+        model: torch.nn.Module,
+        train: list[ProbeBatch],
+        test: list[ProbeBatch],
+        since: float,
+        learning_rate: float | None = None,
+    ) -> dict:
+        """`model` trained on the train batches (at the linear probes' learning rate unless given),
+        then scored on the test batches."""
+
+        def report(done: int, total: int, seconds: float) -> None:
+            self.log(f"{probe}: epoch {done}/{total} in {seconds:.0f} s")
+
+        rate = self.settings.learning_rate if learning_rate is None else learning_rate
+        loss = train_probe(model, train, self.settings.epochs, rate, self.settings.seed, report)
+        return self.score(probe, word_vectors, test, [predict_heads(model, batch) for batch in test], since, loss)
+
+
+def run_probe_suite(
+    encoder: LoadedEncoder,
+    train_corpus: ProbeCorpus,
+    test_corpus: ProbeCorpus,
+    settings: ProbeSettings,
+    vector_table: WordVectorTable | None,
+    log: Callable[[str], None],
+    progress: Callable[[str], Progress],
+) -> ProbeScores:
+    """Clark's Table 3: every probe of PROBES trained on `train_corpus` and scored by UAS on `test_corpus`.
+
+    On the pre-trained encoder's features: right-branching, the attention-only probe, the
+    attention-and-word-vector probe and the distance baseline; then the attention-and-word-vector
+    probe on a random-init encoder's. Word vectors are the `vector_table`'s, else the encoder's
+    input embeddings. `log` takes each probe's epochs and score; `progress` gives the callback of
+    the named forward pass.
+    """
+    run = _SuiteRun(encoder, (train_corpus, test_corpus), settings, vector_table, log, progress)
+    vectors_name = INPUT_EMBEDDINGS if vector_table is None else f"file:{vector_table.name}"
+    since = time.perf_counter()
+    train, test = run.inputs(encoder.model, "pre-trained")
+    forward_seconds = time.perf_counter() - since
+    rows = [run.score("right_branching", "none", test, [right_branching(batch) for batch in test], time.perf_counter())]
+    rows.append(run.fit("attn", "none", probe_for(train[0], False, True), train, test, time.perf_counter()))
+    rows.append(run.fit("attn_words", vectors_name, probe_for(train[0], True, True), train, test, time.perf_counter()))
+    distance = distance_probe_for(train[0], settings.distance_hidden, settings.seed)
+    rate = settings.distance_learning_rate
+    rows.append(run.fit("distance_words", vectors_name, distance, train, test, time.perf_counter(), rate))
+    del train, test  # the pre-trained features leave memory before the random-init encoder's come
+    since = time.perf_counter()
+    train, test = run.inputs(random_init_encoder(encoder.model, settings.seed), "random-init")
+    rows.append(run.fit("random_init_attn_words", vectors_name, probe_for(train[0], True, True), train, test, since))
+    scores = pl.DataFrame(rows).with_columns(
+        train_corpus=pl.lit(train_corpus.name),
+        n_train_sentences=pl.lit(train_corpus.frames["tokens"]["example_id"].n_unique()),
+        n_test_sentences=pl.lit(test_corpus.frames["tokens"]["example_id"].n_unique()),
+        word_mode=pl.lit(settings.word_mode),
+        epochs=pl.lit(settings.epochs),
+        learning_rate=pl.lit(settings.learning_rate),
+        seed=pl.lit(settings.seed),
+        torch_threads=pl.lit(torch.get_num_threads()),
+    )
+    return ProbeScores(scores, forward_seconds)

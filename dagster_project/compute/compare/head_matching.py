@@ -12,7 +12,7 @@ of the JS divergence, between 0 and sqrt(ln 2)) of their rows, averaged over eve
 """
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -172,6 +172,12 @@ DISTANCE_SCHEMA = {
     "other_head": pl.Int16,
     "js_distance": pl.Float64,
 }
+HEAD_MATCH_SCHEMA = {
+    **DISTANCE_SCHEMA,
+    "other_model_id": pl.String,
+    "n_examples": pl.Int32,
+    "n_words": pl.Int64,
+}
 
 
 def distance_rows(distances: torch.Tensor, heads_first: int, heads_second: int) -> pl.DataFrame:
@@ -189,6 +195,46 @@ def distance_rows(distances: torch.Tensor, heads_first: int, heads_second: int) 
         },
         schema=DISTANCE_SCHEMA,
     )
+
+
+@dataclass(frozen=True)
+class HeadMatchTable:
+    """The head_matches rows of one model against others."""
+
+    rows: pl.DataFrame  # HEAD_MATCH_SCHEMA: every head pair with each other model
+    compared: dict[str, int]  # other model -> shared examples compared
+    expected_rows: int  # one per head pair
+
+
+def match_against_models(
+    model_id: str,
+    others: Sequence[str],
+    side: Callable[[str], MatchSide],
+    max_examples: int | None,
+    progress: Callable[[str], Callable[[int, int, float], None]],
+    log: Callable[[str], None],
+) -> HeadMatchTable:
+    """Every head of model `model_id` against every head of each of `others` (match_heads on the
+    first `max_examples` shared examples). `side` loads a model's side: the others one at a time,
+    so at most two models are held. `progress` gives the callback of the match with the named
+    other model; `log` takes each match's counts."""
+    frames, compared, expected = [], {}, 0
+    own = side(model_id) if others else None
+    for other in others:
+        their = side(other)
+        matches = match_heads(own, their, max_examples, progress(other))
+        log(f"{other}: {matches.n_examples} shared examples, {matches.n_words} word rows")
+        compared[other] = matches.n_examples
+        expected += own.total_heads * their.total_heads
+        frames.append(
+            matches.distances.with_columns(
+                other_model_id=pl.lit(other),
+                n_examples=pl.lit(matches.n_examples, pl.Int32),
+                n_words=pl.lit(matches.n_words, pl.Int64),
+            )
+        )
+    rows = pl.concat(frames) if frames else pl.DataFrame(schema=HEAD_MATCH_SCHEMA)
+    return HeadMatchTable(rows, compared, expected)
 
 
 def distances_in_range(frame: pl.DataFrame, expected_rows: int) -> CheckOutcome:

@@ -3,7 +3,7 @@ written per mention so the SQL views judge them beside the attention heads. One 
 corpus with `coref_mentions` (OntoGUM, CoNLL-2012, GAP), run by the `clark` analysis for every
 chosen one."""
 
-from dagster import AssetExecutionContext, AssetsDefinition, MaterializeResult, asset
+from dagster import AssetExecutionContext, AssetsDefinition, MaterializeResult
 from dagster_duckdb import DuckDBResource
 
 from dagster_project.compute.checks import antecedents_precede_mentions
@@ -11,9 +11,7 @@ from dagster_project.compute.clark.coreference_baselines import predict_antecede
 from dagster_project.corpora import CORPORA
 from dagster_project.corpora.coreference import mention_type_source
 from dagster_project.defs.assets.corpora import corpus_assets_by_name
-from dagster_project.defs.assets.writing import check_specs, write_partition
-from dagster_project.defs.partitions import model_partitions
-from dagster_project.defs.pools import WRITER_POOL
+from dagster_project.defs.assets.writing import model_partition_asset, write_partition
 from dagster_project.defs.tags import corpus_tags
 from dagster_project.storage.warehouse import partition_rows
 
@@ -24,26 +22,22 @@ MENTION_TYPES = ("pronoun", "proper", "nominal")
 def build_coreference_baselines(corpus: str) -> AssetsDefinition:
     name = f"{corpus}_coreference_baselines"
 
-    @asset(
-        name=name,
+    @model_partition_asset(
+        name,
         description=(
             f"Clark §4.3 baselines on {corpus}: the antecedent that the nearest, head-match and rule-based "
             "(Lee et al. 2011 sieves) systems pick for every mention. Writes `coref_baseline_predictions`."
         ),
-        partitions_def=model_partitions,
         deps=[corpus_assets_by_name[corpus]],
         group_name="clark",
         tags=corpus_tags(corpus, "clark"),
-        pool=WRITER_POOL,
-        check_specs=check_specs(
-            name,
-            {
-                "antecedents_precede_mentions": (
-                    "Each predicted antecedent is an earlier mention (ending before the mention starts) "
-                    "of the same example."
-                )
-            },
-        ),
+        checks={
+            "antecedents_precede_mentions": (
+                "Each predicted antecedent is an earlier mention (ending before the mention starts) "
+                "of the same example."
+            )
+        },
+        model_pass=False,
     )
     def coreference_baselines(context: AssetExecutionContext, warehouse: DuckDBResource) -> MaterializeResult:
         model_id = context.partition_key

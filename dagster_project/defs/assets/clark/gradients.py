@@ -2,30 +2,25 @@
 gradient of the model's own loss w.r.t. each attention weight, by key type, into
 `grad_importance`. A model without a loss head gets no rows, and the metadata says why."""
 
+from functools import partial
+
 import polars as pl
-from dagster import AssetExecutionContext, Config, MaterializeResult, MetadataValue, asset
+from dagster import AssetExecutionContext, Config, MaterializeResult, MetadataValue
 from dagster_duckdb import DuckDBResource
 
 from dagster_project.compute.checks import grad_sums_valid
 from dagster_project.compute.clark.gradients import (
     MASK_PROBABILITY,
     MASKED_LM,
+    GradImportanceTable,
     LossModel,
     NoLossHead,
-    check_labels,
-    empty_rows,
-    extract_grad_importance,
+    grad_importance_table,
     load_loss_model,
+    needs_labels,
 )
 from dagster_project.defs.assets.corpora import corpus_assets_by_name, model_tokens
-from dagster_project.defs.assets.writing import (
-    check_specs,
-    progress_logger,
-    table_preview,
-    write_partition,
-)
-from dagster_project.defs.partitions import model_partitions
-from dagster_project.defs.pools import GPU_PASS_OP_TAGS, GPU_PASS_POOL
+from dagster_project.defs.assets.writing import model_partition_asset, progress_logger, table_preview, write_partition
 from dagster_project.defs.resources import ComputeResource
 from dagster_project.defs.tags import analysis_tag
 from dagster_project.storage.warehouse import partition_rows
@@ -38,24 +33,44 @@ class GradImportanceConfig(Config):
     batch_tokens: int | None = None  # padded positions per batch; None: the device's backward default
 
 
-@asset(
+def _example_labels(
+    warehouse: DuckDBResource, model_id: str, corpus: str, loss_model: LossModel | NoLossHead
+) -> pl.DataFrame | None:
+    """The corpus's example labels where the model's loss takes them, else None."""
+    if not needs_labels(loss_model):
+        return None
+    with warehouse.get_connection() as conn:
+        return partition_rows(conn, "examples", model_id, corpus, ("example_id", "label"))
+
+
+def _pass_metadata(table: GradImportanceTable) -> dict:
+    """The pass's examples, time and mean gradient per target type; or why it has no rows."""
+    if isinstance(table.outcome, NoLossHead):
+        return {"reason": table.outcome.reason}
+    return {
+        "examples": table.outcome.n_examples,
+        "seconds": round(table.outcome.seconds, 1),
+        "preview": table_preview(
+            table.outcome.rows.group_by("target_type")
+            .agg(pl.col("grad_sum").sum() / pl.col("weight_count").sum())
+            .sort("target_type")
+        ),
+    }
+
+
+@model_partition_asset(
+    "grad_importance",
     description="Clark et al. Fig. 3: |d loss / d attention| per layer and head for attention to [SEP], '.'/',' "
     "and other tokens, with the model's masked-LM or sequence-classification loss. Writes `grad_importance`; "
     "a model without a loss head (e.g. a bare sentence-transformers encoder) gets no rows and a `reason`.",
-    partitions_def=model_partitions,
     deps=[corpus_assets_by_name["wiki_segments"]],
     group_name="clark",
     tags=analysis_tag("clark"),
-    pool=GPU_PASS_POOL,
-    op_tags=GPU_PASS_OP_TAGS,
-    check_specs=check_specs(
-        "grad_importance",
-        {
-            "grad_sums_valid": (
-                "Gradient sums are finite and non-negative, each over a positive weight count (no rows: no loss head)."
-            )
-        },
-    ),
+    checks={
+        "grad_sums_valid": (
+            "Gradient sums are finite and non-negative, each over a positive weight count (no rows: no loss head)."
+        )
+    },
 )
 def grad_importance(
     context: AssetExecutionContext, config: GradImportanceConfig, warehouse: DuckDBResource, compute: ComputeResource
@@ -69,54 +84,29 @@ def grad_importance(
     if note := placement.float32_note("Gradient importance"):
         context.log.warning(note)
     loss_model = load_loss_model(source, placement.device)
-    reason = loss_model.reason if isinstance(loss_model, NoLossHead) else None
-    labels = None
-    if isinstance(loss_model, LossModel) and loss_model.loss_name != MASKED_LM:
-        with warehouse.get_connection() as conn:
-            examples = partition_rows(conn, "examples", model_id, corpus, ("example_id", "label"))
-        examples = examples.filter(pl.col("example_id").is_in(tokens["example_id"].unique().implode()))
-        labels = check_labels(examples, loss_model.loss_name, loss_model.model.config.num_labels, corpus)
-        if labels.is_empty():
-            reason = (
-                f"Model '{source}' has a {loss_model.loss_name} head, but corpus '{corpus}' has no labels: "
-                "set the run config's corpus to the labelled corpus of its task (e.g. glue_sst2)."
-            )
-    if reason:
-        context.log.warning(f"grad_importance: no rows for {model_id} on {corpus}. {reason}")
-        rows, loss_name, metadata = empty_rows(), "none", {"reason": reason}
-    else:
-        report = progress_logger(context, f"{corpus} gradient importance ({loss_model.loss_name})")
-        facts = extract_grad_importance(loss_model, tokens, config.seed, labels, config.batch_tokens, report)
-        rows, loss_name = facts.rows, loss_model.loss_name
-        metadata = {
-            "examples": facts.n_examples,
-            "seconds": round(facts.seconds, 1),
-            "preview": table_preview(
-                rows.group_by("target_type")
-                .agg(pl.col("grad_sum").sum() / pl.col("weight_count").sum())
-                .sort("target_type")
-            ),
-        }
-    is_mlm = loss_name == MASKED_LM
-    rows = rows.with_columns(
-        loss_name=pl.lit(loss_name),
-        mask_probability=pl.lit(MASK_PROBABILITY if is_mlm else None, dtype=pl.Float32),
-        seed=pl.lit(config.seed, dtype=pl.Int32),
+    examples = _example_labels(warehouse, model_id, corpus, loss_model)
+    progress = partial(progress_logger, context)
+    table = grad_importance_table(
+        source, loss_model, tokens, examples, corpus, config.seed, config.batch_tokens, progress
     )
+    if isinstance(table.outcome, NoLossHead):
+        context.log.warning(f"grad_importance: no rows for {model_id} on {corpus}. {table.outcome.reason}")
     return write_partition(
         context,
         warehouse,
-        {"grad_importance": rows},
+        {"grad_importance": table.rows},
         corpus,
-        [grad_sums_valid(rows)],
+        [grad_sums_valid(table.rows)],
         {
             "corpus": corpus,
-            "loss_name": loss_name,
+            "loss_name": table.loss_name,
             "masking": MetadataValue.text(
-                f"{MASK_PROBABILITY:.0%} of content tokens, 80% mask / 10% random / 10% kept" if is_mlm else "none"
+                f"{MASK_PROBABILITY:.0%} of content tokens, 80% mask / 10% random / 10% kept"
+                if table.loss_name == MASKED_LM
+                else "none"
             ),
             "seed": config.seed,
             "device": str(placement.float32()),
-            **metadata,
+            **_pass_metadata(table),
         },
     )

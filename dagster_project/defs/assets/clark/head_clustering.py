@@ -2,15 +2,13 @@
 Jensen-Shannon divergences in `head_distances`, written to `head_mds`."""
 
 import polars as pl
-from dagster import AssetExecutionContext, Config, MaterializeResult, asset
+from dagster import AssetExecutionContext, Config, MaterializeResult
 from dagster_duckdb import DuckDBResource
 
 from dagster_project.compute.checks import finite, one_row_per_head
 from dagster_project.compute.clark.head_clustering import distance_matrix, embed_heads
 from dagster_project.defs.assets.facts import fact_assets_by_corpus
-from dagster_project.defs.assets.writing import check_specs, write_partition
-from dagster_project.defs.partitions import model_partitions
-from dagster_project.defs.pools import WRITER_POOL
+from dagster_project.defs.assets.writing import model_partition_asset, write_partition
 from dagster_project.defs.tags import analysis_tag
 from dagster_project.storage.warehouse import partition_rows
 
@@ -19,24 +17,21 @@ class HeadMdsConfig(Config):
     corpus: str = "wiki_segments"  # a corpus whose attention facts fill head_distances
 
 
-@asset(
+@model_partition_asset(
+    "head_mds",
     description=(
         "Clark et al. Fig. 6: each head embedded in 2-D by metric MDS (SMACOF from a classical-MDS start) of the "
         "mean Jensen-Shannon divergence per query token between heads (Clark's summed divergence / token count: "
         "the same layout up to scale). Writes `head_mds` with the embedding's Stress-1."
     ),
-    partitions_def=model_partitions,
     deps=[fact_assets_by_corpus["wiki_segments"]],
     group_name="clark",
     tags=analysis_tag("clark"),
-    pool=WRITER_POOL,
-    check_specs=check_specs(
-        "head_mds",
-        {
-            "finite_coordinates": "No NaN or inf in x, y and stress.",
-            "one_row_per_head": "One row per (layer, head) of the model.",
-        },
-    ),
+    checks={
+        "finite_coordinates": "No NaN or inf in x, y and stress.",
+        "one_row_per_head": "One row per (layer, head) of the model.",
+    },
+    model_pass=False,
 )
 def head_mds(context: AssetExecutionContext, config: HeadMdsConfig, warehouse: DuckDBResource) -> MaterializeResult:
     model_id, corpus = context.partition_key, config.corpus

@@ -8,14 +8,24 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
-from dagster_project.corpora.base import OVERLONG, CorpusData, CorpusError, CorpusSpec, join_words, split_words
+from dagster_project.corpora.base import (
+    DOCUMENT_OVERLONG,
+    OVERLONG,
+    CorpusData,
+    CorpusError,
+    CorpusSpec,
+    join_words,
+    split_words,
+)
 from dagster_project.corpora.conllu_corpora import read_ud
 from dagster_project.corpora.coreference import (
     gap_files,
     ontogum_files,
+    prepare_documents,
     read_conll2012,
     read_gap,
     read_ontogum,
+    truncate_documents,
     window_documents,
 )
 from dagster_project.corpora.encoding import EncodedCorpus, align_words, encode_corpus, punctuation_ids
@@ -127,12 +137,14 @@ _SPECS = [
     *(_ud(treebank, split) for treebank in UD_FILES for split in ("dev", "test")),
     _annotated(
         "ontogum",
-        "Clark §4.3: OntoGUM coreference (OntoNotes scheme), documents cut into sentence windows of <= 128 pieces.",
+        "Clark §4.3: OntoGUM coreference (OntoNotes scheme), each document truncated to its first 128 pieces "
+        "(overlong=windows: sentence windows).",
         ("gum_coref/ontogum_conllu/GUM_bio_byron.conllu",),
         # The staged OntoGUM has a few unbalanced brackets: skipped and reported, not fatal.
         lambda data_dir: read_ontogum(ontogum_files(data_dir), strict=False),
         annotations=("coref_mentions", "coref_clusters"),
-        prepare=window_documents,
+        prepare=prepare_documents,
+        overlong="truncate",  # Clark §4.3 footnote 4: "We truncate documents to 128 tokens long"
         # Kovaleva §4.5 pairs: noun -> pronoun needs gold coreference, verb -> subject spaCy
         spacy_features=True,
         fact_kinds=("relation_hits", "feature_pair_attention"),
@@ -143,7 +155,8 @@ _SPECS = [
         (CONLL2012_FILE,),
         lambda data_dir: read_conll2012(data_dir / CONLL2012_FILE),
         annotations=("coref_mentions", "coref_clusters"),
-        prepare=window_documents,
+        prepare=prepare_documents,
+        overlong="truncate",  # Clark §4.3 footnote 4: "We truncate documents to 128 tokens long"
     ),
     *(
         _annotated(
@@ -179,6 +192,7 @@ def present_corpora(data_dir: Path) -> list[str]:
 __all__ = [
     "CORPORA",
     "DEFAULT_CORPORA",
+    "DOCUMENT_OVERLONG",
     "OVERLONG",
     "present_corpora",
     "GLUE_TASKS",
@@ -196,6 +210,8 @@ __all__ = [
     "read_framenet",
     "read_gap",
     "read_ontogum",
+    "prepare_documents",
+    "truncate_documents",
     "window_documents",
     "read_glue",
     "read_ud",

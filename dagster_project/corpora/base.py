@@ -10,7 +10,11 @@ from transformers import PreTrainedTokenizerBase
 
 # What encoding does with an example over max_len pieces: drop it (counted), or cut it to
 # max_len (the longer segment loses its last piece until the pair fits).
+# What happens to an example longer than max_len pieces: dropped, or truncated (texts: the longer
+# segment loses pieces; documents: their first max_len pieces).
 OVERLONG = ("drop", "truncate")
+# Documents (corpora with CorpusSpec.prepare) can also be cut into sentence windows.
+DOCUMENT_OVERLONG = (*OVERLONG, "windows")
 
 
 class CorpusError(RuntimeError):
@@ -46,7 +50,7 @@ class CorpusSpec:
     read: Callable[[Path], CorpusData]
     max_len: int
     size: int | None  # None: every example that fits
-    overlong: str = "drop"  # one of OVERLONG
+    overlong: str = "drop"  # one of OVERLONG (DOCUMENT_OVERLONG with `prepare`)
     # Pascual: the default max_len is the model's head dimension d_head (inputs no longer than
     # d_head keep attention identifiable; 64 for BERT-base); max_len is then the paper's fixed cap.
     max_len_is_d_head: bool = False
@@ -58,8 +62,10 @@ class CorpusSpec:
     # every analysed corpus gets; None: not analysed for attention (training splits).
     fact_kinds: tuple[str, ...] | None = ("position_histograms",)
     annotations: tuple[str, ...] = ()  # gold tables the reader writes (dependencies, coref_mentions, ...)
-    # Tokenizer-dependent preparation before encoding (cutting documents into windows).
-    prepare: Callable[[CorpusData, PreTrainedTokenizerBase, int], CorpusData] | None = None
+    # Tokenizer-dependent preparation before encoding, given max_len and overlong: documents
+    # truncated or cut into windows (coreference.prepare_documents). Encoding then drops what
+    # still does not fit.
+    prepare: Callable[[CorpusData, PreTrainedTokenizerBase, int, str], CorpusData] | None = None
 
     def default_max_len(self, d_head: int) -> int:
         """max_len for a model whose attention heads have dimension d_head, unless run config sets one."""

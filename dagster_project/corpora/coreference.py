@@ -335,6 +335,52 @@ def read_conll2012(path: Path, strict: bool = True) -> CorpusData:
     return documents_to_corpus(documents, path, strict)
 
 
+def _word_pieces(words: pl.DataFrame, tokenizer: PreTrainedTokenizerBase) -> pl.DataFrame:
+    """`words` with n_pieces, each word's word-piece count on its own."""
+    pieces = tokenizer(words["word"].to_list(), add_special_tokens=False, split_special_tokens=True, verbose=False)[
+        "input_ids"
+    ]
+    return words.with_columns(n_pieces=pl.Series([len(ids) for ids in pieces], dtype=pl.Int32))
+
+
+def truncate_documents(data: CorpusData, tokenizer: PreTrainedTokenizerBase, max_len: int) -> CorpusData:
+    """Cut each document to its first max_len pieces (Clark §4.3, footnote 4: "We truncate
+    documents to 128 tokens long"): its words while they and the special tokens fit, whole words
+    only; mentions that do not end inside the kept words are dropped."""
+    special = tokenizer.num_special_tokens_to_add(pair=False)
+    words = _word_pieces(data.words.sort("example_id", "word_index"), tokenizer)
+    kept = words.filter(pl.col("n_pieces").cum_sum().over("example_id") + special <= max_len)
+    texts, new_words = join_words(kept.select("example_id", "segment", "word_index", "word"))
+    ends = kept.group_by("example_id").agg(kept_words=pl.col("word_index").max() + 1)
+    mentions = (
+        data.annotations["coref_mentions"]
+        .join(ends, on="example_id")
+        .filter(pl.col("word_end") <= pl.col("kept_words"))
+        .drop("kept_words")
+    )
+    texts = texts.join(data.texts.select("example_id", "source_ref"), on="example_id").select(
+        "example_id", "source_ref", "text_a", "text_b", group_id="example_id"
+    )
+    return CorpusData(
+        texts=texts.sort("example_id"),
+        words=new_words,
+        annotations={"coref_mentions": mentions, "coref_clusters": clusters_of(mentions)},
+        problems=data.problems,
+    )
+
+
+def prepare_documents(data: CorpusData, tokenizer: PreTrainedTokenizerBase, max_len: int, overlong: str) -> CorpusData:
+    """Documents longer than max_len pieces as `overlong` says: "truncate" (the default of the
+    coreference corpora, the paper's) keeps each one's first max_len pieces, "windows" cuts each
+    into sentence windows (more mentions, not the paper's), "drop" leaves them whole, so that
+    encoding drops those that do not fit."""
+    if overlong == "truncate":
+        return truncate_documents(data, tokenizer, max_len)
+    if overlong == "windows":
+        return window_documents(data, tokenizer, max_len)
+    return data
+
+
 def window_documents(data: CorpusData, tokenizer: PreTrainedTokenizerBase, max_len: int) -> CorpusData:
     """Cut documents into windows of whole consecutive sentences of at most max_len pieces.
 
@@ -342,12 +388,8 @@ def window_documents(data: CorpusData, tokenizer: PreTrainedTokenizerBase, max_l
     edge are dropped. A single sentence longer than max_len stays alone in its window
     (encoding then drops it as too long).
     """
-    words = data.words.sort("example_id", "word_index")
+    words = _word_pieces(data.words.sort("example_id", "word_index"), tokenizer)
     special = tokenizer.num_special_tokens_to_add(pair=False)
-    pieces = tokenizer(words["word"].to_list(), add_special_tokens=False, split_special_tokens=True, verbose=False)[
-        "input_ids"
-    ]
-    words = words.with_columns(n_pieces=pl.Series([len(ids) for ids in pieces], dtype=pl.Int32))
     sentences = (
         data.annotations["sentences"]
         .join(words.group_by("example_id").agg(pl.col("n_pieces")), on="example_id")

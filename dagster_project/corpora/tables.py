@@ -39,16 +39,16 @@ def corpus_tables(
     data = spec.read(data_dir)
     for problem in data.problems[:MALFORMED_LOGGED]:
         log.warning(f"{spec.name}: skipped malformed input: {problem}")
-    if spec.prepare:
-        data = spec.prepare(data, tokenizer, max_len)
-    encoded = encode_corpus(data, tokenizer, max_len, size, seed, overlong)
+    if spec.prepare:  # the documents are cut as `overlong` says; encoding drops what still does not fit
+        data = spec.prepare(data, tokenizer, max_len, overlong)
+    encoded = encode_corpus(data, tokenizer, max_len, size, seed, "drop" if spec.prepare else overlong)
     log.info(
         f"{spec.name}: kept {encoded.examples.height} of {encoded.n_candidates} candidates "
         f"({encoded.n_too_long} longer than {max_len} tokens, overlong={overlong}: "
         f"{encoded.n_truncated} kept truncated)"
     )
     tables = {
-        "examples": encoded.examples.with_columns(max_len=max_len, seed=seed),
+        "examples": encoded.examples.with_columns(max_len=max_len, seed=seed, overlong=pl.lit(overlong)),
         "tokens": encoded.tokens,
         "words": encoded.words,
         **encoded.annotations,

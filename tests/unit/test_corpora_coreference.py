@@ -11,6 +11,7 @@ from dagster_project.corpora import (
     CORPORA,
     CorpusError,
     encode_corpus,
+    prepare_documents,
     read_conll2012,
     read_gap,
     read_ontogum,
@@ -100,6 +101,27 @@ def test_windows_keep_whole_sentences_and_inner_mentions(tmp_path: Path, tiny_mo
     assert whole.texts.height == 1 and whole.annotations["coref_clusters"]["n_mentions"].sort().to_list() == [2, 3]
     encoded = encode_corpus(windows, tokenizer, 10, None, 0)
     assert encoded.annotations["coref_mentions"].height == 5
+
+
+def test_documents_are_truncated_to_their_first_pieces_by_default(tmp_path: Path, tiny_model_dir: Path):
+    """Clark footnote 4: the document's first max_len pieces; with 2 specials, 8 one-piece words."""
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    data = read_ontogum([_write(tmp_path, "a.conllu", ONTOGUM)])
+    assert CORPORA["ontogum"].overlong == "truncate"
+    cut = prepare_documents(data, tokenizer, 10, "truncate")
+    assert cut.texts.select("example_id", "text_a", "group_id").rows() == [
+        (0, "Byron met his old teacher . He thanked", 0)
+    ]
+    mentions = cut.annotations["coref_mentions"].sort("word_start", "word_end")
+    # "the man" (8-10) and "himself" (11-12) end past the cut
+    assert list(zip(mentions["word_start"], mentions["word_end"])) == [(0, 1), (2, 3), (2, 5), (6, 7)]
+    # cluster 1: Byron, his, He; cluster 2: his old teacher
+    assert cut.annotations["coref_clusters"].sort("cluster_id")["n_mentions"].to_list() == [3, 1]
+    encoded = encode_corpus(cut, tokenizer, 10, None, 0)
+    assert encoded.examples["n_tokens"].to_list() == [10] and encoded.annotations["coref_mentions"].height == 4
+    # the windows option keeps both sentences as examples; drop leaves the 14-piece document to be dropped
+    assert prepare_documents(data, tokenizer, 10, "windows").texts.height == 2
+    assert prepare_documents(data, tokenizer, 10, "drop") is data
 
 
 CONLL_2012 = """#begin document (bc/doc); part 000

@@ -10,7 +10,7 @@ from transformers import PretrainedConfig
 
 from dagster_project.compute.checks import tokens_match_examples, word_pieces_inside_example
 from dagster_project.compute.models import load_encoder
-from dagster_project.corpora import CORPORA, OVERLONG, CorpusError, CorpusSpec
+from dagster_project.corpora import CORPORA, DOCUMENT_OVERLONG, OVERLONG, CorpusError, CorpusSpec
 from dagster_project.corpora.tables import CorpusTables, corpus_tables
 from dagster_project.defs.assets.models import encoder_model
 from dagster_project.defs.assets.writing import model_partition_asset, table_preview, write_partition
@@ -30,7 +30,7 @@ class CorpusConfig(Config):
 
     # Longest example in pieces; xnli_*: the model's d_head by default, 64 is the paper's fixed cap.
     max_len: int | None = None
-    overlong: str | None = None  # drop | truncate examples over max_len (wiki_segments: truncate)
+    overlong: str | None = None  # drop | truncate examples over max_len (wiki_segments, documents: truncate) | windows
     size: int | None = None  # at most this many examples (the corpus's default: all or its size in docs/methods.md §2)
     seed: int | None = None
 
@@ -45,8 +45,9 @@ def _run_sampling(name: str, spec: CorpusSpec, config: CorpusConfig) -> tuple[in
     size = config.size or spec.size
     seed = spec.seed if config.seed is None else config.seed
     overlong = config.overlong or spec.overlong
-    if overlong not in OVERLONG:
-        raise ValueError(f"{name}: run config overlong must be one of {OVERLONG}, got {overlong!r}")
+    allowed = DOCUMENT_OVERLONG if spec.prepare else OVERLONG
+    if overlong not in allowed:
+        raise ValueError(f"{name}: run config overlong must be one of {allowed}, got {overlong!r}")
     return size, seed, overlong
 
 

@@ -6,14 +6,27 @@ WITH coreferent AS (
     FROM int_coref_antecedents
     WHERE model_id = $model_id AND corpus = $corpus
 ),
+systems AS (
+    SELECT DISTINCT system
+    FROM stg_coref_baseline_predictions
+    WHERE model_id = $model_id AND corpus = $corpus
+),
 judged AS (
+    -- every coreferent mention under every system: one the system made no prediction for (head
+    -- match without a same-head candidate) is wrong
     SELECT
-        p.system,
+        s.system,
         c.mention_type,
         c.example_id,
         a.antecedent_id IS NOT NULL AS correct
     FROM coreferent AS c
-    JOIN stg_coref_baseline_predictions AS p USING (model_id, corpus, example_id, mention_id)
+    CROSS JOIN systems AS s
+    LEFT JOIN stg_coref_baseline_predictions AS p
+        ON p.model_id = c.model_id
+        AND p.corpus = c.corpus
+        AND p.example_id = c.example_id
+        AND p.mention_id = c.mention_id
+        AND p.system = s.system
     LEFT JOIN int_coref_antecedents AS a
         ON a.model_id = c.model_id
         AND a.corpus = c.corpus

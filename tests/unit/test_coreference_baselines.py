@@ -23,14 +23,15 @@ MENTIONS = [
 ]
 # Coreferent mentions (an earlier mention of their cluster ends before they start) and what
 # each system picks, worked out by hand:
-# 3 they:         nearest 2 John (wrong); no head match -> 2; sieve 3: only 1 "dogs" agrees in number -> 1
+# 3 they:         nearest 2 John (wrong); no head match -> none (wrong); sieve 3: only 1 "dogs" agrees -> 1
 # 4 The Dogs:     nearest 3 they (right); head "dogs" (case-insensitive) -> 1; sieve 2 -> 1
 # 5 John:         nearest 4 (wrong); head match -> 2; full string "john" -> 2
 # 7 Mary:         6 contains it, so nearest is 5 (wrong); head match -> 0; string -> 0
 # 8 the old dogs: nearest 7 (wrong); nearest head "dogs" is 6 (wrong cluster D); full string -> 1
 EXPECTED = {
     "nearest": {1: 0, 2: 1, 3: 2, 4: 3, 5: 4, 6: 5, 7: 5, 8: 7},
-    "head match": {1: 0, 2: 1, 3: 2, 4: 1, 5: 2, 6: 4, 7: 0, 8: 6},
+    # only mentions with an earlier same-head mention get one: not 1, 2 or 3
+    "head match": {4: 1, 5: 2, 6: 4, 7: 0, 8: 6},
     # 2 John: no string/head match; "dogs" is plural, Mary agrees -> 0.
     # 6 the dogs of Mary: nearest head "dogs" is 4.
     "rule-based": {1: 0, 2: 0, 3: 1, 4: 1, 5: 2, 6: 4, 7: 0, 8: 1},

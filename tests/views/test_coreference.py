@@ -153,10 +153,14 @@ def test_asset_writes_predictions_the_views_judge(warehouse_file: Path):
         result = _materialize_baselines(warehouse_file)
         assert result.success
     with duckdb.connect(str(warehouse_file), read_only=True) as conn:
-        assert conn.execute("SELECT count(*) FROM coref_baseline_predictions").fetchone()[0] == 3 * 8
+        # nearest and rule-based for the 8 mentions with a candidate, head match for the 5 with a
+        # same-head one
+        assert conn.execute("SELECT count(*) FROM coref_baseline_predictions").fetchone()[0] == 8 + 8 + 5
         accuracy = _accuracies(conn, "int_coref_baseline_accuracy", "system")
     assert accuracy[("nearest", "all")] == (0.2, 5)
     assert accuracy[("rule-based", "all")] == (1.0, 5)
+    # 3 "they" has no same-head candidate and counts wrong; 8 picks 6 of another cluster
+    assert accuracy[("head match", "all")] == (0.6, 5)
     metadata = result.asset_materializations_for_node("ontogum_coreference_baselines")[0].metadata
     assert metadata["mention_type_source"].value.startswith("POS column")
     assert [metadata[f"{kind}_mentions"].value for kind in ("pronoun", "proper", "nominal")] == [1, 4, 4]

@@ -108,7 +108,9 @@ def candidate_pairs(features: pl.DataFrame) -> pl.DataFrame:
 
 
 def predict_antecedents(mentions: pl.DataFrame, words: pl.DataFrame) -> pl.DataFrame:
-    """Per (example, mention with a candidate, system) the predicted antecedent's mention_id."""
+    """Per (example, mention, system) the predicted antecedent's mention_id, for the mentions the
+    system finds a candidate for: nearest and rule-based for every mention with an earlier one,
+    head match only for those with an earlier one of the same head word."""
     pairs = candidate_pairs(mention_features(mentions, words))
     head_match = pl.col("head") == pl.col("head_candidate")
     sieve = (
@@ -120,15 +122,22 @@ def predict_antecedents(mentions: pl.DataFrame, words: pl.DataFrame) -> pl.DataF
         .then(3)
         .otherwise(4)
     )
-    # Each system ranks a mention's candidates by (its own preference, distance) and keeps the first.
-    preference = {"nearest": pl.lit(0), "head match": (~head_match).cast(pl.Int8), "rule-based": sieve}
+    # Each system ranks the candidates it considers by (its own preference, distance) and keeps
+    # the first. Head match considers only candidates with the mention's head word (Clark §4.3:
+    # "the nearest other mention with the same head word"): a mention with none gets no
+    # prediction, and the accuracy counts it wrong.
+    considered = {
+        "nearest": (pairs, pl.lit(0)),
+        "head match": (pairs.filter(head_match), pl.lit(0)),
+        "rule-based": (pairs, sieve),
+    }
     predictions = [
-        pairs.with_columns(preference=expression)
+        candidates.with_columns(preference=expression)
         .sort("preference", "distance_rank")
         .group_by("example_id", "mention_id", maintain_order=True)
         .agg(antecedent_id=pl.col("candidate_id").first())
         .with_columns(system=pl.lit(system))
-        for system, expression in preference.items()
+        for system, (candidates, expression) in considered.items()
     ]
     return (
         pl.concat(predictions)

@@ -37,8 +37,8 @@ TABLE_COMPUTATIONS: Mapping[str, Callable] = {
     "frame_link_attention": metrics.span_pair_max,
     "pattern_example_maps": attention_facts.pick_pattern_examples,
     "head_mds": head_clustering.embed_heads,
-    "grad_importance": gradients.extract_grad_importance,
-    "probe_scores": probes.train_probe,
+    "grad_importance": gradients.grad_importance_table,
+    "probe_scores": probes.run_probe_suite,
     "coref_baseline_predictions": coreference_baselines.predict_antecedents,
     "task_scores": finetuning.score_settings,
     "ablation_scores": ablation.score_ablations,
@@ -46,7 +46,7 @@ TABLE_COMPUTATIONS: Mapping[str, Callable] = {
     "hta_correlations": hta_facts.extract_hta_facts,
     "contribution_histograms": hta_facts.extract_hta_facts,
     "hta_example_maps": hta_facts.extract_hta_facts,
-    "head_matches": head_matching.match_heads,
+    "head_matches": head_matching.match_against_models,
 }
 DOCS_DIR = PROJECT_ROOT / "docs"
 TESTS_DIR = PROJECT_ROOT / "tests"

@@ -1,5 +1,7 @@
 """FrameNet 1.7 full-text (open-sesame CoNLL, one block per annotated target) as the
-Kovaleva §4.2 link set: lexical unit -> core frame element links in short sentences."""
+Kovaleva §4.2 link set: one example per frame annotation (the paper used FrameNet's example
+sentences, each annotated with one frame), linking its lexical unit to its core frame elements,
+kept only when the whole annotation passes the paper's filters."""
 
 import json
 from pathlib import Path
@@ -54,13 +56,18 @@ def _gap(a: tuple[int, int], b: tuple[int, int]) -> int:
 
 
 def read_framenet(paths: list[Path], core_elements_file: Path) -> CorpusData:
-    """Unique sentences of <= 12 words that keep at least one link; links from each target
-    (lexical unit) to its core frame elements of <= 3 words lying >= 2 words away."""
+    """One example per distinct frame annotation (a block: a target and its frame elements) of a
+    sentence of <= 12 words whose core frame elements are all <= 3 words long and >= 2 words
+    from the target (Kovaleva §4.2: "only the sentences with frame elements of 3 tokens or less",
+    "we exclude sentences where the linked objects are less than two tokens apart"); its links
+    go from the target (lexical unit) to each core frame element. A sentence annotated with
+    several frames gives several examples."""
     try:
         core = {frame: set(names) for frame, names in json.loads(read_text(core_elements_file)).items()}
     except json.JSONDecodeError as error:
         raise CorpusError(f"{core_elements_file}: not valid JSON ({error})") from error
-    sentence_ids: dict[tuple[str, ...], int] = {}
+    # an annotation found twice (the same sentence, target and elements) is one example
+    annotations: dict[tuple, int] = {}
     links = []
     for path in paths:
         for block in _blocks(path):
@@ -72,15 +79,26 @@ def read_framenet(paths: list[Path], core_elements_file: Path) -> CorpusData:
                 raise CorpusError(f"{path}, line {block[0][0]}: block without a target (lexical unit) token")
             frame, unit = block[target[0]][1][3], block[target[0]][1][2]
             target_span = (min(target), max(target) + 1)
-            for name, start, end in _spans([columns[4] for _, columns in block]):
-                distance = _gap(target_span, (start, end))
-                if name in core.get(frame, ()) and end - start <= MAX_ELEMENT_WORDS and distance >= MIN_LINK_DISTANCE:
-                    example_id = sentence_ids.setdefault(words, len(sentence_ids))
-                    links.append((example_id, frame, unit, *target_span, name, start, end, distance))
+            elements = [
+                (name, start, end, _gap(target_span, (start, end)))
+                for name, start, end in _spans([columns[4] for _, columns in block])
+                if name in core.get(frame, ())
+            ]
+            passes = all(
+                end - start <= MAX_ELEMENT_WORDS and distance >= MIN_LINK_DISTANCE
+                for _, start, end, distance in elements
+            )
+            key = (words, frame, unit, target_span, tuple(elements))
+            if not elements or not passes or key in annotations:
+                continue
+            example_id = annotations[key] = len(annotations)
+            links += [(example_id, frame, unit, *target_span, *element) for element in elements]
     if not links:
-        raise CorpusError(f"{paths[0]}: no FrameNet links in sentences of <= {MAX_SENTENCE_WORDS} words")
+        raise CorpusError(f"{paths[0]}: no FrameNet annotation passes the filters in sentences of <= 12 words")
     word_rows = [
-        (example_id, 0, index, word) for words, example_id in sentence_ids.items() for index, word in enumerate(words)
+        (example_id, 0, index, word)
+        for (words, *_), example_id in annotations.items()
+        for index, word in enumerate(words)
     ]
     words = pl.DataFrame(
         word_rows,
@@ -103,7 +121,7 @@ def read_framenet(paths: list[Path], core_elements_file: Path) -> CorpusData:
             "distance": pl.Int32,
         },
         orient="row",
-    ).unique(maintain_order=True)
+    )
     return CorpusData(
         texts=texts.select("example_id", "source_ref", "text_a", "text_b"),
         words=words,

@@ -28,11 +28,34 @@ BLOCKS = """0\tHe\t_\t_\tB-Experiencer
 7\tme\t_\t_\tI-Recipient
 8\ttoday\t_\t_\tB-Time
 
+0\tHe\t_\t_\tB-Experiencer
+1\twas\t_\t_\tO
+2\tbecoming\t_\t_\tO
+3\tagitated\tagitated.a\tEmotion_directed\tO
+
+0\tMary\t_\t_\tB-Perceiver_passive
+1\tquickly\t_\t_\tO
+2\tsaw\tsee.v\tPerception_experience\tO
+3\tthe\t_\t_\tO
+4\told\t_\t_\tO
+5\tdog\t_\t_\tO
+
+0\tMary\t_\t_\tB-Owner
+1\tquickly\t_\t_\tO
+2\tsaw\t_\t_\tO
+3\tthe\t_\t_\tO
+4\told\t_\t_\tO
+5\tdog\tdog.n\tOwnership\tO
+
 """
+# The staged dev+test files: 47 frame annotations (of 46 sentences) pass the filters.
+EXAMPLES_STAGED = 47
 CORE = {
     "Emotion_directed": ["Experiencer"],
     "Becoming": ["Entity", "Final_quality"],
     "Giving": ["Donor", "Theme", "Recipient"],
+    "Perception_experience": ["Perceiver_passive"],
+    "Ownership": ["Owner"],
 }
 
 
@@ -43,18 +66,25 @@ def _fixture(tmp_path: Path, blocks: str = BLOCKS) -> tuple[Path, Path]:
     return conll, core
 
 
-def test_links_are_filtered_like_the_paper(tmp_path: Path):
+def test_one_example_per_frame_annotation_that_passes_the_filters(tmp_path: Path):
     conll, core = _fixture(tmp_path)
     data = read_framenet([conll], core)
     links = data.annotations["frame_links"]
-    # "He ... agitated": kept (3 words apart). "becoming agitated": adjacent, dropped.
-    # "She gave": adjacent, dropped; "the very big book": 4 words, dropped; "to me": kept;
-    # "today": not a core element of Giving.
+    # "He ... agitated": kept (3 words apart), and its second copy is the same example.
+    # "becoming agitated": its core element is adjacent, so the annotation is left out.
+    # Giving: "She gave" is adjacent and "the very big book" 4 words, so the whole annotation is
+    # left out, its "to me" link with it ("today" is not a core element).
+    # "Mary quickly saw the old dog" carries two frames: two examples, a link each.
     assert links.select("example_id", "lexical_unit", "element", "distance").rows() == [
         (0, "agitated.a", "Experiencer", 3),
-        (1, "give.v", "Recipient", 5),
+        (1, "see.v", "Perceiver_passive", 2),
+        (2, "dog.n", "Owner", 5),
     ]
-    assert data.texts["text_a"].to_list() == ["He was becoming agitated", "She gave the very big book to me today"]
+    assert data.texts["text_a"].to_list() == [
+        "He was becoming agitated",
+        "Mary quickly saw the old dog",
+        "Mary quickly saw the old dog",
+    ]
 
 
 def test_long_sentences_are_left_out(tmp_path: Path):
@@ -63,7 +93,7 @@ def test_long_sentences_are_left_out(tmp_path: Path):
         for i in range(13)
     )
     conll, core = _fixture(tmp_path, BLOCKS + long_block + "\n")
-    assert read_framenet([conll], core).texts.height == 2
+    assert read_framenet([conll], core).texts.height == 3
 
 
 def test_malformed_lines_name_file_and_line(tmp_path: Path):
@@ -79,8 +109,8 @@ def test_malformed_lines_name_file_and_line(tmp_path: Path):
 
 def test_staged_framenet_counts(shared_data_dir: Path):
     data = CORPORA["framenet"].read(shared_data_dir)
-    # SOURCES.md: 404 unique sentences of <= 12 tokens in dev+test; those with a kept link remain.
-    assert 100 < data.texts.height <= 404
+    # one example per frame annotation that passes the filters (the paper: 473 sentences)
+    assert data.texts.height == EXAMPLES_STAGED
     links = data.annotations["frame_links"]
     assert links["distance"].min() >= 2 and (links["element_end"] - links["element_start"]).max() <= 3
     assert data.words.group_by("example_id").len()["len"].max() <= 12

@@ -246,7 +246,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--corpus",
         action="append",
         choices=[*CORPORA, "all"],
-        help=f"corpus to process, repeatable; 'all' for every one (default: {', '.join(DEFAULT_CORPORA)})",
+        help=f"corpus to process, repeatable; 'all' for every one the papers use (CoLA and WNLI only when named; "
+        f"default: {', '.join(DEFAULT_CORPORA)})",
     )
     parser.add_argument(
         "--analysis",
@@ -280,10 +281,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def command(args: argparse.Namespace) -> int:
-    from dagster_project.corpora import CORPORA, DEFAULT_CORPORA
     from dagster_project.defs.jobs import DEFAULT_ANALYSES
 
-    chosen = args.corpus or list(DEFAULT_CORPORA)
     analyses = list(dict.fromkeys([*(args.analysis or DEFAULT_ANALYSES), *(["hta"] if args.hta else [])]))
     run_config = run_config_from(args.config, args.set)
-    return run(args.model, list(CORPORA) if "all" in chosen else chosen, analyses, run_config, args.verbose)
+    return run(args.model, chosen_corpora(args.corpus), analyses, run_config, args.verbose)
+
+
+def chosen_corpora(names: list[str] | None) -> list[str]:
+    """The corpora of `--corpus` values: the default ones when none is given; `all` stands for
+    every corpus the papers use (CoLA and WNLI only when named as well)."""
+    from dagster_project.corpora import DEFAULT_CORPORA, PAPER_CORPORA
+
+    if not names:
+        return list(DEFAULT_CORPORA)
+    if "all" in names:
+        return list(dict.fromkeys([*PAPER_CORPORA, *(name for name in names if name != "all")]))
+    return names

@@ -82,13 +82,15 @@ def _glue(task: str, split: str) -> CorpusSpec:
     validation = split == "validation"
     return CorpusSpec(
         name=f"glue_{task}" if validation else f"glue_{task}_{split}",
-        description=f"GLUE {task.upper()} {split} (HF parquet, or GLUE-style TSV).",
+        description=f"GLUE {task.upper()} {split} (HF parquet, or GLUE-style TSV)."
+        + ("" if GLUE_TASKS[task].kovaleva else " Not one of Kovaleva's tasks: processed only when named."),
         files=(glue_files(task, split),),
         read=partial(read_glue, task=task, split=split),
         max_len=128,
         size=1000 if validation else None,
         spacy_features=validation,
         default=False,
+        outside_papers=not GLUE_TASKS[task].kovaleva,
         fact_kinds=KOVALEVA_FACTS if validation else None,
     )
 
@@ -182,6 +184,7 @@ _SPECS = [
 ]
 CORPORA: dict[str, CorpusSpec] = {spec.name: spec for spec in _SPECS}
 DEFAULT_CORPORA = tuple(name for name, spec in CORPORA.items() if spec.default)  # `attn-warehouse run` without --corpus
+PAPER_CORPORA = tuple(name for name, spec in CORPORA.items() if not spec.outside_papers)  # `--corpus all`
 
 
 def present_corpora(data_dir: Path) -> list[str]:
@@ -192,6 +195,7 @@ def present_corpora(data_dir: Path) -> list[str]:
 __all__ = [
     "CORPORA",
     "DEFAULT_CORPORA",
+    "PAPER_CORPORA",
     "DOCUMENT_OVERLONG",
     "OVERLONG",
     "present_corpora",

@@ -167,3 +167,16 @@ def test_the_console_reads_the_progress_lines_of_the_passes():
     progress_logger(SimpleNamespace(log=SimpleNamespace(info=messages.append)), "demo pass")(30, 120, 12.0)
     found = PROGRESS_MESSAGE.search(messages[0])
     assert (found["done"], found["total"], found["seconds"]) == ("30", "120", "12")
+
+
+def test_all_corpora_leave_out_the_tasks_outside_the_papers_unless_named() -> None:
+    from dagster_project.cli.run import chosen_corpora
+    from dagster_project.corpora import CORPORA, DEFAULT_CORPORA
+
+    assert CORPORA["glue_cola"].outside_papers and CORPORA["glue_wnli_train"].outside_papers
+    assert not CORPORA["glue_rte"].outside_papers
+    every = chosen_corpora(["all"])
+    assert "glue_rte" in every and "ontogum" in every
+    assert not {"glue_cola", "glue_cola_train", "glue_wnli", "glue_wnli_train"} & set(every)
+    assert chosen_corpora(["all", "glue_cola"])[-1] == "glue_cola"
+    assert chosen_corpora(None) == list(DEFAULT_CORPORA) and chosen_corpora(["glue_cola"]) == ["glue_cola"]

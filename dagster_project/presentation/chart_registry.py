@@ -251,6 +251,18 @@ CHARTS = (
         when_empty="materialize finetuned_<task> and <task>_ablation for a GLUE task first",
     ),
     ChartSpec(
+        "kovaleva_sec5_framenet_ablation",
+        "kovaleva",
+        "§5",
+        "kovaleva_framenet_head_ablation",
+        tuple(f"glue_{task}" for task in FINETUNE_TASKS),
+        kovaleva.kovaleva_framenet_ablation_chart,
+        analysis="finetuning",
+        reads=("ablation_scores",),
+        all_corpora=True,
+        when_empty="materialize framenet_attention_facts, finetuned_<task> and <task>_ablation first",
+    ),
+    ChartSpec(
         "kovaleva_fig9_layer_ablation",
         "kovaleva",
         "Fig. 9",

@@ -223,6 +223,7 @@ def test_kovaleva_chart_labels_are_the_papers_figures():
         "kovaleva_fig7_cls_attention": "Fig. 7",
         "kovaleva_fig8_head_ablation": "Fig. 8",
         "kovaleva_fig9_layer_ablation": "Fig. 9",
+        "kovaleva_sec5_framenet_ablation": "§5",
     }
 
 

@@ -113,3 +113,31 @@ def test_punctuation_is_a_feature_of_the_final_layer_cls_row(conn):
         for row in partition_rows(conn, "kovaleva_feature_attention", MODEL.model_id).to_dicts()
     }
     assert received_by["punctuation"] == pytest.approx(0.15)
+
+
+def test_framenet_heads_beside_their_ablation(conn):
+    """Head 2-1, the one FrameNet head above p99, costs 1 point on RTE when disabled: the
+    least harmful of the four (rank 4), against 5, 3 and 2 points for the others."""
+    _framenet(conn)
+    deltas = {(1, 1): -0.05, (1, 2): -0.03, (2, 1): -0.01, (2, 2): -0.02}
+    scores = pl.DataFrame(
+        {
+            "task": ["rte"] * 4,
+            "tuned_model_id": ["org--base-rte"] * 4,
+            "kind": ["head"] * 4,
+            "layer": [layer for layer, _ in deltas],
+            "head": [head for _, head in deltas],
+            "metric": ["accuracy"] * 4,
+            "score": [0.6 + delta for delta in deltas.values()],
+            "baseline_score": [0.6] * 4,
+            "n_examples": [277] * 4,
+        },
+        schema_overrides={"layer": pl.Int16, "head": pl.Int16, "n_examples": pl.Int32},
+    )
+    replace_partition(conn, {"ablation_scores": scores}, MODEL.model_id, "glue_rte")
+    rows = partition_rows(conn, "kovaleva_framenet_head_ablation", MODEL.model_id).to_dicts()
+    by_head = {(row["layer"], row["head"]): row for row in rows}
+    assert {key for key, row in by_head.items() if row["above_p99"]} == {(2, 1)}
+    assert by_head[(2, 1)]["delta_vs_baseline"] == pytest.approx(-1.0)
+    assert {key: row["delta_rank"] for key, row in by_head.items()} == {(1, 1): 1, (1, 2): 2, (2, 2): 3, (2, 1): 4}
+    assert {row["n_heads"] for row in rows} == {4} and by_head[(2, 1)]["mean_max_attention"] == pytest.approx(0.5)

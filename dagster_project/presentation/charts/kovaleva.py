@@ -201,3 +201,29 @@ def kovaleva_task_scores_chart(rows: pl.DataFrame, title: str) -> alt.FacetChart
         .facet(column=alt.Column("task:N", title=None, sort=in_order(rows, "task")))
         .properties(title=f"{title}: task scores by setting")
     )
+
+
+def kovaleva_framenet_ablation_chart(rows: pl.DataFrame, title: str) -> alt.FacetChart:
+    """Kovaleva §5: each head's FrameNet mean max attention (x) against the score change when it
+    is disabled (y), one panel per task; the heads above the FrameNet 99th percentile stand out,
+    so whether they matter for the task can be read off their height."""
+    rows = rows.with_columns(head_label=pl.format("{}-{}", "layer", "head"))
+    return (
+        alt.Chart(rows)
+        .mark_circle(size=45, opacity=0.8)
+        .encode(
+            x=alt.X("mean_max_attention:Q", title="FrameNet mean max attention"),
+            y=alt.Y("delta_vs_baseline:Q", title="score change with the head disabled (points)"),
+            color=alt.Color("above_p99:N", title="above p99", sort=[True, False]),
+            tooltip=[
+                alt.Tooltip("head_label:N", title="head"),
+                alt.Tooltip("mean_max_attention:Q", format=".3f"),
+                alt.Tooltip("delta_vs_baseline:Q", format=".2f"),
+                "delta_rank",
+                "n_heads",
+            ],
+        )
+        .properties(width=260, height=220)
+        .facet(column=alt.Column("task:N", title=None, sort=in_order(rows, "task")))
+        .properties(title=f"{title}: do the FrameNet heads matter for the task?")
+    )

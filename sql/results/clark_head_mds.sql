@@ -1,5 +1,6 @@
--- Clark et al. Fig. 6: heads embedded in 2-D (metric MDS of the mean JS divergence per token);
--- Euclidean distance between two heads' (x, y) approximates their js in clark_head_distances.
+-- Clark et al. Fig. 6: heads embedded in 2-D by MDS of the mean JS divergence per token. Non-metric
+-- (Kruskal's, the default): the farther two heads' (x, y), the larger their js in
+-- clark_head_distances, at an arbitrary scale; metric_mds: the distance approximates the js itself.
 -- behaviour: the head's §3 behaviour on the same corpus (int_head_behaviours' rules), null
 -- where the corpus has no head summaries.
 CREATE OR REPLACE VIEW clark_head_mds AS
@@ -12,6 +13,7 @@ SELECT
     h.x,
     h.y,
     h.stress,
+    h.metric_mds,
     b.behaviour,
     (h.layer - 0.5) / h.n_layers AS relative_depth
 FROM stg_head_mds AS h

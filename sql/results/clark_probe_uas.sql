@@ -1,10 +1,12 @@
 -- Clark et al. Table 3: UAS of the dependency probing classifiers (trained on `train_corpus`:
 -- UD EWT dev unless the probes' run config `train_file` named a CoNLL-U file; scored on UD
--- EWT test, punctuation excluded), next to the paper's BERT-base numbers on PTB/Stanford
--- Dependencies (a reference, not a target: other models, other treebank).
+-- EWT test over the words whose head is another word, punctuation excluded: Table 1's 'All'
+-- set), next to the paper's BERT-base numbers on PTB/Stanford Dependencies (a reference, not a
+-- target: other models, other treebank).
 -- `label` says which word vectors a probe used: the paper's are GloVe; `input_embeddings` are
 -- the model's own input embeddings (mean over a word's pieces), not GloVe; `file:<name>` a
--- word-vector file the user gave (run config `word_vectors_file`).
+-- word-vector file the user gave (run config `word_vectors_file`). `word_probe_bias`: the
+-- attention-and-words probes also learned a bias (the paper's learn only W and U).
 CREATE OR REPLACE VIEW clark_probe_uas AS
 WITH paper (probe, paper_label, paper_uas, label_prefix) AS (
     VALUES
@@ -33,6 +35,7 @@ SELECT
     p.n_train_sentences,
     p.word_mode,
     p.epochs,
+    p.word_probe_bias,
     p.seed,
     p.seconds
 FROM stg_probe_scores AS p

@@ -140,8 +140,8 @@ def test_family_runs_every_analysis(
         assert one(
             "SELECT uas, n_words FROM clark_probe_uas WHERE model_id = ? AND probe = 'right_branching'", model_id
         ) == (
-            pytest.approx(60.0),
-            5,
+            pytest.approx(200 / 3),
+            3,
         )
         assert one("SELECT count(*) FROM clark_probe_uas WHERE model_id = ?", model_id) == (5,)
         # Kovaleva: three settings on the 6 validation pairs, every head and layer disabled, maps compared

@@ -65,7 +65,7 @@ def _materialize_probes(
 
 
 def test_asset_writes_every_probe_and_the_view(tiny_model_dir: Path, tmp_path: Path):
-    _, conn = _materialize_probes(tiny_model_dir, tmp_path, {"epochs": 3})
+    result, conn = _materialize_probes(tiny_model_dir, tmp_path, {"epochs": 3})
     # honest labels: the model's own input embeddings are not GloVe (before: shown as "Attn + GloVe")
     labels = dict(conn.execute("SELECT probe, label FROM clark_probe_uas").fetchall())
     assert labels == {
@@ -80,10 +80,21 @@ def test_asset_writes_every_probe_and_the_view(tiny_model_dir: Path, tmp_path: P
         row[0]: row[1:] for row in conn.execute("SELECT probe, uas, n_words, paper_uas FROM clark_probe_uas").fetchall()
     }
     assert set(rows) == {"right_branching", "attn", "attn_words", "distance_words", "random_init_attn_words"}
-    # I -> don't (miss), don't -> know (hit), know -> '.' (miss, it is the root), '.' left out;
-    # Cats -> sleep (hit), sleep -> ROOT (hit): 3 of 5.
-    assert rows["right_branching"] == (pytest.approx(60.0), 5, 26.0)
-    assert all(n_words == 5 for _, n_words, _ in rows.values())
+    # I -> don't (miss), don't -> know (hit), Cats -> sleep (hit): 2 of 3. The roots (know, sleep)
+    # have no head word to find and '.' is punctuation: left out of every row (before: 3 of 5).
+    assert rows["right_branching"] == (pytest.approx(200 / 3), 3, 26.0)
+    assert all(n_words == 3 for _, n_words, _ in rows.values())
+    # the paper's attention-and-words probe (only W and U), recorded on the rows and in the metadata
+    assert set(conn.execute("SELECT word_probe_bias FROM clark_probe_uas").fetchall()) == {(False,)}
+    metadata = result.asset_materializations_for_node("dependency_probes")[0].metadata
+    assert metadata["word_probe_bias"].value is False
+
+
+def test_word_probe_bias_is_an_option_recorded_with_the_rows(tiny_model_dir: Path, tmp_path: Path):
+    result, conn = _materialize_probes(tiny_model_dir, tmp_path, {"epochs": 1, "word_probe_bias": True})
+    assert set(conn.execute("SELECT word_probe_bias FROM clark_probe_uas").fetchall()) == {(True,)}
+    metadata = result.asset_materializations_for_node("dependency_probes")[0].metadata
+    assert metadata["word_probe_bias"].value is True
 
 
 def test_probes_train_on_a_users_conllu_file_with_a_users_word_vectors(tiny_model_dir: Path, tmp_path: Path):

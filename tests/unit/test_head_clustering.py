@@ -9,6 +9,7 @@ import torch
 from scipy.spatial.distance import jensenshannon, pdist, squareform
 
 from dagster_project.compute.clark.head_clustering import (
+    classical_start,
     distance_matrix,
     distance_rows,
     embed_heads,
@@ -116,12 +117,42 @@ def test_distance_matrix_rejects_missing_pairs() -> None:
 
 def test_mds_recovers_the_distances_of_a_planar_configuration() -> None:
     points = np.array([[0.0, 0.0], [3.0, 0.0], [3.0, 4.0], [0.0, 4.0], [1.0, 1.0], [6.0, 2.0]])
-    embedding = embed_heads(squareform(pdist(points)))
-    np.testing.assert_allclose(pdist(embedding.xy), pdist(points), atol=1e-6)
-    assert embedding.stress < 1e-6
+    metric = embed_heads(squareform(pdist(points)), metric=True)
+    np.testing.assert_allclose(pdist(metric.xy), pdist(points), atol=1e-6)
+    assert metric.stress < 1e-6 and metric.metric
+    # non-metric: the same configuration up to scale (only the order of the distances is fitted)
+    nonmetric = embed_heads(squareform(pdist(points)))
+    ratios = pdist(nonmetric.xy) / pdist(points)
+    np.testing.assert_allclose(ratios, ratios[0], rtol=1e-6)
+    assert nonmetric.stress < 1e-6 and not nonmetric.metric
 
 
 def test_mds_of_points_on_a_line_keeps_their_gaps() -> None:
     positions = np.array([0.0, 1.0, 3.0, 6.0])
-    embedding = embed_heads(np.abs(positions[:, None] - positions[None, :]))
+    embedding = embed_heads(np.abs(positions[:, None] - positions[None, :]), metric=True)
     np.testing.assert_allclose(pdist(embedding.xy), pdist(positions[:, None]), atol=1e-6)
+
+
+def test_nonmetric_mds_keeps_the_rank_order_that_metric_mds_breaks() -> None:
+    """The squared distances of (2, 3), (4, 1), (3, 4), (0, 2): 2 < 5 < 8 < 10 < 13 < 17, which no
+    planar configuration has as distances. Kruskal's non-metric MDS (Clark §6) fits their order
+    exactly; metric MDS fits the values, with a poor Stress-1 of 0.17, and puts heads 0 and 1
+    (8 apart) farther apart than heads 1 and 2 (10 apart)."""
+    squared = np.array([[0, 8, 2, 5], [8, 0, 10, 17], [2, 10, 0, 13], [5, 17, 13, 0]], dtype=float)
+    nonmetric, metric = embed_heads(squared), embed_heads(squared, metric=True)
+    order = np.argsort(squareform(squared))
+    assert (np.diff(pdist(nonmetric.xy)[order]) > 1e-3).all()  # strictly increasing with the input
+    assert nonmetric.stress < 1e-6 and not nonmetric.metric
+    assert metric.stress == pytest.approx(0.168, abs=1e-3) and metric.metric
+    xy = metric.xy
+    assert np.linalg.norm(xy[0] - xy[1]) > np.linalg.norm(xy[1] - xy[2])  # 8 drawn longer than 10
+    # deterministic: a classical-MDS start, no random one
+    np.testing.assert_array_equal(embed_heads(squared).xy, nonmetric.xy)
+
+
+def test_mds_starts_where_classical_mds_has_negative_eigenvalues() -> None:
+    """Squared gaps on a line give the double-centred matrix one positive eigenvalue; scikit-learn's
+    classical start would take the root of a negative one (NaN). The start clips it to 0."""
+    positions = np.array([0.0, 1.0, 3.0, 7.0])
+    start = classical_start((positions[:, None] - positions[None, :]) ** 2)
+    assert np.isfinite(start).all() and np.allclose(start[:, 1], 0.0, atol=1e-6)

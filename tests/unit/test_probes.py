@@ -4,6 +4,7 @@ import math
 from dataclasses import replace
 from pathlib import Path
 
+import duckdb
 import polars as pl
 import pytest
 import torch
@@ -13,6 +14,7 @@ from dagster_project.compute.clark.probes import (
     IGNORE,
     ROOT,
     ProbeBatch,
+    attachment_counts,
     attention_features,
     distance_features,
     distance_probe_for,
@@ -25,7 +27,8 @@ from dagster_project.compute.clark.probes import (
     train_probe,
     uas,
 )
-from dagster_project.compute.models import load_encoder
+from dagster_project.compute.models import ModelSpec, load_encoder
+from dagster_project.storage.warehouse import apply_views, partition_rows, replace_partition, upsert_model
 
 # Gold heads as candidate indices (0 = ROOT, j + 1 = word j) of three 5-word sentences.
 TREES = ([2, 0, 2, 3, 2], [0, 1, 4, 1, 4], [3, 3, 0, 3, 4])
@@ -197,6 +200,112 @@ def test_gold_heads_multiword_tokens_root_and_punctuation():
     gold = gold_heads(dependencies)
     assert gold["gold"].to_list() == [3, 3, ROOT, 3]
     assert gold["punct"].to_list() == [False, False, False, True]
+    assert gold["scored"].to_list() == [True, True, False, False]  # the root and "." are not scored
+
+
+def _sentence_batch(dependencies: pl.DataFrame) -> ProbeBatch:
+    """A one-sentence ProbeBatch of gold_heads (no attention: for the baselines and UAS)."""
+    gold = gold_heads(dependencies).sort("word_index")
+    width = gold.height
+    return ProbeBatch(
+        pair=torch.zeros(1, 1, width, width),
+        root=torch.zeros(1, 1, width),
+        vectors=torch.zeros(1, width, 2),
+        gold=torch.tensor([gold["gold"].to_list()]),
+        scored=torch.tensor([gold["scored"].to_list()]),
+        words=torch.ones(1, width, dtype=torch.bool),
+    )
+
+
+def test_table3_scores_the_words_whose_head_is_another_word():
+    """ "The dog barked .": The -> dog, dog -> barked, barked the root, "." punctuation. Right-branching
+    gets The -> dog and dog -> barked; "barked" (the root) is no word's dependent, so Clark §5's
+    classifier ("a probability distribution over other words") has no right answer for it: 2 of 2,
+    where counting the root made it 2 of 3."""
+    dependencies = pl.DataFrame(
+        {
+            "example_id": [0] * 4,
+            "ud_id": [1, 2, 3, 4],
+            "word_index": [0, 1, 2, 3],
+            "head_word_index": [1, 2, None, 2],
+            "upos": ["DET", "NOUN", "VERB", "PUNCT"],
+        }
+    )
+    batch = _sentence_batch(dependencies)
+    assert right_branching(batch).tolist() == [[2, 3, 4, ROOT]]
+    assert attachment_counts([right_branching(batch)], [batch]) == (2, 2)
+    assert uas([right_branching(batch)], [batch]) == 1.0
+
+
+# "We gonna win .": gonna = gon (the root) + na (mark -> win); the word's head is na's, win.
+GONNA = pl.DataFrame(
+    {
+        "example_id": [0] * 5,
+        "ud_id": [1, 2, 3, 4, 5],
+        "word_index": [0, 1, 1, 2, 3],
+        "head_word_index": [1, None, 2, 1, 1],
+        "relation": ["nsubj", "root", "mark", "xcomp", "punct"],
+        "upos": ["PRON", "VERB", "PART", "VERB", "PUNCT"],
+    }
+)
+
+
+def test_table3_and_table1_all_score_the_same_words():
+    """gold_heads' scored words and heads are Table 1's 'All' edges (int_dependency_edges), a
+    multiword token half of which is the root included: "gonna" -> "win" in both."""
+    conn = duckdb.connect(":memory:")
+    apply_views(conn)
+    spec = ModelSpec("org--m", "org/m", "/x", "r1", "bert", 1, 2, True)
+    upsert_model(conn, spec)
+    replace_partition(conn, {"dependencies": GONNA}, spec.model_id, "ud")
+    table1 = partition_rows(conn, "int_dependency_edges", spec.model_id).filter(pl.col("relation") == "All")
+    table3 = gold_heads(GONNA).filter("scored")
+    assert sorted(zip(table3["word_index"], table3["gold"] - 1)) == [(0, 1), (1, 2), (2, 1)]
+    assert sorted(zip(table1["dependent_word"], table1["head_word"])) == [(0, 1), (1, 2), (2, 1)]
+    conn.close()
+
+
+def test_the_attention_and_words_probe_learns_only_w_and_u():
+    """Clark §5: "only the two weight matrices W and U are learned" (the ROOT candidate's W' is
+    the released code's); the attention-only probe's weights are its w and u; the bias is an option."""
+    batch = _batch([TREES[0]])
+
+    def learned(probe: torch.nn.Module) -> set[str]:
+        return {name for name, _ in probe.named_parameters()}
+
+    assert learned(probe_for(batch, use_words=True, both_directions=True)) == {
+        "pair_dependent",
+        "pair_candidate",
+        "root_dependent",
+    }
+    with_bias = probe_for(batch, use_words=True, both_directions=True, bias=True)
+    assert learned(with_bias) == {"pair_dependent", "pair_candidate", "root_dependent", "pair_bias", "root_bias"}
+    assert learned(probe_for(batch, use_words=False, both_directions=True)) == {"pair_bias", "root_bias"}
+
+
+def test_the_attention_and_words_probe_by_hand():
+    """score(i, j) = W_k . (v_i + v_j) alpha_ij + U_k . (v_i + v_j) alpha_ji for one head (k = 0):
+    with word vectors all zero it is 0 whatever the training, unless a bias is learned."""
+    batch = _batch([TREES[0]])
+    batch = replace(batch, pair=batch.pair[:, :1], vectors=torch.tensor([[[1.0, 0], [0, 1], [1, 1], [2, 0], [0, 2]]]))
+    probe = probe_for(batch, use_words=True, both_directions=True)
+    with torch.no_grad():
+        probe.pair_dependent.copy_(torch.tensor([[1.0, 2.0], [3.0, 0.0]]))  # W's, then U's dependent half
+        probe.pair_candidate.copy_(torch.tensor([[0.0, 1.0], [1.0, 1.0]]))  # W's, then U's candidate half
+    v, alpha = batch.vectors[0], batch.pair[0, 0]
+    i, j = 0, 1  # word 0 attends fully to word 1 (its gold head); word 1 to [CLS]
+    weight_w = torch.tensor([1.0, 2.0]) @ v[i] + torch.tensor([0.0, 1.0]) @ v[j]
+    weight_u = torch.tensor([3.0, 0.0]) @ v[i] + torch.tensor([1.0, 1.0]) @ v[j]
+    expected = weight_w * alpha[i, j] + weight_u * alpha[j, i]
+    assert probe(batch)[0, i, j + 1].item() == pytest.approx(expected.item()) == pytest.approx(2.0)
+
+    blind = replace(batch, vectors=torch.zeros_like(batch.vectors))
+    paper, biased = probe_for(blind, True, True), probe_for(blind, True, True, bias=True)
+    for probe in (paper, biased):
+        train_probe(probe, [blind], epochs=20, learning_rate=0.1, seed=0)
+    allowed = blind.candidates
+    assert (paper(blind)[allowed] == 0).all()  # nothing to learn from without word vectors
+    assert uas([predict_heads(biased, blind)], [blind]) == 1.0  # the bias alone is the attention-only probe
 
 
 def test_random_init_keeps_embeddings_only(tiny_model_dir: Path):

@@ -2,9 +2,14 @@
 
 JS(Pa, Pb) = H(M) - (H(Pa) + H(Pb)) / 2 with M = (Pa + Pb) / 2 (nats), so only the mixture entropy is
 pairwise; each head's own entropy is summed over rows once. The divergence sums are stored per head
-pair in `head_distances` and embedded in 2-D by metric MDS (Clark Fig. 6). Clark used the sums as
-distances; the embedding here uses the mean per query token (sum / token count) instead: metric MDS is
-scale-equivariant, so the layout is Clark's up to scale, and its units (nats) do not grow with the corpus.
+pair in `head_distances` and embedded in 2-D by MDS (Clark Fig. 6). Clark used the sums as distances;
+the embedding here uses the mean per query token (sum / token count) instead: MDS is scale-equivariant,
+so the layout is Clark's up to scale, and its units (nats) do not grow with the corpus.
+
+Clark §6 cites Kruskal (1964), "Multidimensional scaling by optimizing goodness of fit to a nonmetric
+hypothesis": non-metric MDS, which fits only the rank order of the distances (the embedding's distances
+are a monotone function of them, its scale arbitrary), is the default; metric MDS, which fits the
+distances themselves, is the option `metric` (the head_mds run config's `metric_mds`).
 """
 
 from dataclasses import dataclass
@@ -134,13 +139,30 @@ def distance_matrix(rows: pl.DataFrame) -> HeadDistances:
 @dataclass(frozen=True)
 class HeadEmbedding:
     xy: np.ndarray  # (n, 2)
-    stress: float  # Kruskal's Stress-1: 0 perfect, 0.05 good, 0.2 poor
+    stress: float  # Kruskal's Stress-1 (against the disparities when non-metric): 0 perfect, 0.05 good, 0.2 poor
+    metric: bool  # metric MDS (True) or Kruskal's non-metric MDS
 
 
-def embed_heads(distances: np.ndarray) -> HeadEmbedding:
-    """Metric MDS (SMACOF) of a precomputed distance matrix into 2-D, started from classical MDS:
-    deterministic (no seed), exact for distances of a planar configuration, and in tests as low a
-    stress as the best of several random starts, which converge slowly."""
-    mds = MDS(n_components=2, metric_mds=True, metric="precomputed", init="classical_mds", normalized_stress=True)
-    xy = mds.fit_transform(distances)
-    return HeadEmbedding(xy, float(mds.stress_))
+def classical_start(distances: np.ndarray, components: int = 2) -> np.ndarray:
+    """Classical (Torgerson) MDS of a distance matrix: the top eigenvectors of the double-centred
+    squared distances scaled by the root of their eigenvalues, negative eigenvalues (distances no
+    Euclidean configuration has) clipped to 0 where scikit-learn's ClassicalMDS gives NaN; each
+    column's largest entry made positive, so the start does not depend on the solver's signs."""
+    n = distances.shape[0]
+    centring = np.eye(n) - 1.0 / n
+    values, vectors = np.linalg.eigh(-0.5 * centring @ (distances**2) @ centring)
+    top = np.argsort(values)[::-1][:components]
+    vectors = vectors[:, top]
+    vectors *= np.sign(vectors[np.abs(vectors).argmax(0), np.arange(components)])
+    return vectors * np.sqrt(values[top].clip(min=0.0))
+
+
+def embed_heads(distances: np.ndarray, metric: bool = False) -> HeadEmbedding:
+    """MDS (SMACOF) of a precomputed distance matrix into 2-D, non-metric (Kruskal's, Clark §6) unless
+    `metric`, started from classical MDS: deterministic (no seed), exact for distances of a planar
+    configuration, and in tests as low a stress as the best of several random starts, which converge
+    slowly. Non-metric MDS reads a zero off the diagonal (two identical heads) as a missing distance."""
+    # init="classical_mds" names the start; the array given to fit_transform is that start, made NaN-free
+    mds = MDS(n_components=2, metric_mds=metric, metric="precomputed", init="classical_mds", normalized_stress=True)
+    xy = mds.fit_transform(distances, init=classical_start(distances))
+    return HeadEmbedding(xy, float(mds.stress_), metric)

@@ -7,8 +7,12 @@ zero initialisation plus Adam over seeded, shuffled batches is deterministic.
 
 ROOT, as in the released code (heads use CoNLL numbering, 0 = ROOT sits where [CLS] is):
 ROOT is candidate 0 and word j is candidate j + 1; the ROOT score of word i comes from each
-head's attention between i and [CLS] / [SEP] (both directions) plus a bias, and the root
-word counts in UAS like every other non-punctuation word.
+head's attention between i and [CLS] / [SEP] (both directions) plus a constant feature. ROOT
+is trained on but never scored: UAS counts the words whose head is another word, Clark §5's
+"distribution over other words in the sentence" (gold_heads), the word set of Table 1's "All".
+
+The attention-and-words probe learns only W and U ("only the two weight matrices W and U are
+learned", Clark §5); a learned bias per map is the option `bias` (ProbeSettings.word_probe_bias).
 
 The distance baseline is the paper's other parser: a one-hidden-layer network over the two
 words' vectors and distance features (DistanceProbe), not a linear probe.
@@ -55,7 +59,7 @@ class ProbeBatch:
     root: torch.Tensor  # (B, R, W) feature r of ROOT as the head of word i
     vectors: torch.Tensor  # (B, W, D) fixed word vectors
     gold: torch.Tensor  # (B, W) int64 gold candidate index, IGNORE on padded slots
-    scored: torch.Tensor  # (B, W) bool: counted in UAS (real word, not punctuation)
+    scored: torch.Tensor  # (B, W) bool: counted in UAS (gold_heads: a real word, not punctuation, not the root)
     words: torch.Tensor  # (B, W) bool: real word slots
 
     @property
@@ -71,11 +75,14 @@ class HeadProbe(torch.nn.Module):
 
     Without word vectors weight_m is one learned scalar per feature map (the attention-only
     probe: w_k for alpha_ij and u_k for alpha_ji when `both_directions`). With word vectors
-    weight_m(i, j) = W_m . (v_i + v_j concatenated) + b_m (the attention-and-words probe).
-    ROOT's score is sum_r rho_r(i) * root_r(i), rho_r a scalar or W'_r . v_i + b'_r alike.
+    weight_m(i, j) = W_m . (v_i + v_j concatenated) (the attention-and-words probe: W for
+    alpha_ij, U for alpha_ji), plus a learned b_m only with `bias`. ROOT's score is
+    sum_r rho_r(i) * root_r(i), rho_r a scalar or W'_r . v_i (+ b'_r with `bias`) alike.
     """
 
-    def __init__(self, n_pair: int, n_root: int, word_dim: int | None, both_directions: bool) -> None:
+    def __init__(
+        self, n_pair: int, n_root: int, word_dim: int | None, both_directions: bool, bias: bool = False
+    ) -> None:
         super().__init__()
         self.both_directions = both_directions
         self.uses_words = word_dim is not None
@@ -84,7 +91,11 @@ class HeadProbe(torch.nn.Module):
         def zeros(*shape):
             return torch.nn.Parameter(torch.zeros(*shape))
 
-        self.pair_bias, self.root_bias = zeros(maps), zeros(n_root)
+        if word_dim is None or bias:  # the attention-only probe's weights, or the words probe's bias
+            self.pair_bias, self.root_bias = zeros(maps), zeros(n_root)
+        else:  # the paper's words probe: fixed zeros, so forward stays one formula
+            self.register_buffer("pair_bias", torch.zeros(maps))
+            self.register_buffer("root_bias", torch.zeros(n_root))
         if word_dim is not None:
             self.pair_dependent, self.pair_candidate = zeros(maps, word_dim), zeros(maps, word_dim)
             self.root_dependent = zeros(n_root, word_dim)
@@ -109,11 +120,16 @@ class HeadProbe(torch.nn.Module):
         return logits.masked_fill(~batch.candidates, float("-inf"))
 
 
-def probe_for(batch: ProbeBatch, use_words: bool, both_directions: bool) -> HeadProbe:
-    """A zero-initialised probe sized for the features of `batch`, built on the CPU and moved to their device."""
+def probe_for(batch: ProbeBatch, use_words: bool, both_directions: bool, bias: bool = False) -> HeadProbe:
+    """A zero-initialised probe sized for the features of `batch`, built on the CPU and moved to their
+    device; `bias` gives the attention-and-words probe a learned bias (not the paper's)."""
     with torch.device("cpu"):
         probe = HeadProbe(
-            batch.pair.shape[1], batch.root.shape[1], batch.vectors.shape[-1] if use_words else None, both_directions
+            batch.pair.shape[1],
+            batch.root.shape[1],
+            batch.vectors.shape[-1] if use_words else None,
+            both_directions,
+            bias,
         )
     return probe.to(batch.pair.device)
 
@@ -210,7 +226,8 @@ def predict_heads(probe: torch.nn.Module, batch: ProbeBatch) -> torch.Tensor:
 
 
 def right_branching(batch: ProbeBatch) -> torch.Tensor:
-    """(B, W) baseline heads: the next word; the last word of a sentence is the root."""
+    """(B, W) baseline heads: the next word ("always predicts the head is to the dependent's right",
+    Clark §5); the last word gets ROOT, a miss on every scored word."""
     width = batch.words.shape[1]
     following = torch.cat([batch.words[:, 1:], torch.zeros_like(batch.words[:, :1])], 1)
     return torch.where(following, torch.arange(2, width + 2, device=following.device)[None], ROOT)
@@ -223,24 +240,31 @@ def attachment_counts(predictions: Sequence[torch.Tensor], batches: Sequence[Pro
 
 
 def uas(predictions: Sequence[torch.Tensor], batches: Sequence[ProbeBatch]) -> float:
-    """Unlabelled attachment score over the scored (non-punctuation) words."""
+    """Unlabelled attachment score over the scored words (gold_heads: not punctuation, not the root)."""
     correct, total = attachment_counts(predictions, batches)
     if total == 0:
-        raise ValueError("No scored words: every word is punctuation or padding; nothing to compute UAS on.")
+        raise ValueError("No scored words: every word is punctuation, a root or padding; nothing to compute UAS on.")
     return correct / total
 
 
 def gold_heads(dependencies: pl.DataFrame) -> pl.DataFrame:
-    """One gold head per surface word: (example_id, word_index, gold, punct).
+    """One gold head per surface word: (example_id, word_index, gold, punct, scored).
 
     A multiword token ("don't" = do + n't) is one surface word with several syntactic words;
-    it takes the head of the first of them whose head lies outside the word (the root's
-    null head counts as outside). gold is the candidate index (0 = ROOT, j + 1 = word j);
-    punct marks UPOS PUNCT, left out of UAS.
+    it takes the head of the first of them whose head is another word, else (a root half and
+    halves headed inside the word) ROOT, as Table 1's int_dependency_edges picks its 'All'
+    edge. gold is the candidate index (0 = ROOT, j + 1 = word j); punct marks UPOS PUNCT.
+
+    scored: the words UAS counts, for every Table 3 row alike. Clark §5: "Given an input word,
+    the classifier produces a probability distribution over other words in the sentence
+    indicating how likely each other word is to be the syntactic head of the current one", and
+    the baseline "always predicts the head is to the dependent's right": a head is another word,
+    so the root word (no head word) is not scored, nor is punctuation. It is Table 1's 'All' set,
+    whose right-branching UAS (26.3) is Table 3's (26).
     """
     return (
         dependencies.filter(pl.col("head_word_index").is_null() | (pl.col("head_word_index") != pl.col("word_index")))
-        .sort("example_id", "word_index", "ud_id")
+        .sort("example_id", "word_index", pl.col("head_word_index").is_null(), "ud_id")
         .group_by("example_id", "word_index", maintain_order=True)
         .first()
         .select(
@@ -248,6 +272,7 @@ def gold_heads(dependencies: pl.DataFrame) -> pl.DataFrame:
             "word_index",
             gold=(pl.col("head_word_index") + 1).fill_null(ROOT).cast(pl.Int64),
             punct=pl.col("upos") == "PUNCT",
+            scored=pl.col("head_word_index").is_not_null() & (pl.col("upos") != "PUNCT"),
         )
     )
 
@@ -374,7 +399,7 @@ def probe_batches(
             start=pl.col("piece_start").fill_null(0),
             end=pl.col("piece_end").fill_null(0),
             gold=pl.col("gold").fill_null(IGNORE),
-            scored=pl.col("gold").is_not_null() & ~pl.col("punct").fill_null(True),
+            scored=pl.col("scored").fill_null(False),
             real=pl.col("word_index").is_not_null(),
         )
     )
@@ -456,6 +481,7 @@ class ProbeSettings:
     distance_hidden: int  # the distance baseline's hidden units
     seed: int  # batch order of training, the random-init encoder's and the distance network's weights
     batch_tokens: int  # padded word pieces per forward batch, which is also a training batch
+    word_probe_bias: bool = False  # the attention-and-words probes also learn a bias (Clark §5: only W and U)
 
     def __post_init__(self) -> None:
         if self.word_mode not in WORD_MODES:
@@ -573,14 +599,17 @@ def run_probe_suite(
     forward_seconds = time.perf_counter() - since
     rows = [run.score("right_branching", "none", test, [right_branching(batch) for batch in test], time.perf_counter())]
     rows.append(run.fit("attn", "none", probe_for(train[0], False, True), train, test, time.perf_counter()))
-    rows.append(run.fit("attn_words", vectors_name, probe_for(train[0], True, True), train, test, time.perf_counter()))
+    bias = settings.word_probe_bias
+    words_probe = probe_for(train[0], True, True, bias)
+    rows.append(run.fit("attn_words", vectors_name, words_probe, train, test, time.perf_counter()))
     distance = distance_probe_for(train[0], settings.distance_hidden, settings.seed)
     rate = settings.distance_learning_rate
     rows.append(run.fit("distance_words", vectors_name, distance, train, test, time.perf_counter(), rate))
     del train, test  # the pre-trained features leave memory before the random-init encoder's come
     since = time.perf_counter()
     train, test = run.inputs(random_init_encoder(encoder.model, settings.seed), "random-init")
-    rows.append(run.fit("random_init_attn_words", vectors_name, probe_for(train[0], True, True), train, test, since))
+    words_probe = probe_for(train[0], True, True, bias)
+    rows.append(run.fit("random_init_attn_words", vectors_name, words_probe, train, test, since))
     scores = pl.DataFrame(rows).with_columns(
         train_corpus=pl.lit(train_corpus.name),
         n_train_sentences=pl.lit(train_corpus.frames["tokens"]["example_id"].n_unique()),
@@ -588,6 +617,7 @@ def run_probe_suite(
         word_mode=pl.lit(settings.word_mode),
         epochs=pl.lit(settings.epochs),
         learning_rate=pl.lit(settings.learning_rate),
+        word_probe_bias=pl.lit(bias),
         seed=pl.lit(settings.seed),
         torch_threads=pl.lit(torch.get_num_threads()),
     )

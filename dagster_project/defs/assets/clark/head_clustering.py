@@ -1,5 +1,6 @@
-"""Head clustering (Clark §6, Fig. 6): every head of a model embedded in 2-D by metric MDS of the
-Jensen-Shannon divergences in `head_distances`, written to `head_mds`."""
+"""Head clustering (Clark §6, Fig. 6): every head of a model embedded in 2-D by MDS (Kruskal's
+non-metric by default, as Clark cites) of the Jensen-Shannon divergences in `head_distances`,
+written to `head_mds`."""
 
 import polars as pl
 from dagster import AssetExecutionContext, Config, MaterializeResult
@@ -15,14 +16,18 @@ from dagster_project.storage.warehouse import partition_rows
 
 class HeadMdsConfig(Config):
     corpus: str = "wiki_segments"  # a corpus whose attention facts fill head_distances
+    # Clark §6 cites Kruskal's non-metric MDS (fits the distances' rank order); true: metric MDS (fits
+    # the distances themselves; this project's embedding before). Recorded as head_mds.metric_mds.
+    metric_mds: bool = False
 
 
 @model_partition_asset(
     "head_mds",
     description=(
-        "Clark et al. Fig. 6: each head embedded in 2-D by metric MDS (SMACOF from a classical-MDS start) of the "
-        "mean Jensen-Shannon divergence per query token between heads (Clark's summed divergence / token count: "
-        "the same layout up to scale). Writes `head_mds` with the embedding's Stress-1."
+        "Clark et al. Fig. 6: each head embedded in 2-D by Kruskal's non-metric MDS (run config metric_mds: "
+        "metric MDS; SMACOF from a classical-MDS start) of the mean Jensen-Shannon divergence per query token "
+        "between heads (Clark's summed divergence / token count: the same layout up to scale). Writes `head_mds` "
+        "with the embedding's Stress-1."
     ),
     deps=[fact_assets_by_corpus["wiki_segments"]],
     group_name="clark",
@@ -48,10 +53,14 @@ def head_mds(context: AssetExecutionContext, config: HeadMdsConfig, warehouse: D
     with warehouse.get_connection() as conn:
         n_layers, n_heads = partition_rows(conn, "models", model_id, columns=("n_layers", "n_heads")).row(0)
     distances = distance_matrix(rows)
-    embedding = embed_heads(distances.js_mean)
-    context.log.info(f"{corpus}: {distances.heads.height} heads embedded, Stress-1 {embedding.stress:.3f}")
+    embedding = embed_heads(distances.js_mean, config.metric_mds)
+    kind = "metric" if embedding.metric else "non-metric"
+    context.log.info(f"{corpus}: {distances.heads.height} heads embedded ({kind}), Stress-1 {embedding.stress:.3f}")
     frame = distances.heads.with_columns(
-        x=pl.Series(embedding.xy[:, 0]), y=pl.Series(embedding.xy[:, 1]), stress=pl.lit(embedding.stress)
+        x=pl.Series(embedding.xy[:, 0]),
+        y=pl.Series(embedding.xy[:, 1]),
+        stress=pl.lit(embedding.stress),
+        metric_mds=pl.lit(embedding.metric),
     )
     return write_partition(
         context,
@@ -59,6 +68,11 @@ def head_mds(context: AssetExecutionContext, config: HeadMdsConfig, warehouse: D
         {"head_mds": frame},
         corpus,
         [finite(frame, ["x", "y", "stress"], "finite_coordinates"), one_row_per_head(frame, n_layers, n_heads)],
-        {"corpus": corpus, "tokens": int(rows["tokens"].max()), "stress_1": round(embedding.stress, 4)},
+        {
+            "corpus": corpus,
+            "tokens": int(rows["tokens"].max()),
+            "stress_1": round(embedding.stress, 4),
+            "metric_mds": embedding.metric,
+        },
         frame,
     )

@@ -52,6 +52,9 @@ class ProbeConfig(Config):
     # Padded word pieces per forward batch, which is also a training batch: fixed whatever the device,
     # since it changes what the probes learn.
     batch_tokens: int = 1024
+    # The paper's attention-and-words probe learns only W and U; true adds a learned bias per map
+    # (this project's probe before; recorded as probe_scores.word_probe_bias).
+    word_probe_bias: bool = False
 
     def settings(self) -> ProbeSettings:
         """The suite's hyperparameters (an unknown word_mode raises here)."""
@@ -63,6 +66,7 @@ class ProbeConfig(Config):
             self.distance_hidden,
             self.seed,
             self.batch_tokens,
+            self.word_probe_bias,
         )
 
 
@@ -126,8 +130,9 @@ def _word_vectors(
     description=(
         "Clark §5 probing classifiers: attention-only and attention-and-word-vector probes, "
         "right-branching, distance + word vectors, and the random-init encoder, trained on "
-        f"{TRAIN_CORPUS} and scored by UAS (punctuation excluded) on {TEST_CORPUS}. Runs its own forward "
-        "passes over both corpora (the probe needs full word-level maps, which the fact tables do not keep)."
+        f"{TRAIN_CORPUS} and scored by UAS on {TEST_CORPUS} (the words whose head is another word, punctuation "
+        "excluded). Runs its own forward passes over both corpora (the probe needs full word-level maps, which "
+        "the fact tables do not keep)."
     ),
     deps=[corpus_assets_by_name[TRAIN_CORPUS], corpus_assets_by_name[TEST_CORPUS]],
     group_name="clark",
@@ -170,6 +175,7 @@ def dependency_probes(
             "torch_threads": torch.get_num_threads(),
             "device": str(encoder.compute),
             "train_sentences": scores["n_train_sentences"][0],
+            "word_probe_bias": settings.word_probe_bias,
             "test_words": scores["n_words"][0],
             "preview": table_preview(
                 scores.select("probe", "word_vectors", "uas", "n_words", "train_loss", "seconds"), rows=scores.height

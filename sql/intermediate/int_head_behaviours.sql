@@ -1,5 +1,6 @@
 -- Clark et al. Fig. 6 colours heads by the behaviours of §3, found here by rules on the head's
--- corpus means (int_head_attention_means), the first that holds:
+-- corpus means (int_head_attention_means' default rows, mean_over = 'examples': the mean of
+-- per-example means, docs/methods.md §3.1), the first that holds:
 --   previous / next: more than half of the attention on the previous / next token (§3.1);
 --   [CLS]/[SEP]: more than half on [CLS] and [SEP] together (§3.2);
 --   broad: mean row entropy at least 3/4 of a uniform row's over the same tokens (§3.3: "very
@@ -23,5 +24,7 @@ SELECT
     to_next,
     to_cls + to_sep AS to_special,
     entropy / uniform_entropy AS relative_entropy,
-    relative_depth
-FROM int_head_attention_means;
+    relative_depth,
+    mean_over
+FROM int_head_attention_means
+WHERE mean_over = 'examples';

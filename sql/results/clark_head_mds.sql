@@ -1,8 +1,8 @@
 -- Clark et al. Fig. 6: heads embedded in 2-D by MDS of the mean JS divergence per token. Non-metric
 -- (Kruskal's, the default): the farther two heads' (x, y), the larger their js in
 -- clark_head_distances, at an arbitrary scale; metric_mds: the distance approximates the js itself.
--- behaviour: the head's §3 behaviour on the same corpus (int_head_behaviours' rules), null
--- where the corpus has no head summaries.
+-- behaviour: the head's §3 behaviour on the same corpus (int_head_behaviours' rules, on the
+-- per-example means, mean_over = 'examples'), null where the corpus has no head summaries.
 CREATE OR REPLACE VIEW clark_head_mds AS
 SELECT
     h.model,

@@ -1,9 +1,12 @@
--- Clark §3 corpus means of every head's attention summaries (int_head_attention_means): masses and
--- entropies weighted by query rows, sep_to_sep and cls_entropy plain means over examples. A
--- materialized aggregate (storage/warehouse.py _write_aggregates, in the facts' write transaction), filled per (model_id, corpus)
--- by sql/aggregates/agg_head_attention_means.sql: per measure m its value (a ratio of sums over
--- examples), its 95% seeded bootstrap interval over examples (m_ci_low, m_ci_high;
--- compute/bootstrap.py) and m_n, the sum of its denominator.
+-- Clark §3 corpus means of every head's attention summaries (int_head_attention_means), under two
+-- weightings (mean_over, docs/methods.md §3.1): 'examples' (the default) is the mean of per-example
+-- means, 'tokens' weights masses and entropies by query rows; sep_to_sep and cls_entropy are plain
+-- means over examples under both. A materialized aggregate (storage/warehouse.py _write_aggregates,
+-- in the facts' write transaction), filled per (model_id, corpus) by
+-- sql/aggregates/agg_head_attention_means.sql: one row per (mean_over, layer, head); per measure m
+-- its value (a ratio of sums over examples), its 95% seeded bootstrap interval over examples
+-- (m_ci_low, m_ci_high; compute/bootstrap.py) and m_n, the sum of its denominator (examples with a
+-- value under 'examples', their query rows under 'tokens').
 CREATE TABLE IF NOT EXISTS agg_head_attention_means (
     model_id VARCHAR NOT NULL,
     corpus VARCHAR NOT NULL,
@@ -52,3 +55,6 @@ CREATE TABLE IF NOT EXISTS agg_head_attention_means (
     uniform_entropy_n DOUBLE NOT NULL,
     n_queries DOUBLE NOT NULL
 );
+-- 'examples' or 'tokens'; rows written before the column existed have none, and are recomputed
+-- (aggregate_version changes with this file)
+ALTER TABLE agg_head_attention_means ADD COLUMN IF NOT EXISTS mean_over VARCHAR;

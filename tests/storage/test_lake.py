@@ -68,9 +68,9 @@ def test_postgres_catalog_and_s3_data_current_batch_and_maintenance(s3_lake, s3_
         ]
         assert len(keys) == 3 and all(key.endswith(".parquet") for key in keys)
 
-        # with the replaced batch of `demo`, the one of its aggregate (agg_head_attention_means, one head)
-        # and that of agg_pattern_shares (no rows: the summaries have no pattern)
-        assert expire_replaced_batches(conn) == {"head_summaries": 2, "agg_head_attention_means": 1, "batches": 3}
+        # with the replaced batch of `demo`, the one of its aggregate (agg_head_attention_means, one head
+        # under both weightings, mean_over) and that of agg_pattern_shares (no rows: the summaries have no pattern)
+        assert expire_replaced_batches(conn) == {"head_summaries": 2, "agg_head_attention_means": 2, "batches": 3}
         assert conn.execute("SELECT count(*) FROM head_summaries").fetchone() == (4,)
         assert conn.execute("SELECT count(*) FROM batches WHERE table_name = 'head_summaries'").fetchone() == (2,)
         files = maintain_files(conn, keep=timedelta(0))

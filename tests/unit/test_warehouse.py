@@ -174,23 +174,34 @@ def test_every_view_selects_on_an_empty_warehouse(conn: duckdb.DuckDBPyConnectio
     assert apply_views(conn) == [view.name for view in view_definitions()]  # idempotent
 
 
-def test_head_means_weight_rows_by_tokens(conn):
+def test_head_means_weigh_examples_equally(conn):
+    # docs/methods.md §3.1: the results views show the mean of per-example means (mean_over =
+    # 'examples'); int_head_attention_means also has the token-weighted means (mean_over = 'tokens')
     upsert_model(conn, SPEC)
     frame = pl.concat([_summaries(0, 10, 0.2, 1.0), _summaries(1, 30, 0.6, 2.0)])
     replace_partition(conn, {"head_summaries": frame}, "org--m", "demo")
     row = conn.execute(
-        "SELECT model, to_cls, to_prev, entropy, cls_entropy, uniform_entropy, n_examples "
-        "FROM clark_entropy JOIN clark_special_tokens USING (model, model_id, corpus, layer, head, n_examples) "
-        "JOIN clark_relative_position USING (model, model_id, corpus, layer, head, n_examples) WHERE head = 1"
+        "SELECT model, to_cls, to_prev, entropy, cls_entropy, uniform_entropy, n_examples, mean_over "
+        "FROM clark_entropy "
+        "JOIN clark_special_tokens USING (model, model_id, corpus, layer, head, n_examples, mean_over) "
+        "JOIN clark_relative_position USING (model, model_id, corpus, layer, head, n_examples, mean_over) "
+        "WHERE head = 1"
     ).fetchone()
-    model, to_cls, to_prev, entropy, cls_entropy, uniform, n_examples = row
-    assert model == "org/m" and n_examples == 2
-    assert to_cls == pytest.approx((10 * 0.2 + 30 * 0.6) / 40)
-    assert entropy == pytest.approx((10 * 1.0 + 30 * 2.0) / 40)
+    model, to_cls, to_prev, entropy, cls_entropy, uniform, n_examples, mean_over = row
+    assert model == "org/m" and n_examples == 2 and mean_over == "examples"
+    assert to_cls == pytest.approx((0.2 + 0.6) / 2)
+    assert entropy == pytest.approx((1.0 + 2.0) / 2)
     assert cls_entropy == pytest.approx(1.5)
-    assert uniform == pytest.approx((10 * 2.302585 + 30 * 3.401197) / 40, rel=1e-6)
+    assert uniform == pytest.approx((2.302585 + 3.401197) / 2, rel=1e-6)
     assert to_prev == pytest.approx(1.0)
     assert conn.execute("SELECT count(*) FROM clark_relative_position WHERE mostly_previous").fetchone() == (1,)
+    tokens = conn.execute(
+        "SELECT to_cls, entropy, cls_entropy, uniform_entropy FROM int_head_attention_means "
+        "WHERE head = 1 AND mean_over = 'tokens'"
+    ).fetchone()
+    assert tokens == pytest.approx(
+        ((10 * 0.2 + 30 * 0.6) / 40, (10 * 1.0 + 30 * 2.0) / 40, 1.5, (10 * 2.302585 + 30 * 3.401197) / 40), rel=1e-6
+    )
 
 
 def test_histogram_views_normalize_by_pairs(conn):
@@ -276,15 +287,20 @@ def test_a_full_disk_names_the_file_and_the_space_and_rolls_back(tmp_path: Path)
 
 
 def test_neighbour_means_weight_rows_by_all_tokens(conn):
-    # to_prev is a mean over all n rows (docs/methods.md §3), so the corpus mean weights by n, not n - 1:
-    # (10 * 0.9 + 30 * 0.5) / 40 = 0.6 (weighting by n - 1 would give (9 * 0.9 + 29 * 0.5) / 38).
+    # to_prev is a mean over all n rows (docs/methods.md §3), so the token-weighted corpus mean weights
+    # by n, not n - 1: (10 * 0.9 + 30 * 0.5) / 40 = 0.6 (weighting by n - 1 would give
+    # (9 * 0.9 + 29 * 0.5) / 38). The default, the mean of per-example means, is (0.9 + 0.5) / 2.
     upsert_model(conn, SPEC)
     frame = pl.concat([_summaries(0, 10, 0.2, 1.0), _summaries(1, 30, 0.6, 2.0)]).with_columns(
         to_prev=pl.Series([0.9, 0.0, 0.5, 0.0])
     )
     replace_partition(conn, {"head_summaries": frame}, "org--m", "demo")
-    to_prev = conn.execute("SELECT to_prev FROM clark_relative_position WHERE head = 1").fetchone()[0]
+    to_prev = conn.execute(
+        "SELECT to_prev FROM int_head_attention_means WHERE head = 1 AND mean_over = 'tokens'"
+    ).fetchone()[0]
     assert to_prev == pytest.approx(0.6)
+    to_prev = conn.execute("SELECT to_prev FROM clark_relative_position WHERE head = 1").fetchone()[0]
+    assert to_prev == pytest.approx(0.7)
 
 
 # the batches of fact tables (each write adds one of every aggregate table reading them too)

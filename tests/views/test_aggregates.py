@@ -56,8 +56,9 @@ def test_facts_written_by_sql_are_stale_until_refreshed(conn: duckdb.DuckDBPyCon
     )
     assert stale_aggregates(conn) == {("org--m", "demo"): ["agg_head_attention_means", "agg_pattern_shares"]}
     assert _to_cls(conn) == []
+    # one head, a row per weighting (mean_over 'examples' and 'tokens')
     assert refresh_aggregates(conn, SPEC.model_id, "demo", ["agg_head_attention_means"]) == {
-        "agg_head_attention_means": 1
+        "agg_head_attention_means": 2
     }
     assert _to_cls(conn) == [("demo", pytest.approx(0.625), 2)]
     assert stale_aggregates(conn) == {("org--m", "demo"): ["agg_pattern_shares"]}

@@ -248,3 +248,27 @@ def pick_pattern_examples(
                     }
                 )
             )
+
+
+def head_map_frame(attn: torch.Tensor, batch: Batch, keep: torch.Tensor) -> pl.DataFrame:
+    """The whole maps of every head for the batch's examples whose ids are in `keep` (Clark Figs. 1
+    and 5), in the dense grain of sql/schema/head_example_maps.sql: per (example, layer, head, real
+    query token) one row whose `attention` lists the row's weights over the example's n real keys
+    (position order); no row for padding. A batch without a kept example gives no rows."""
+    chosen = torch.isin(batch.example_ids, keep.to(batch.example_ids.device)).nonzero()[:, 0]
+    maps, valid = attn[chosen], batch.masks.valid[chosen]  # (S, L, H, T, T), (S, T)
+    queries = valid[:, None, None, :].expand(maps.shape[:4])
+    example, layer, head, query = queries.nonzero(as_tuple=True)  # row-major, the order of maps[cells]
+    cells = queries[..., None] & valid[:, None, None, None, :]
+    columns = flat(
+        {
+            "example_id": batch.example_ids[chosen][example].to(torch.int32),
+            "layer": (layer + 1).to(torch.int16),
+            "head": (head + 1).to(torch.int16),
+            "query": query.to(torch.int16),
+            "length": valid.sum(-1)[example],
+            "weights": maps[cells].to(torch.float32),
+        }
+    )
+    lengths, weights = columns.pop("length"), columns.pop("weights")
+    return pl.DataFrame(columns).with_columns(attention=list_series(lengths, weights).cast(pl.List(pl.Float32)))

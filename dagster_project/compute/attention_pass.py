@@ -16,7 +16,14 @@ from dagster_project.compute.attention_facts import summary_columns
 from dagster_project.compute.batching import length_batches
 from dagster_project.compute.checks import CheckOutcome
 from dagster_project.compute.devices import float32_maps
-from dagster_project.compute.fact_kinds import ALWAYS, FACT_KINDS, FactKind, PassInputs, kind_checks
+from dagster_project.compute.fact_kinds import (
+    ALWAYS,
+    FACT_KINDS,
+    HEAD_MAP_EXAMPLES,
+    FactKind,
+    PassInputs,
+    kind_checks,
+)
 from dagster_project.compute.metrics import PatternThresholds
 from dagster_project.compute.models import LoadedEncoder
 
@@ -41,9 +48,18 @@ class CheckedAttentionFacts:
 def pass_inputs(
     encoder: LoadedEncoder, tokens: pl.DataFrame, words: pl.DataFrame | None = None, **options
 ) -> PassInputs:
-    """The PassInputs of a pass over `tokens` (options: frame_links, word_mode, thresholds)."""
+    """The PassInputs of a pass over `tokens` (options: frame_links, word_mode, thresholds); the
+    examples whose whole maps are kept are the first HEAD_MAP_EXAMPLES by example_id."""
     spec = encoder.spec
-    return PassInputs(tokens["example_id"].n_unique(), spec.n_layers, spec.n_heads, words, **options)
+    example_ids = tokens["example_id"].unique().sort()
+    return PassInputs(
+        example_ids.len(),
+        spec.n_layers,
+        spec.n_heads,
+        words,
+        map_examples=tuple(example_ids.head(HEAD_MAP_EXAMPLES).to_list()),
+        **options,
+    )
 
 
 def extract_attention_facts(

@@ -72,6 +72,42 @@ def rows_per_example(frame: pl.DataFrame, n_examples: int, per_example: int) -> 
     )
 
 
+def example_maps_whole(maps: pl.DataFrame, lengths: pl.DataFrame, examples: list[int], heads: int) -> CheckOutcome:
+    """The kept whole maps (head_example_maps) are those of `examples`, each head's map has n rows
+    (queries 0..n-1) of n keys, n the example's length, and every row sums to 1.
+
+    lengths: example_id, n_tokens.
+    """
+    n = pl.col("n_tokens").cast(pl.Int64)
+    rows = maps.select(
+        "example_id",
+        "layer",
+        "head",
+        "query",
+        keys=pl.col("attention").list.len(),
+        error=(pl.col("attention").list.sum() - 1).abs(),
+    ).join(lengths, on="example_id", how="left")
+    wrong_rows = rows.filter(~((pl.col("keys") == n) & pl.col("query").is_between(0, n - 1)).fill_null(False)).height
+    per_example = rows.group_by("example_id").agg(rows=pl.len(), n=n.first())
+    incomplete = per_example.filter(pl.col("rows") != pl.col("n") * heads).height
+    error = float(rows["error"].fill_nan(float("inf")).max() or 0.0)
+    kept = sorted(per_example["example_id"])
+    return CheckOutcome(
+        "example_maps_whole",
+        kept == sorted(examples) and wrong_rows == 0 and incomplete == 0 and error <= ROW_SUM_TOLERANCE,
+        "The kept maps are the corpus's first examples' (example_id order), n rows of n keys per head, "
+        "every row summing to 1.",
+        {
+            "examples": ", ".join(map(str, kept)),
+            "expected_examples": ", ".join(map(str, sorted(examples))),
+            "rows": rows.height,
+            "rows_of_wrong_length": wrong_rows,
+            "examples_missing_rows": incomplete,
+            "max_row_sum_error": error,
+        },
+    )
+
+
 def relation_hit_targets(hits: pl.DataFrame, words: pl.DataFrame, per_word: int) -> CheckOutcome:
     """Every hit's target is another word of the same example that has pieces, and every
     word with pieces has one hit per (layer, head) (unless it is its example's only word).

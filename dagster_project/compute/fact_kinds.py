@@ -18,6 +18,7 @@ import torch
 from dagster_project.compute.attention_facts import (
     feature_pair_columns,
     frame_link_columns,
+    head_map_frame,
     pick_pattern_examples,
     received_attention_columns,
     relation_hit_frame,
@@ -26,6 +27,7 @@ from dagster_project.compute.attention_facts import (
 from dagster_project.compute.batching import Batch, frame, histogram_frame, histogram_rows
 from dagster_project.compute.checks import (
     CheckOutcome,
+    example_maps_whole,
     finite,
     frame_link_bounds,
     histogram_masses,
@@ -41,6 +43,9 @@ from dagster_project.corpora import CorpusSpec
 # What a corpus can give a kind besides its tokens (CorpusSpec.provides).
 WORDS, SPACY_FEATURES, FRAME_LINKS = "words", "word_features", "frame_links"
 PATTERN_EXAMPLES_PER_CLASS = 3  # Kovaleva Fig. 2: example maps kept per pattern class
+# Clark Figs. 1 and 5: every head's whole map is kept for the corpus's first examples (example_id
+# order); recorded in head_example_maps.kept_examples.
+HEAD_MAP_EXAMPLES = 2
 HISTOGRAM_CHECK = "Per example and head: histogram pair counts sum to n^2 and weights to n."
 
 
@@ -58,6 +63,8 @@ class PassInputs:
     word_mode: str = "mean"  # a split word's row from its pieces' rows (metrics.WORD_MODES)
     thresholds: PatternThresholds = field(default_factory=PatternThresholds)
     pattern_examples: int = PATTERN_EXAMPLES_PER_CLASS  # example maps kept per pattern class
+    # the example ids whose whole maps head_example_maps keeps: the corpus's first HEAD_MAP_EXAMPLES
+    map_examples: tuple[int, ...] = ()
 
 
 class Collector(Protocol):
@@ -158,6 +165,15 @@ def _feature_links(inputs: PassInputs) -> pl.DataFrame:
             "attention_facts.feature_pair_links (spaCy word_features, and coref_mentions where the corpus has them)"
         )
     return inputs.feature_links
+
+
+def _head_maps(inputs: PassInputs) -> BatchFrames:
+    keep = torch.tensor(inputs.map_examples, dtype=torch.int64)
+    return BatchFrames(
+        lambda attn, batch: head_map_frame(attn, batch, keep).with_columns(
+            kept_examples=pl.lit(HEAD_MAP_EXAMPLES, dtype=pl.Int16)
+        )
+    )
 
 
 def _with_pattern_names(rows: pl.DataFrame) -> pl.DataFrame:
@@ -290,6 +306,22 @@ FACT_KINDS: dict[str, FactKind] = {
             "pattern_example_maps",
             "Cropped maps of a few examples per Kovaleva pattern class (Fig. 2).",
             lambda inputs: PatternExamples(inputs.pattern_examples),
+        ),
+        FactKind(
+            "head_example_maps",
+            f"Whole maps of every head for the corpus's first {HEAD_MAP_EXAMPLES} examples (example_id order), "
+            "per query row a list over the keys (Clark Figs. 1 and 5).",
+            _head_maps,
+            checks=(
+                FactCheck(
+                    "example_maps_whole",
+                    "The kept maps are those of the corpus's first examples (example_id order): n rows of n keys "
+                    "per head, every row summing to 1 (max error <= 1e-4).",
+                    lambda tables, inputs: example_maps_whole(
+                        tables["head_example_maps"], _lengths(tables), list(inputs.map_examples), _heads(inputs)
+                    ),
+                ),
+            ),
         ),
     )
 }

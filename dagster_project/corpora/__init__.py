@@ -49,6 +49,9 @@ FRAMENET_FILES = (
 )
 # Kovaleva §4.4-4.5 and Fig. 2 facts of the GLUE validation corpora (and the demo).
 KOVALEVA_FACTS = ("received_attention", "feature_pair_attention", "pattern_example_maps")
+# Clark Figs. 1 and 5: every head's whole map for the first few examples (Wikipedia segments,
+# the Table 1 treebank split, the Table 2 coreference corpus).
+CLARK_MAPS = "head_example_maps"
 UD_FILES = {"ewt": "ud_english_ewt/en_ewt-ud-{split}.conllu", "gum": "ud_english_gum/en_gum-ud-{split}.conllu"}
 
 
@@ -69,12 +72,14 @@ def _annotated(
 
 def _ud(treebank: str, split: str) -> CorpusSpec:
     file = UD_FILES[treebank].format(split=split)
+    name = f"ud_{treebank}_{split}"
     return _annotated(
-        f"ud_{treebank}_{split}",
+        name,
         f"UD English {treebank.upper()} {split}: gold UPOS/XPOS, heads and relations (Clark §4-5).",
         (file,),
         lambda data_dir: read_ud([data_dir / file]),
         annotations=("dependencies",),
+        **({"fact_kinds": ("relation_hits", CLARK_MAPS)} if name == "ud_ewt_test" else {}),
     )
 
 
@@ -133,7 +138,7 @@ _SPECS = [
         size=1000,
         overlong="truncate",  # Clark §3: "most segments are 128 tokens"
         spacy_features=True,
-        fact_kinds=("position_histograms", "head_distances"),
+        fact_kinds=("position_histograms", "head_distances", CLARK_MAPS),
     ),
     *(_xnli(language) for language in ("en", "de", "ar")),
     *(_ud(treebank, split) for treebank in UD_FILES for split in ("dev", "test")),
@@ -149,7 +154,7 @@ _SPECS = [
         overlong="truncate",  # Clark §4.3 footnote 4: "We truncate documents to 128 tokens long"
         # Kovaleva §4.5 pairs: noun -> pronoun needs gold coreference, verb -> subject spaCy
         spacy_features=True,
-        fact_kinds=("relation_hits", "feature_pair_attention"),
+        fact_kinds=("relation_hits", "feature_pair_attention", CLARK_MAPS),
     ),
     _annotated(
         "conll2012",

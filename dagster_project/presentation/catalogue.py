@@ -36,6 +36,7 @@ TABLE_COMPUTATIONS: Mapping[str, Callable] = {
     "feature_pair_attention": metrics.word_pair_attention,
     "frame_link_attention": metrics.span_pair_max,
     "pattern_example_maps": attention_facts.pick_pattern_examples,
+    "head_example_maps": attention_facts.head_map_frame,
     "head_mds": head_clustering.embed_heads,
     "grad_importance": gradients.grad_importance_table,
     "probe_scores": probes.run_probe_suite,

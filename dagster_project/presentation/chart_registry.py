@@ -89,6 +89,27 @@ class ChartSpec:
 
 CHARTS = (
     ChartSpec(
+        "clark_fig1_head_maps",
+        "clark",
+        "Fig. 1",
+        "clark_head_example_maps",
+        ("wiki_segments", "ud_ewt_test", "ontogum"),
+        clark.clark_fig1_head_maps_chart,
+        when_empty="whole maps are kept for wiki_segments, ud_ewt_test and ontogum only: materialize "
+        "wiki_segments_attention_facts first",
+    ),
+    ChartSpec(
+        "clark_fig5_head_maps",
+        "clark",
+        "Fig. 5",
+        "clark_head_example_maps",
+        ("ud_ewt_test", "ontogum"),
+        clark.clark_fig5_head_maps_chart,
+        all_corpora=True,  # the dependency heads from ud_ewt_test, the coreference head from ontogum
+        when_empty="materialize ud_ewt_test_attention_facts (dependency heads) or ontogum_attention_facts "
+        "(coreference head) first",
+    ),
+    ChartSpec(
         "clark_fig2_special_tokens",
         "clark",
         "Fig. 2",

@@ -7,7 +7,13 @@ import polars as pl
 import pytest
 
 from dagster_project.presentation.chart_registry import CHARTS, XNLI_CORPORA
-from dagster_project.presentation.charts.clark import clark_head_distances_chart, clark_head_mds_chart
+from dagster_project.presentation.charts.clark import (
+    LINES_PER_QUERY,
+    clark_fig1_head_maps_chart,
+    clark_fig5_head_maps_chart,
+    clark_head_distances_chart,
+    clark_head_mds_chart,
+)
 from dagster_project.presentation.charts.common import short_model_name
 from dagster_project.presentation.charts.compare import compare_head_matches_chart, depth_curves_chart
 from dagster_project.presentation.charts.kovaleva import kovaleva_pattern_examples_chart, kovaleva_task_scores_chart
@@ -271,3 +277,107 @@ def test_task_scores_chart_draws_each_tasks_headline_metric() -> None:
         ("mrpc", "accuracy", 0.7),
         ("stsb", "pearson", 0.5),
     ]
+
+
+def _head_map_rows(
+    figure: str, corpus: str, role: str, head: int, example: int, n: int, gold_links=None
+) -> pl.DataFrame:
+    """clark_head_example_maps rows of one named head (layer 2) on one example of n tokens: query q
+    puts 0.9 on key (q + 1) mod n and spreads the rest evenly over the others."""
+    cells = [(q, k) for q in range(n) for k in range(n)]
+    weight = [0.9 if k == (q + 1) % n else 0.1 / (n - 1) for q, k in cells]
+    return pl.DataFrame(
+        {
+            "model": "org/m",
+            "corpus": corpus,
+            "figure": figure,
+            "role": role,
+            "layer": 2,
+            "head": head,
+            "score": 0.75,
+            "direction": "dependent->head" if figure == "Fig. 5" and role != "coreference" else None,
+            "example_id": example,
+            "query": [q for q, _ in cells],
+            "key": [k for _, k in cells],
+            "query_token": [f"t{q}" for q, _ in cells],
+            "key_token": [f"t{k}" for _, k in cells],
+            "attention": weight,
+            "gold_links": gold_links,
+        },
+        schema_overrides={"gold_links": pl.Int64, "direction": pl.String},
+    )
+
+
+def test_head_maps_charts_draw_a_panel_per_named_head_in_the_papers_order() -> None:
+    fig1 = pl.concat(
+        [
+            _head_map_rows("Fig. 1", "wiki_segments", role, head, example, 4)
+            for role, head in (("[SEP]", 3), ("next token", 2), ("broad", 1))
+            for example in (1, 0)
+        ]
+    )
+    fig5 = pl.concat(
+        [
+            _head_map_rows("Fig. 5", "ud_ewt_test", "det", 4, 0, 3, 0),
+            _head_map_rows("Fig. 5", "ud_ewt_test", "det", 4, 1, 3, 2),  # the example that has determiners
+            _head_map_rows("Fig. 5", "ud_ewt_test", "dobj", 5, 0, 3, 0),
+            _head_map_rows("Fig. 5", "ud_ewt_test", "dobj", 5, 1, 3, 0),
+            _head_map_rows("Fig. 5", "ontogum", "coreference", 6, 0, 3, 4),
+            _head_map_rows("Fig. 5", "ontogum", "det", 7, 0, 3, 1),  # det is drawn from the first corpus only
+        ]
+    )
+    rows = pl.concat([fig1, fig5])
+    spec = clark_fig1_head_maps_chart(rows, "m on wiki_segments").to_dict()
+    titles = [panel["title"]["text"] for panel in spec["hconcat"]]
+    assert titles == ["Head 2-1: broad (0.75 nats)", "Head 2-2: next token (0.75)", "Head 2-3: [SEP] (0.75)"]
+    assert spec["hconcat"][0]["title"]["subtitle"] == ["attends broadly", "wiki_segments, ex. 0"]
+    edges = spec["datasets"][spec["hconcat"][0]["layer"][0]["data"]["name"]]
+    # every weight is drawn (0.1 / 3 = 0.033 >= 0.02): 4 x 4 lines, the 0.9 ones to the next token
+    assert len(edges) == 16 and {(row["query"], row["key"]) for row in edges if row["attention"] == 0.9} == {
+        (0, 1),
+        (1, 2),
+        (2, 3),
+        (3, 0),
+    }
+    tokens = spec["datasets"][spec["hconcat"][0]["layer"][1]["data"]["name"]]
+    assert [row["token"] for row in tokens] == ["t0", "t1", "t2", "t3"]
+
+    spec = clark_fig5_head_maps_chart(rows, "m on ud_ewt_test, ontogum").to_dict()
+    panels = {panel["title"]["text"]: panel["title"]["subtitle"] for panel in spec["hconcat"]}
+    assert panels == {
+        "Head 2-5: dobj (75.0% dependent->head)": [
+            "direct objects attend to their verbs",
+            "ud_ewt_test, ex. 0: no dobj in the kept examples",
+        ],
+        "Head 2-4: det (75.0% dependent->head)": ["determiners attend to their noun", "ud_ewt_test, ex. 1"],
+        "Head 2-6: coreference (75.0%)": ["coreferent mentions attend to their antecedents", "ontogum, ex. 0"],
+    }
+    assert list(panels) == [
+        "Head 2-5: dobj (75.0% dependent->head)",
+        "Head 2-4: det (75.0% dependent->head)",
+        "Head 2-6: coreference (75.0%)",
+    ]
+
+
+def test_head_maps_of_128_tokens_stay_within_altairs_rows() -> None:
+    rows = _head_map_rows("Fig. 1", "wiki_segments", "broad", 1, 0, 128).with_columns(
+        attention=pl.lit(1 / 40)  # 128 lines per query above the threshold: the largest LINES_PER_QUERY are kept
+    )
+    spec = clark_fig1_head_maps_chart(rows, "m on wiki_segments").to_dict()
+    edges = spec["datasets"][spec["hconcat"][0]["layer"][0]["data"]["name"]]
+    assert len(edges) == 128 * LINES_PER_QUERY
+    assert spec["hconcat"][0]["height"] == 128 * 9
+    empty = clark_fig5_head_maps_chart(rows, "m on ud_ewt_test").to_dict()  # no Fig. 5 head: a note, not an error
+    assert "no head is named for Fig. 5" in str(empty)
+
+
+def test_head_maps_charts_are_registered_for_the_papers_corpora() -> None:
+    fig1, fig5 = SPECS["clark_fig1_head_maps"], SPECS["clark_fig5_head_maps"]
+    assert (fig1.figure, fig1.view, fig1.corpora[0]) == ("Fig. 1", "clark_head_example_maps", "wiki_segments")
+    assert (fig5.figure, fig5.view, fig5.corpora, fig5.all_corpora) == (
+        "Fig. 5",
+        "clark_head_example_maps",
+        ("ud_ewt_test", "ontogum"),
+        True,
+    )
+    assert fig1.when_empty and fig5.when_empty  # the demo corpus keeps no whole maps

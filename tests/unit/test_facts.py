@@ -1,15 +1,17 @@
 """Fact extraction on a tiny random BERT: batching and padding never change a number."""
 
 import math
+from dataclasses import replace
 
 import polars as pl
 import pytest
 import torch
 
-from dagster_project.compute.attention_facts import feature_pair_links, relation_hit_rows
+from dagster_project.compute.attention_facts import feature_pair_links, head_map_frame, relation_hit_rows
 from dagster_project.compute.attention_pass import AttentionFacts, extract_attention_facts, pass_inputs
-from dagster_project.compute.batching import histogram_rows, length_batches
-from dagster_project.compute.fact_kinds import FACT_KINDS
+from dagster_project.compute.batching import Batch, histogram_rows, length_batches
+from dagster_project.compute.fact_kinds import FACT_KINDS, HEAD_MAP_EXAMPLES
+from dagster_project.compute.metrics import TokenMasks
 from dagster_project.corpora import encode_corpus, read_demo_pairs
 from tests.tiny_models import TINY_HEADS, TINY_LAYERS
 
@@ -308,3 +310,65 @@ def test_pattern_example_maps_are_cropped_maps_of_their_class(encoder, demo_toke
     )
     expected = _example_maps(encoder, demo_tokens, chosen["example_id"])[chosen["layer"] - 1, chosen["head"] - 1]
     assert torch.allclose(torch.tensor(cells["attention"].to_numpy()), expected.reshape(-1), atol=1e-6)
+
+
+def test_head_map_frame_keeps_the_whole_unpadded_maps_of_the_kept_examples():
+    # example 7: 3 tokens; example 9: 2 tokens padded to 3; example 8: 3 tokens, not kept. One layer, two heads.
+    maps = torch.zeros(3, 1, 2, 3, 3)
+    maps[0, 0, 0] = torch.tensor([[0.5, 0.25, 0.25], [0.0, 1.0, 0.0], [0.125, 0.125, 0.75]])
+    maps[0, 0, 1] = torch.eye(3)
+    maps[1, 0, :] = 1 / 3
+    maps[2, 0, 0, :2, :2] = torch.tensor([[0.25, 0.75], [1.0, 0.0]])
+    maps[2, 0, 1, :2, :2] = torch.tensor([[0.5, 0.5], [0.5, 0.5]])
+    valid = torch.tensor([[True] * 3, [True] * 3, [True, True, False]])
+    none = torch.zeros(3, 3, dtype=torch.bool)
+    batch = Batch(torch.tensor([7, 8, 9]), {}, TokenMasks(valid=valid, cls=none, sep=none, punct=none))
+    rows = head_map_frame(maps, batch, torch.tensor([9, 7, 4]))
+    assert rows.select("example_id", "layer", "head", "query").rows() == [
+        (7, 1, 1, 0),
+        (7, 1, 1, 1),
+        (7, 1, 1, 2),
+        (7, 1, 2, 0),
+        (7, 1, 2, 1),
+        (7, 1, 2, 2),
+        (9, 1, 1, 0),
+        (9, 1, 1, 1),
+        (9, 1, 2, 0),
+        (9, 1, 2, 1),
+    ]
+    assert rows["attention"].to_list() == [
+        [0.5, 0.25, 0.25],
+        [0.0, 1.0, 0.0],
+        [0.125, 0.125, 0.75],
+        [1.0, 0.0, 0.0],
+        [0.0, 1.0, 0.0],
+        [0.0, 0.0, 1.0],
+        [0.25, 0.75],  # the padded key is not kept
+        [1.0, 0.0],
+        [0.5, 0.5],
+        [0.5, 0.5],
+    ]
+    assert rows.schema["attention"] == pl.List(pl.Float32)
+    assert head_map_frame(maps, batch, torch.tensor([1, 2])).height == 0
+
+
+def test_head_example_maps_are_the_first_examples_whole_maps(encoder, demo_tokens):
+    spread = extract(encoder, demo_tokens, ("head_example_maps",), batch_tokens=64)  # many batches
+    maps = spread.tables["head_example_maps"]
+    first = sorted(demo_tokens["example_id"].unique().to_list())[:HEAD_MAP_EXAMPLES]
+    assert sorted(maps["example_id"].unique()) == first and set(maps["kept_examples"]) == {HEAD_MAP_EXAMPLES}
+    for example in first:
+        expected = _example_maps(encoder, demo_tokens, example)  # (L, H, n, n), run alone
+        rows = maps.filter(pl.col("example_id") == example).sort("layer", "head", "query")
+        assert rows.height == TINY_LAYERS * TINY_HEADS * expected.shape[-1]
+        stored = torch.tensor(rows["attention"].to_list()).reshape(expected.shape)
+        assert torch.allclose(stored, expected, atol=1e-6)
+    inputs = pass_inputs(encoder, demo_tokens)
+    [check] = FACT_KINDS["head_example_maps"].checks
+    outcome = check.evaluate(spread.tables, inputs)
+    assert outcome.passed and outcome.metadata["max_row_sum_error"] < 1e-5, outcome.metadata
+    # a map missing a row, or another example's, fails the check
+    broken = {**spread.tables, "head_example_maps": maps.slice(1)}
+    assert not check.evaluate(broken, inputs).passed
+    other = replace(inputs, map_examples=(first[0], max(demo_tokens["example_id"])))
+    assert not check.evaluate(spread.tables, other).passed

@@ -1,4 +1,5 @@
-"""Charts of Clark et al. 2019: Fig. 2 special tokens, Fig. 3 gradients, Fig. 4 entropy, Fig. 6 MDS, Tables 1-3."""
+"""Charts of Clark et al. 2019: Figs. 1 and 5 head maps, Fig. 2 special tokens, Fig. 3 gradients, Fig. 4 entropy,
+Fig. 6 MDS, Tables 1-3."""
 
 import altair as alt
 import polars as pl
@@ -241,3 +242,117 @@ def clark_head_distances_chart(rows: pl.DataFrame, title: str) -> alt.Chart:
         )
         .properties(width=360, height=360, title=f"{title}: Jensen-Shannon distance between heads")
     )
+
+
+# Clark Figs. 1 and 5: the heads each figure names (clark_head_example_maps' roles), in the
+# paper's order, with what the paper says each does.
+HEAD_MAP_ROLES = {
+    "Fig. 1": {
+        "broad": "attends broadly",
+        "next token": "attends to the next token",
+        "[SEP]": "attends to [SEP]",
+        ". and ,": "attends to periods and commas",
+    },
+    "Fig. 5": {
+        "dobj": "direct objects attend to their verbs",
+        "det": "determiners attend to their noun",
+        "poss": "possessives attend to the head of the NP",
+        "auxpass": "passive auxiliaries attend to their verb",
+        "pobj": "prepositions attend to their objects",
+        "coreference": "coreferent mentions attend to their antecedents",
+    },
+}
+# A line per (query, key) weight of at least MIN_LINE_WEIGHT, at most LINES_PER_QUERY per query
+# (the largest): lighter ones would be invisible anyway (Clark Fig. 1: "some attention weights are
+# so low they are invisible"), and a 128-token map stays within Altair's 5000 rows per panel.
+MIN_LINE_WEIGHT = 0.02
+LINES_PER_QUERY = 20
+_TOKEN_STEP = 9  # pixels per token
+
+
+def _shown_example(rows: pl.DataFrame) -> int:
+    """The kept example a role is drawn on: the one with the most gold links of the role (Fig. 5;
+    null for Fig. 1), then the first by example_id."""
+    per_example = rows.group_by("example_id").agg(pl.col("gold_links").max().fill_null(0))
+    return per_example.sort(pl.col("gold_links"), pl.col("example_id"), descending=[True, False])["example_id"][0]
+
+
+def _head_map_panel(rows: pl.DataFrame, figure: str) -> alt.LayerChart:
+    """One named head on one kept example, drawn as Clark draws it: the tokens twice, attending
+    (left) and attended (right), a line per weight, darker for more."""
+    first = rows.row(0, named=True)
+    example = _shown_example(rows)
+    cells = rows.filter(pl.col("example_id") == example)
+    tokens = cells.select(position="query", token="query_token").unique().sort("position")
+    lines = (
+        cells.filter(pl.col("attention") >= MIN_LINE_WEIGHT)
+        .filter(pl.col("attention").rank("ordinal", descending=True).over("query") <= LINES_PER_QUERY)
+        .select("query", "key", "query_token", "key_token", "attention", left=pl.lit(0.0), right=pl.lit(1.0))
+    )
+    n = tokens.height
+    y = alt.Scale(domain=[-0.5, n - 0.5], reverse=True)
+    x = alt.Scale(domain=[0, 1])
+    edges = (
+        alt.Chart(lines)
+        .mark_rule(color="#1f4e99")
+        .encode(
+            x=alt.X("left:Q", scale=x, axis=None),
+            x2="right:Q",
+            y=alt.Y("query:Q", scale=y, axis=None),
+            y2="key:Q",
+            opacity=alt.Opacity("attention:Q", scale=alt.Scale(domain=[0, 1], range=[0, 1]), legend=None),
+            tooltip=["query_token", "key_token", alt.Tooltip("attention:Q", format=".3f")],
+        )
+    )
+    words = alt.Chart(tokens.with_columns(left=pl.lit(0.0), right=pl.lit(1.0))).encode(
+        y=alt.Y("position:Q", scale=y, axis=None), text="token:N"
+    )
+    attending = words.mark_text(align="right", dx=-3, fontSize=8).encode(x=alt.X("left:Q", scale=x, axis=None))
+    attended = words.mark_text(align="left", dx=3, fontSize=8).encode(x=alt.X("right:Q", scale=x, axis=None))
+    role, score = first["role"], first["score"]
+    if figure == "Fig. 5":
+        links = int(cells["gold_links"].max() or 0)
+        measure = f"{score:.1%}" + (f" {first['direction']}" if first["direction"] else "")
+        shown = f"ex. {example}" + ("" if links else f": no {role} in the kept examples")
+    else:
+        measure = f"{score:.2f}" + (" nats" if role == "broad" else "")
+        shown = f"ex. {example}"
+    return alt.layer(edges, attending, attended).properties(
+        width=90,
+        height=n * _TOKEN_STEP,
+        title=alt.TitleParams(
+            f"Head {first['layer']}-{first['head']}: {role} ({measure})",
+            subtitle=[HEAD_MAP_ROLES[figure].get(role, role), f"{first['corpus']}, {shown}"],
+            fontSize=11,
+        ),
+    )
+
+
+def _head_maps_chart(rows: pl.DataFrame, title: str, figure: str) -> alt.HConcatChart:
+    """The named heads of `figure`, one panel each in the paper's order; a role several corpora
+    name is drawn from the first of them (the rows' order)."""
+    rows = rows.filter(pl.col("figure") == figure)
+    what = "heads with the patterns of §3" if figure == "Fig. 1" else "heads that correspond to linguistic phenomena"
+    if rows.is_empty():
+        note = pl.DataFrame({"note": [f"no head is named for {figure} on these corpora"]})
+        return alt.hconcat(alt.Chart(note).mark_text().encode(text="note:N")).properties(title=f"{title}: {what}")
+    order = list(HEAD_MAP_ROLES[figure])
+    roles = sorted(set(rows["role"]), key=lambda role: (order.index(role) if role in order else len(order), role))
+    panels = []
+    for role in roles:
+        of_role = rows.filter(pl.col("role") == role)
+        panels.append(_head_map_panel(of_role.filter(pl.col("corpus") == of_role["corpus"][0]), figure))
+    return alt.hconcat(*panels, spacing=70).properties(title=f"{title}: {what}").configure_view(strokeWidth=0)
+
+
+def clark_fig1_head_maps_chart(rows: pl.DataFrame, title: str) -> alt.HConcatChart:
+    """Clark Fig. 1: the broadest head and the heads putting the most on the next token, [SEP] and
+    periods/commas, each on a kept example."""
+    return _head_maps_chart(rows, title, "Fig. 1")
+
+
+def clark_fig5_head_maps_chart(rows: pl.DataFrame, title: str) -> alt.HConcatChart:
+    """Clark Fig. 5: the best head for direct objects, determiners, possessives, passive
+    auxiliaries, prepositional objects and coreference, each on the kept example with the most
+    instances of its relation."""
+    return _head_maps_chart(rows, title, "Fig. 5")

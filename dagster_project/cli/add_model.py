@@ -8,14 +8,22 @@ HELP = "register a model as a new partition"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from dagster_project.corpora import XNLI_LANGUAGES
+
     parser.add_argument("model", help="hub id or local path")
+    parser.add_argument(
+        "--language",
+        choices=XNLI_LANGUAGES,
+        help="the XNLI language the model stands for in Pascual Fig. 4 (as models.toml's `language`); "
+        "left out, a language stored earlier is kept",
+    )
 
 
 def command(args: argparse.Namespace) -> int:
-    return add_model(args.model)
+    return add_model(args.model, args.language)
 
 
-def add_model(source: str) -> int:
+def add_model(source: str, language: str | None = None) -> int:
     from dagster import DagsterInstance
 
     from dagster_project.compute.models import ModelLoadError
@@ -23,12 +31,14 @@ def add_model(source: str) -> int:
     from dagster_project.defs.resources import default_resources
 
     try:
-        spec = register_model(source, DagsterInstance.get(), default_resources()["warehouse"])
+        spec = register_model(source, DagsterInstance.get(), default_resources()["warehouse"], language)
     except ModelLoadError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     print(
-        f"registered {spec.source} as partition {spec.model_id}; "
+        f"registered {spec.source} as partition {spec.model_id}"
+        + (f" (the xnli_{language} model of Pascual Fig. 4)" if language else "")
+        + "; "
         f"materialize it from the UI or `attn-warehouse run {shlex.quote(source)}`"
     )
     return 0

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dagster_project import settings
+from dagster_project.corpora import XNLI_LANGUAGES
 
-ENTRY_KEYS = frozenset({"source", "analyses", "corpora", "enabled"})
+ENTRY_KEYS = frozenset({"source", "analyses", "corpora", "enabled", "language"})
 DROP_FOLDERS = ("drop", "finetuned")  # under the models cache; finetuned/ is where the pipeline saves checkpoints
 # A checkpoint folder's own entry: its recipe.json (finetuned_<task> writes one) may name the
 # `analyses` and `corpora` it is analysed on, e.g. a fine-tuned model only on its task's corpus.
@@ -32,6 +33,9 @@ class RegistryEntry:
     analyses: tuple[str, ...] | None = None  # None: the default analyses
     corpora: tuple[str, ...] | None = None  # None: the default corpora whose files are present
     enabled: bool = True
+    # the XNLI language (of XNLI_LANGUAGES) the model stands for in Pascual Fig. 4, stored as
+    # models.language; None: none (a language stored earlier is kept)
+    language: str | None = None
 
 
 @dataclass(frozen=True)
@@ -82,6 +86,12 @@ def _entry(raw: object, origin: str, base: Path, analyses: Collection[str], corp
     enabled = raw.get("enabled", True)
     if not isinstance(enabled, bool):
         raise ValueError(f"'enabled' must be true or false, got {enabled!r}")
+    language = raw.get("language")
+    if language is not None and language not in XNLI_LANGUAGES:
+        raise ValueError(
+            f"'language' must be one of the XNLI languages {list(XNLI_LANGUAGES)} "
+            f"(corpora {', '.join(f'xnli_{code}' for code in XNLI_LANGUAGES)}), got {language!r}"
+        )
     local = (base / source).expanduser()  # relative paths are relative to the registry file
     return RegistryEntry(
         source=str(local.resolve()) if local.exists() else source.strip(),
@@ -89,12 +99,13 @@ def _entry(raw: object, origin: str, base: Path, analyses: Collection[str], corp
         analyses=_names(raw, "analyses", analyses),
         corpora=_names(raw, "corpora", corpora),
         enabled=enabled,
+        language=language,
     )
 
 
 def read_registry(path: Path, analyses: Collection[str], corpora: Collection[str]) -> RegistryScan:
     """Entries of a registry file: `[[model]]` tables with `source` and optional `analyses`,
-    `corpora`, `enabled`. A missing file is an empty registry."""
+    `corpora`, `enabled`, `language`. A missing file is an empty registry."""
     if not path.is_file():
         return RegistryScan((), ())
     try:

@@ -71,6 +71,9 @@ class ModelSpec:
     n_layers: int
     n_heads: int
     takes_token_types: bool
+    # the XNLI language the model stands for (Pascual Fig. 4; models.toml's `language`), never read
+    # from the model; None: not said, upsert_model keeps the language stored earlier
+    language: str | None = None
 
 
 @dataclass(frozen=True)

@@ -100,6 +100,10 @@ def _glue(task: str, split: str) -> CorpusSpec:
     )
 
 
+# Pascual Fig. 4's languages: corpora xnli_<language>; models.toml's `language` names one of them.
+XNLI_LANGUAGES = ("en", "de", "ar")
+
+
 def _xnli(language: str) -> CorpusSpec:
     return CorpusSpec(
         name=f"xnli_{language}",
@@ -140,7 +144,7 @@ _SPECS = [
         spacy_features=True,
         fact_kinds=("position_histograms", "head_distances", CLARK_MAPS),
     ),
-    *(_xnli(language) for language in ("en", "de", "ar")),
+    *(_xnli(language) for language in XNLI_LANGUAGES),
     *(_ud(treebank, split) for treebank in UD_FILES for split in ("dev", "test")),
     _annotated(
         "ontogum",
@@ -201,6 +205,7 @@ __all__ = [
     "CORPORA",
     "DEFAULT_CORPORA",
     "PAPER_CORPORA",
+    "XNLI_LANGUAGES",
     "DOCUMENT_OVERLONG",
     "OVERLONG",
     "present_corpora",

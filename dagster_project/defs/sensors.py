@@ -19,7 +19,7 @@ import json
 import time
 from collections.abc import Sequence
 from contextlib import closing
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from dagster import (
@@ -67,6 +67,12 @@ def run_key(model_id: str, analysis: str) -> str:
     return f"{model_id}:{analysis}"
 
 
+def language_key(entry: RegistryEntry) -> str:
+    """The cursor's mark that the entry's `language` is stored in the warehouse, so that giving a
+    registered model a language (or another one) registers it again."""
+    return f"{model_key(entry.source)}:language={entry.language}"
+
+
 def _entry_runs(
     instance: DagsterInstance, entry: RegistryEntry, model_id: str, present: list[str], launched: set[str]
 ) -> tuple[list[RunRequest], list[str], set[str]]:
@@ -103,15 +109,17 @@ def _entry_runs(
     return [request], notes, settled
 
 
+def _cursor_marks(entry: RegistryEntry) -> set[str]:
+    """The cursor keys an entry is done with: one run key per analysis, and its language's mark."""
+    model_id = model_key(entry.source)
+    marks = {run_key(model_id, name) for name in entry.analyses or DEFAULT_ANALYSES}
+    return marks | {language_key(entry)} if entry.language else marks
+
+
 def _pending(entries: Sequence[RegistryEntry], launched: set[str]) -> list[RegistryEntry]:
-    """The enabled entries with an analysis not requested yet, local checkpoints first (they load
-    fast; a hub id may spend the tick's loading budget on retries)."""
-    pending = [
-        entry
-        for entry in entries
-        if entry.enabled
-        and not {run_key(model_key(entry.source), name) for name in entry.analyses or DEFAULT_ANALYSES} <= launched
-    ]
+    """The enabled entries with an analysis not requested yet or a `language` not stored yet,
+    local checkpoints first (they load fast; a hub id may spend the tick's loading budget on retries)."""
+    pending = [entry for entry in entries if entry.enabled and not _cursor_marks(entry) <= launched]
     pending.sort(key=lambda entry: not is_local_checkpoint(entry.source))  # stable: local first, hub ids after
     return pending
 
@@ -139,7 +147,7 @@ def _register(
     """Load the entry's model, upsert it into the warehouse and add its partition and run to the
     tick; a model that does not load or a locked warehouse is a problem of the tick instead."""
     try:
-        spec = inspect_model(entry.source)
+        spec = replace(inspect_model(entry.source), language=entry.language)
     except ModelLoadError as error:
         tick.problems.append(RegistryProblem(entry.origin, str(error)))
         if not is_local_checkpoint(entry.source):
@@ -156,7 +164,7 @@ def _register(
     entry_runs, notes, entry_settled = _entry_runs(context.instance, entry, spec.model_id, present, launched)
     tick.problems.extend(RegistryProblem(entry.origin, note) for note in notes)
     tick.runs.extend(entry_runs)
-    tick.settled |= entry_settled
+    tick.settled |= entry_settled | ({language_key(entry)} if entry.language else set())
 
 
 def _register_pending(

@@ -45,6 +45,10 @@ class ChartSpec:
     # each task shows the pre-trained and the fine-tuned model side by side
     side_by_side: bool = False
     all_models: bool = False  # also draw every other model's rows (the model's own first), to compare models
+    # with all_models: draw every corpus of the view once the model has rows on one, not only the
+    # corpora it has rows on (Pascual Fig. 4: each language drawn by its own model); the model's
+    # own rows come first, so the draw orders the panels itself
+    every_corpus: bool = False
 
     @property
     def label(self) -> str:
@@ -60,8 +64,9 @@ class ChartSpec:
             tuned = duckdb.ColumnExpression("base_model_id") == duckdb.ConstantExpression(model_id)
             rows = conn.table(self.view) if self.all_models else conn.table(self.view).filter(own | tuned)
             rows = rows.pl().sort(pl.col("model_id") != model_id, maintain_order=True)
-            if self.all_models:  # drawn only where the model itself has rows on a corpus
-                own_corpora = set(rows.filter(pl.col("model_id") == model_id)["corpus"])
+            own_corpora = set(rows.filter(pl.col("model_id") == model_id)["corpus"])
+            if self.all_models and not (self.every_corpus and own_corpora):
+                # drawn only where the model itself has rows on a corpus (every_corpus: on any one)
                 rows = rows.filter(pl.col("corpus").is_in(own_corpora))
         else:
             rows = partition_rows(conn, self.view, model_id)
@@ -70,11 +75,10 @@ class ChartSpec:
         if self.all_corpora:
             found = [name for name in self.corpora if name in set(rows["corpus"])]
             order = pl.col("corpus").replace_strict({name: index for index, name in enumerate(found)}, default=None)
-            return (
-                (", ".join(found), rows.filter(pl.col("corpus").is_in(found)).sort(order, maintain_order=True))
-                if found
-                else None
-            )
+            rows = rows.filter(pl.col("corpus").is_in(found)).sort(order, maintain_order=True)
+            if self.every_corpus:  # the model's own rows first, wherever they are: the title names it
+                rows = rows.sort(pl.col("model_id") != model_id, maintain_order=True)
+            return (", ".join(found), rows) if found else None
         corpus = next((name for name in self.corpora if name in set(rows["corpus"])), None)
         return None if corpus is None else (corpus, rows.filter(pl.col("corpus") == corpus))
 
@@ -193,6 +197,19 @@ CHARTS = (
         pascual.pascual_center_of_mass_models_chart,
         all_corpora=True,
         all_models=True,
+    ),
+    ChartSpec(
+        "pascual_fig4_center_of_mass_languages",
+        "pascual",
+        "Fig. 4",
+        "pascual_language_center_of_mass",
+        XNLI_CORPORA,
+        pascual.pascual_language_center_of_mass_chart,
+        all_corpora=True,
+        all_models=True,
+        every_corpus=True,
+        when_empty="the model draws no XNLI line: every language it was run on has its own model (models.toml "
+        "`language`), whose chart draws the figure, or it has no xnli_<language> attention facts",
     ),
     ChartSpec(
         "pascual_fig1_local_correlation",

@@ -630,7 +630,8 @@ _MODEL_COLUMNS = ("source", "resolved_path", "revision", "model_type", "n_layers
 def upsert_model(conn: duckdb.DuckDBPyConnection, spec: ModelSpec) -> None:
     """Record (or refresh) a model's row in the `models` mapping table, keeping its first
     registration time. An unchanged model writes nothing, so re-registering a model (every
-    `attn-warehouse run`) never touches a lake that other processes are writing."""
+    `attn-warehouse run`) never touches a lake that other processes are writing. A spec without a
+    `language` (the CLI's) keeps the language stored earlier (models.toml's, via the sensor)."""
     lake = is_lake(conn)
     ensure_schema(conn)  # on a lake, DDL only the first time (registration comes before the views)
     values = {
@@ -648,15 +649,18 @@ def upsert_model(conn: duckdb.DuckDBPyConnection, spec: ModelSpec) -> None:
         conn.execute("BEGIN TRANSACTION")
         try:
             current = conn.execute(
-                f"SELECT registered_at, {', '.join(_MODEL_COLUMNS)} FROM models WHERE model_id = ?", [spec.model_id]
+                f"SELECT registered_at, language, {', '.join(_MODEL_COLUMNS)} FROM models WHERE model_id = ?",
+                [spec.model_id],
             ).fetchall()
-            if len(current) == 1 and current[0][1:] == tuple(values[column] for column in _MODEL_COLUMNS):
+            stored_language = next((row[1] for row in current if row[1] is not None), None)
+            record = values | {"language": spec.language or stored_language}
+            if len(current) == 1 and current[0][1:] == tuple(record[name] for name in ("language", *_MODEL_COLUMNS)):
                 conn.execute("ROLLBACK")
                 return
             registered_at = min((row[0] for row in current), default=datetime.now(UTC).replace(tzinfo=None))
             if current:
                 conn.execute("DELETE FROM models WHERE model_id = ?", [spec.model_id])
-            conn.execute((SQL_DIR / "dml" / "upsert_model.sql").read_text(), values | {"registered_at": registered_at})
+            conn.execute((SQL_DIR / "dml" / "upsert_model.sql").read_text(), record | {"registered_at": registered_at})
             conn.execute("COMMIT")
         except duckdb.CatalogException as error:
             _roll_back(conn)

@@ -10,4 +10,5 @@ SELECT
     $n_layers AS n_layers,
     $n_heads AS n_heads,
     $takes_token_types AS takes_token_types,
+    $language AS language,
     $registered_at AS registered_at;

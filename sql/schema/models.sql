@@ -12,3 +12,6 @@ CREATE TABLE IF NOT EXISTS models (
     takes_token_types BOOLEAN NOT NULL,
     registered_at TIMESTAMP NOT NULL  -- first registration (UTC)
 );
+-- The XNLI language (en, de, ar) the model stands for in Pascual Fig. 4 (models.toml's `language`,
+-- `attn-warehouse add-model --language`); null: none. Read by pascual_language_center_of_mass.
+ALTER TABLE models ADD COLUMN IF NOT EXISTS language VARCHAR;

@@ -276,3 +276,29 @@ def test_after_attn_warehouse_run_the_sensor_launches_nothing_for_that_model(
     # (clark has nothing to run on the demo corpus alone, for the CLI as for the sensor)
     assert "attention: already materialized at the current code version" in result.skip_reason.skip_message
     assert json.loads(result.cursor)["launched"] == [f"{tiny}:attention"]
+
+
+def test_a_language_given_to_a_registered_model_is_stored_once(
+    instance: DagsterInstance,
+    resources: dict,
+    tmp_path: Path,
+    tiny_model_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    inspected: list[str],
+) -> None:
+    """A model whose analyses were all requested is registered again when models.toml gives it a
+    `language` (Pascual Fig. 4), which models.language then holds; the next tick loads nothing."""
+    tiny = model_key(str(tiny_model_dir))
+    path = tmp_path / "models.toml"
+    path.write_text(f'[[model]]\nsource = "{tiny_model_dir}"\nanalyses = ["attention"]\nlanguage = "de"\n')
+    monkeypatch.setenv("ATTN_MODELS_REGISTRY", str(path))
+    monkeypatch.setenv("ATTN_MODELS_CACHE", str(tmp_path / "cache"))
+    cursor = json.dumps({"launched": [f"{tiny}:attention"], "failed": {}})
+
+    first = tick(instance, resources, cursor)
+    assert inspected == [str(tiny_model_dir)] and not first.run_requests
+    assert set(json.loads(first.cursor)["launched"]) == {f"{tiny}:attention", f"{tiny}:language=de"}
+    with duckdb.connect(resources["warehouse"].database, read_only=True) as conn:
+        assert conn.execute("SELECT model_id, language FROM models").fetchall() == [(tiny, "de")]
+    tick(instance, resources, first.cursor)
+    assert inspected == [str(tiny_model_dir)]

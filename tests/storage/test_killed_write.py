@@ -74,7 +74,7 @@ def test_a_write_killed_midway_leaves_no_partial_batch(warehouse, tmp_path: Path
     config, s3_server = warehouse
     with _connect(config) as conn:
         apply_views(conn)
-        conn.execute("INSERT INTO models VALUES ('org--m', 'org/m', '/x', NULL, 'bert', 1, 1, TRUE, now())")
+        conn.execute("INSERT INTO models VALUES ('org--m', 'org/m', '/x', NULL, 'bert', 1, 1, TRUE, now(), NULL)")
         replace_partition(conn, {"head_summaries": _first_batch()}, "org--m", "demo")
     target = config.lake.catalog if config.lake else config.database
     data_path = config.lake.data_path if config.lake else ""

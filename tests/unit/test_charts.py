@@ -17,7 +17,11 @@ from dagster_project.presentation.charts.clark import (
 from dagster_project.presentation.charts.common import short_model_name
 from dagster_project.presentation.charts.compare import compare_head_matches_chart, depth_curves_chart
 from dagster_project.presentation.charts.kovaleva import kovaleva_pattern_examples_chart, kovaleva_task_scores_chart
-from dagster_project.presentation.charts.pascual import pascual_correlation_chart, pascual_hta_pattern_maps_chart
+from dagster_project.presentation.charts.pascual import (
+    pascual_correlation_chart,
+    pascual_hta_pattern_maps_chart,
+    pascual_language_center_of_mass_chart,
+)
 
 SPECS = {spec.name: spec for spec in CHARTS}
 
@@ -81,6 +85,36 @@ def test_center_of_mass_shows_every_language_and_every_model() -> None:
     assert corpus == "xnli_en, xnli_de"
     assert rows.select("model_id", "corpus").rows() == [("a", "xnli_en"), ("b", "xnli_en"), ("a", "xnli_de")]
     assert SPECS["pascual_fig4_center_of_mass"].corpora[:3] == XNLI_CORPORA == ("xnli_en", "xnli_de", "xnli_ar")
+
+
+def test_fig4_draws_each_language_by_the_model_the_view_picks_and_names_it() -> None:
+    """pascual_language_center_of_mass rows: German by its own model g, English and Arabic by m.
+    g's chart and m's chart both show every language (the model has a line on one of them); a
+    model with no line in the view has no chart; the legend names g as the German model."""
+    conn = duckdb.connect(":memory:")
+    conn.execute(
+        "CREATE TABLE lang AS SELECT * FROM (VALUES "
+        "('g', 'org/g', 'xnli_de', 'de', true, 1, -0.5), ('m', 'org/m', 'xnli_ar', 'ar', false, 1, 0.25), "
+        "('m', 'org/m', 'xnli_en', 'en', false, 1, 0.5)"
+        ") AS t(model_id, model, corpus, language, language_model, layer, center_of_mass)"
+    )
+    spec = dataclasses.replace(SPECS["pascual_fig4_center_of_mass_languages"], view="lang")
+    assert SPECS["pascual_fig4_center_of_mass_languages"].view == "pascual_language_center_of_mass"
+    corpus, rows = spec.rows(conn, "g")
+    assert corpus == "xnli_en, xnli_de, xnli_ar"
+    assert rows.select("model_id", "corpus").rows() == [("g", "xnli_de"), ("m", "xnli_en"), ("m", "xnli_ar")]
+    assert spec.title(rows, corpus).startswith("g on ") and spec.source(rows) == "org/g"
+    assert spec.rows(conn, "m")[0] == "xnli_en, xnli_de, xnli_ar"
+    assert spec.rows(conn, "other") is None
+    drawn = rows.with_columns(kind=pl.lit("attention"), scope=pl.lit("content"))
+    chart = pascual_language_center_of_mass_chart(drawn, spec.title(rows, corpus)).to_dict()
+    (data,) = chart["datasets"].values()
+    assert [row["drawn_by"] for row in data] == ["org/g (de model)", "org/m", "org/m"]
+    assert chart["facet"]["column"]["sort"] == ["xnli_en", "xnli_de", "xnli_ar"]
+    assert chart["spec"]["encoding"]["color"]["title"] == "drawn by"
+    assert {"field": "language_model", "title": "language's own model", "type": "nominal"} in chart["spec"]["encoding"][
+        "tooltip"
+    ]
 
 
 def test_hta_pattern_maps_chart_has_a_column_per_class_and_a_row_per_map() -> None:

@@ -123,3 +123,26 @@ def test_project_registry_lists_the_default_model() -> None:
     scan = read_registry(registry_path(), ALL_ANALYSES, ALL_CORPORA)
     assert scan.problems == ()
     assert [entry.source for entry in scan.entries] == [DEFAULT_MODEL]
+
+
+def test_language_names_the_xnli_language_a_model_stands_for(tmp_path: Path) -> None:
+    """Pascual Fig. 4: `language = "de"` marks a German BERT; a language without an xnli_<language>
+    corpus is a problem naming the file and the entry, and the other entries still register."""
+    registry = write(
+        tmp_path / "models.toml",
+        '[[model]]\nsource = "org/german-bert"\nlanguage = "de"\n\n'
+        '[[model]]\nsource = "org/french-bert"\nlanguage = "fr"\n\n'
+        '[[model]]\nsource = "org/arabic-bert"\nlanguage = "xnli_ar"\n\n'
+        '[[model]]\nsource = "org/english-bert"\nlanguage = "en"\n',
+    )
+    scan = read_registry(registry, ANALYSES, CORPORA)
+    assert scan.entries == (
+        RegistryEntry("org/german-bert", "models.toml [[model]] #1 (org/german-bert)", language="de"),
+        RegistryEntry("org/english-bert", "models.toml [[model]] #4 (org/english-bert)", language="en"),
+    )
+    assert [str(problem) for problem in scan.problems] == [
+        "models.toml [[model]] #2 (org/french-bert): 'language' must be one of the XNLI languages "
+        "['en', 'de', 'ar'] (corpora xnli_en, xnli_de, xnli_ar), got 'fr'",
+        "models.toml [[model]] #3 (org/arabic-bert): 'language' must be one of the XNLI languages "
+        "['en', 'de', 'ar'] (corpora xnli_en, xnli_de, xnli_ar), got 'xnli_ar'",
+    ]

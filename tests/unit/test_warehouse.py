@@ -1,6 +1,7 @@
 """Warehouse writes and the SQL views, on fixture tables with hand-computed answers, and the
 layering of the views (staging -> intermediate -> results)."""
 
+import dataclasses
 import json
 import re
 from graphlib import CycleError
@@ -202,6 +203,21 @@ def test_head_means_weigh_examples_equally(conn):
     assert tokens == pytest.approx(
         ((10 * 0.2 + 30 * 0.6) / 40, (10 * 1.0 + 30 * 2.0) / 40, 1.5, (10 * 2.302585 + 30 * 3.401197) / 40), rel=1e-6
     )
+
+
+def test_models_keep_the_language_they_stand_for(conn):
+    """models.language is written from the spec's language; a spec without one (the CLI's
+    `run`) keeps the stored language, and a changed language replaces it."""
+    german = dataclasses.replace(SPEC, language="de")
+    upsert_model(conn, german)
+    (registered_at,) = conn.execute("SELECT registered_at FROM models").fetchone()
+    upsert_model(conn, SPEC)  # no language said: the stored one is kept
+    assert conn.execute("SELECT model_id, language, registered_at FROM models").fetchall() == [
+        ("org--m", "de", registered_at)
+    ]
+    upsert_model(conn, dataclasses.replace(SPEC, language="ar"))
+    assert conn.execute("SELECT language, registered_at FROM stg_models").fetchall() == [("ar", registered_at)]
+    assert "language" in schema_columns()["models"]
 
 
 def test_histogram_views_normalize_by_pairs(conn):

@@ -65,7 +65,7 @@ def _fill(
     if not pos:  # a corpus without a POS column: every type from the word rules came out nominal
         mentions = mentions.with_columns(mention_type=pl.lit("nominal"), head_xpos=pl.lit(None, dtype=pl.String))
     conn.execute(
-        "INSERT INTO models VALUES (?, 'org/tiny-bert', '/tmp/tiny', NULL, 'bert', 2, 4, TRUE, ?)",
+        "INSERT INTO models VALUES (?, 'org/tiny-bert', '/tmp/tiny', NULL, 'bert', 2, 4, TRUE, ?, NULL)",
         [MODEL, datetime(2026, 1, 1)],
     )
     words = words.with_columns(segment=pl.lit(0, dtype=pl.Int8), char_start=0, char_end=0)

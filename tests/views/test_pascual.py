@@ -1,4 +1,7 @@
-"""Pascual views over the HTA example maps (Fig. 7 / Appendix C) on hand-built fixture rows."""
+"""Pascual views over the HTA example maps (Fig. 7 / Appendix C), the HTA correlations and the
+per-language centers of mass (Fig. 4) on hand-built fixture rows."""
+
+import dataclasses
 
 import duckdb
 import polars as pl
@@ -88,3 +91,66 @@ def test_hta_correlation_views_average_each_kind_over_every_row(conn: duckdb.Duc
     assert local["relative_depth"] == pytest.approx(0.5)
     glob = partition_rows(conn, "pascual_hta_global_correlation", "org--m").row(0, named=True)
     assert (glob["pearson"], glob["spearman"]) == pytest.approx((0.2, 0.25))
+
+
+def _histogram(sums: list[float], head: int) -> pl.DataFrame:
+    """One attention head of layer 1 over offsets -1, 0, 1 with pair counts 2, 4, 2."""
+    return pl.DataFrame(
+        {
+            "example_id": [0] * 3,
+            "kind": ["attention"] * 3,
+            "scope": ["all"] * 3,
+            "layer": [1] * 3,
+            "head": [head] * 3,
+            "offset": [-1, 0, 1],
+            "weight_sum": sums,
+            "pair_count": [2, 4, 2],
+        }
+    )
+
+
+def test_each_xnli_language_is_drawn_by_its_own_model_where_one_has_rows(conn: duckdb.DuckDBPyConnection) -> None:
+    """Models: org/en (language en), org/de (language de), org/ar (language ar, no rows) and org/m
+    (no language), each with one or two heads in layer 1. Head "past" has values 1, 0.25, 0.5 at
+    offsets -1, 0, 1: center (-1 + 0.5) / 1.75 = -2/7; head "future" 0, 0, 1.5: center 1.
+    xnli_en: org/en's own line only (its heads past and future: (-2/7 + 1) / 2 = 5/14), not org/de's
+    nor org/m's; xnli_de: org/de (future: 1); xnli_ar: its own model has no rows, so org/m (past: -2/7)."""
+    past, future = [2.0, 1.0, 1.0], [0.0, 0.0, 3.0]
+    for model_id, language in (("org--en", "en"), ("org--de", "de"), ("org--ar", "ar"), ("org--m", None)):
+        upsert_model(
+            conn, dataclasses.replace(SPEC, model_id=model_id, source=model_id.replace("--", "/"), language=language)
+        )
+    facts = {
+        ("org--en", "xnli_en"): [_histogram(past, 1), _histogram(future, 2)],
+        ("org--de", "xnli_de"): [_histogram(future, 1), _histogram(future, 2)],
+        ("org--de", "xnli_en"): [_histogram(future, 1), _histogram(future, 2)],
+        ("org--m", "xnli_en"): [_histogram(past, 1), _histogram(past, 2)],
+        ("org--m", "xnli_de"): [_histogram(past, 1), _histogram(past, 2)],
+        ("org--m", "xnli_ar"): [_histogram(past, 1), _histogram(past, 2)],
+        ("org--m", "demo"): [_histogram(past, 1), _histogram(past, 2)],
+    }
+    for (model_id, corpus), heads in facts.items():
+        replace_partition(conn, {"position_histograms": pl.concat(heads)}, model_id, corpus)
+    rows = conn.execute(
+        "SELECT language, corpus, model, model_id, language_model, center_of_mass "
+        "FROM pascual_language_center_of_mass ORDER BY corpus"
+    ).fetchall()
+    assert [row[:5] for row in rows] == [
+        ("ar", "xnli_ar", "org/m", "org--m", False),
+        ("de", "xnli_de", "org/de", "org--de", True),
+        ("en", "xnli_en", "org/en", "org--en", True),
+    ]
+    assert [row[5] for row in rows] == pytest.approx([-2 / 7, 1.0, 5 / 14])
+    # Without registered languages every model with rows draws its line (demo is no XNLI language).
+    conn.execute("UPDATE models SET language = NULL")
+    lines = conn.execute(
+        "SELECT corpus, model_id, language_model FROM pascual_language_center_of_mass ORDER BY corpus, model_id"
+    ).fetchall()
+    assert lines == [
+        ("xnli_ar", "org--m", False),
+        ("xnli_de", "org--de", False),
+        ("xnli_de", "org--m", False),
+        ("xnli_en", "org--de", False),
+        ("xnli_en", "org--en", False),
+        ("xnli_en", "org--m", False),
+    ]

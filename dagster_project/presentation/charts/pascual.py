@@ -3,6 +3,7 @@
 import altair as alt
 import polars as pl
 
+from dagster_project.corpora import XNLI_LANGUAGES
 from dagster_project.presentation.charts.common import PATTERN_ORDER, in_order, map_cells
 
 
@@ -52,6 +53,39 @@ def pascual_center_of_mass_models_chart(rows: pl.DataFrame, title: str) -> alt.F
     rows = rows.filter(pl.col("kind") == "attention")
     color = alt.Color("model:N", sort=in_order(rows, "model"))
     return _center_of_mass_panels(rows, color, "scope", "attention center of mass", title)
+
+
+def pascual_language_center_of_mass_chart(rows: pl.DataFrame, title: str) -> alt.FacetChart:
+    """Pascual Fig. 4 as the paper: per XNLI language, the attention center of mass per layer of
+    the language's own model (models.toml `language`) where one has rows, else of every model;
+    the legend and tooltip name the model that drew each line and whether it is the language's own.
+    Panels in the paper's order, English, German, Arabic (the rows bring the model's own first)."""
+    rows = rows.filter(pl.col("kind") == "attention").with_columns(
+        drawn_by=pl.when(pl.col("language_model"))
+        .then(pl.format("{} ({} model)", "model", "language"))
+        .otherwise(pl.col("model"))
+    )
+    return (
+        alt.Chart(rows)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("layer:O"),
+            y=alt.Y("center_of_mass:Q", title="mean attention center of mass (tokens)"),
+            color=alt.Color("drawn_by:N", title="drawn by", sort=in_order(rows, "drawn_by")),
+            strokeDash=alt.StrokeDash("scope:N"),
+            tooltip=[
+                "corpus",
+                alt.Tooltip("model:N", title="drawn by"),
+                alt.Tooltip("language_model:N", title="language's own model"),
+                "layer",
+                "scope",
+                alt.Tooltip("center_of_mass:Q", format=".2f"),
+            ],
+        )
+        .properties(width=300, height=240)
+        .facet(column=alt.Column("corpus:N", title=None, sort=[f"xnli_{code}" for code in XNLI_LANGUAGES]))
+        .properties(title=f"{title}: attention center of mass per layer, each language by its own model")
+    )
 
 
 def pascual_correlation_chart(rows: pl.DataFrame, title: str) -> alt.FacetChart:

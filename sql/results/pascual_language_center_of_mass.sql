@@ -4,30 +4,14 @@
 -- model has rows (on a corpus, for a kind), of every model with rows on it. `language_model` says
 -- whether the line is drawn by the language's own model.
 CREATE OR REPLACE VIEW pascual_language_center_of_mass AS
-WITH layers AS (
-    SELECT
-        model,
-        model_id,
-        corpus,
-        scope,
-        layer,
-        kind,
-        avg(center_of_mass) AS center_of_mass,
-        min(center_of_mass) AS min_head_center_of_mass,
-        max(center_of_mass) AS max_head_center_of_mass,
-        relative_depth
-    FROM int_head_centers_of_mass
-    WHERE starts_with(corpus, 'xnli_')
-    GROUP BY ALL
-),
-
-flagged AS (
+WITH flagged AS (
     SELECT
         layers.*,
         own.model_id IS NOT NULL AS language_model
-    FROM layers
+    FROM int_layer_centers_of_mass AS layers
     LEFT JOIN stg_models AS own
         ON own.model_id = layers.model_id AND 'xnli_' || own.language = layers.corpus
+    WHERE starts_with(layers.corpus, 'xnli_')
 )
 
 SELECT

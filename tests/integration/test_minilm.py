@@ -51,6 +51,7 @@ EMPTY_VIEWS = {
     "stg_agg_finetune_similarity",
     "kovaleva_task_scores",
     "kovaleva_head_ablation",
+    "kovaleva_framenet_head_ablation",
     "kovaleva_layer_ablation",
     "kovaleva_finetune_similarity",
 }

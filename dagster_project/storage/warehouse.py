@@ -91,22 +91,14 @@ class View:
     source: Path
 
 
-def _schema_tables(sql_dir: Path) -> list[str]:
-    """The tables of `sql_dir`/schema (one file per table, named after it) that carry partitions."""
-    return [
-        path.stem
-        for path in sorted((sql_dir / "schema").glob("*.sql"))
-        if all(re.search(rf"\b{column}\b", path.read_text()) for column in PARTITION_COLUMNS)
-    ]
-
-
 def _templated_staging(sql_dir: Path, written: set[str]) -> list[View]:
-    """Staging views from sql/staging/templates for the partitioned tables with no file of their own."""
+    """Staging views from sql/staging/templates for the partitioned tables (PARTITIONED_TABLES: only
+    the current tree has templates) with no file of their own."""
     templates = sql_dir / "staging" / "templates"
     if not templates.is_dir():  # an older tree's sql/, with a file for every staging view
         return []
     views = []
-    for table in _schema_tables(sql_dir):
+    for table in sorted(PARTITIONED_TABLES):
         if f"stg_{table}" in written:
             continue
         template, values = STAGING_TEMPLATES.get(table, (PLAIN_STAGING, {}))

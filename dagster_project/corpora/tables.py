@@ -22,6 +22,9 @@ class CorpusTables:
     tables: dict[str, pl.DataFrame]  # examples, tokens, words, the gold annotations (and word_features)
     encoded: EncodedCorpus
     n_malformed: int  # inputs the reader skipped
+    # what encoding did with examples over max_len: the run's overlong, or drop for documents the
+    # corpus's `prepare` already cut
+    encoding_overlong: str
 
 
 def corpus_tables(
@@ -41,7 +44,8 @@ def corpus_tables(
         log.warning(f"{spec.name}: skipped malformed input: {problem}")
     if spec.prepare:  # the documents are cut as `overlong` says; encoding drops what still does not fit
         data = spec.prepare(data, tokenizer, max_len, overlong)
-    encoded = encode_corpus(data, tokenizer, max_len, size, seed, "drop" if spec.prepare else overlong)
+    encoding_overlong = "drop" if spec.prepare else overlong
+    encoded = encode_corpus(data, tokenizer, max_len, size, seed, encoding_overlong)
     log.info(
         f"{spec.name}: kept {encoded.examples.height} of {encoded.n_candidates} candidates "
         f"({encoded.n_too_long} longer than {max_len} tokens, overlong={overlong}: "
@@ -56,4 +60,4 @@ def corpus_tables(
     if spec.spacy_features:
         log.info(f"{spec.name}: annotating {encoded.words.height} words with spaCy")
         tables["word_features"] = spacy_features(encoded.examples, encoded.words)
-    return CorpusTables(tables, encoded, len(data.problems))
+    return CorpusTables(tables, encoded, len(data.problems), encoding_overlong)

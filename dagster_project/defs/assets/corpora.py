@@ -71,7 +71,7 @@ def _corpus_metadata(corpus: CorpusTables, max_len: int, size: int | None, seed:
     )
     return {
         "candidates": encoded.n_candidates,
-        "dropped_too_long": encoded.n_too_long if overlong == "drop" else 0,
+        "dropped_too_long": encoded.n_too_long if corpus.encoding_overlong == "drop" else 0,
         "truncated": encoded.n_truncated,
         "words_without_pieces": encoded.words["piece_start"].null_count(),
         "skipped_malformed": corpus.n_malformed,

@@ -5,6 +5,7 @@ The statistics run on the whole batch x layer x head block at once; each kind's 
 encoder's device, in float32 whatever the forward dtype, and their rows come back to the CPU.
 """
 
+import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -26,6 +27,13 @@ from dagster_project.compute.fact_kinds import (
 )
 from dagster_project.compute.metrics import PatternThresholds
 from dagster_project.compute.models import LoadedEncoder
+from dagster_project.compute.pass_timings import PassTimings, phase, timing
+
+LOG = logging.getLogger(__name__)
+
+
+class PassOutOfMemory(RuntimeError):
+    """A pass that does not fit the device's memory even at its smallest batch."""
 
 
 @dataclass(frozen=True)
@@ -69,37 +77,83 @@ def extract_attention_facts(
     inputs: PassInputs | None = None,
     batch_tokens: int | None = None,
     progress: Callable[[int, int, float], None] | None = None,
+    timings: PassTimings | None = None,
 ) -> AttentionFacts:
     """Run the model once over a tokenized corpus and collect every kind's rows.
 
     `tokens` has the columns of the warehouse `tokens` table for one (model, corpus); `inputs`
     (default: `pass_inputs` without words) carries what kinds read besides the maps.
     `progress(done, total, seconds)` is called after each batch. `batch_tokens` (padded positions
-    per batch) defaults by the encoder's device.
+    per batch) defaults by the encoder's device; a pass that runs out of device memory starts again
+    with half the budget (logged), down to one example per batch (then PassOutOfMemory). `timings`,
+    when given, receives the seconds of each phase (compute.pass_timings; the pass then waits for the
+    device between phases).
     """
     inputs = inputs or pass_inputs(encoder, tokens)
     kinds = [*(FACT_KINDS[name] for name in ALWAYS if FACT_KINDS[name] not in kinds), *kinds]
+    budget = batch_tokens or encoder.compute.batch_tokens()
+    while True:
+        try:
+            return _pass(encoder, tokens, kinds, inputs, budget, progress, timings)
+        except torch.OutOfMemoryError as error:
+            budget = _smaller_budget(encoder, tokens, budget, error)
+
+
+def _smaller_budget(encoder: LoadedEncoder, tokens: pl.DataFrame, budget: int, error: Exception) -> int:
+    """The batch budget to retry a pass with after it ran out of memory at `budget` (half of it, logged),
+    or PassOutOfMemory when a batch already held a single example. A pass writes nothing itself, and its
+    rows are only returned once it has finished, so a retried pass starts from nothing."""
+    device = encoder.compute.device
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    longest = int(tokens.group_by("example_id").len()["len"].max() or 0)
+    if budget // 2 < longest:
+        raise PassOutOfMemory(
+            f"The attention pass ran out of memory on {encoder.compute} even with one example per batch "
+            f"(batch_tokens={budget}, longest example {longest} pieces): {error}. Lower the corpus's max_len "
+            f"(run config of its corpus asset), set ATTN_DTYPE=bfloat16, or run on a device with more memory "
+            "(ATTN_DEVICE). Nothing was written."
+        ) from error
+    LOG.warning(
+        f"attention pass: out of memory on {encoder.compute} at batch_tokens={budget}; starting again at "
+        f"{budget // 2} (the facts asset's run config batch_tokens={budget // 2} starts there)"
+    )
+    return budget // 2
+
+
+def _pass(
+    encoder: LoadedEncoder,
+    tokens: pl.DataFrame,
+    kinds: Sequence[FactKind],
+    inputs: PassInputs,
+    batch_tokens: int,
+    progress: Callable[[int, int, float], None] | None,
+    timings: PassTimings | None,
+) -> AttentionFacts:
     collectors = {kind.table: kind.start(inputs) for kind in kinds}
     started = time.perf_counter()
     done = 0
     batches = length_batches(
         tokens,
         encoder.tokenizer.pad_token_id or 0,
-        batch_tokens or encoder.compute.batch_tokens(),
+        batch_tokens,
         encoder.spec.takes_token_types,
         inputs.words,
     )
-    with torch.inference_mode():
+    with torch.inference_mode(), timing(timings):
         for batch in batches:
-            batch = batch.to(encoder.compute.device)
-            attn = float32_maps(encoder.model(**batch.inputs, output_attentions=True).attentions)
-            summaries = summary_columns(attn, batch, inputs.thresholds)
-            for collector in collectors.values():
-                collector.add(attn, batch, summaries)
+            with phase("forward"):
+                batch = batch.to(encoder.compute.device)
+                attn = float32_maps(encoder.model(**batch.inputs, output_attentions=True).attentions)
+            with phase("statistics"):
+                summaries = summary_columns(attn, batch, inputs.thresholds)
+                for collector in collectors.values():
+                    collector.add(attn, batch, summaries)
             done += len(batch.example_ids)
             if progress:
                 progress(done, inputs.n_examples, time.perf_counter() - started)
-    tables = {table: collector.finish() for table, collector in collectors.items()}
+        with phase("frames"):
+            tables = {table: collector.finish() for table, collector in collectors.items()}
     return AttentionFacts(tables, done, time.perf_counter() - started)
 
 

@@ -13,7 +13,9 @@ import polars as pl
 import pyarrow as pa
 import torch
 
+from dagster_project.compute.devices import to_host
 from dagster_project.compute.metrics import TokenMasks, pair_mask, relative_position_histogram
+from dagster_project.compute.pass_timings import phase
 
 SCOPES = ("all", "content")
 SCOPE = pl.Enum(SCOPES)
@@ -210,9 +212,10 @@ def histogram_frame(maps: torch.Tensor, masks: TokenMasks, example_ids: torch.Te
 
 def list_series(lengths: np.ndarray, values: np.ndarray | pa.Array, null_rows: np.ndarray | None = None) -> pl.Series:
     """A list column from its rows' lengths and their values laid end to end (null_rows: rows that are null)."""
-    offsets = np.concatenate([[0], np.cumsum(lengths)])
-    mask = None if null_rows is None else pa.array(null_rows)
-    return pl.from_arrow(pa.LargeListArray.from_arrays(offsets, values, mask=mask))
+    with phase("frames"):
+        offsets = np.concatenate([[0], np.cumsum(lengths)])
+        mask = None if null_rows is None else pa.array(null_rows)
+        return pl.from_arrow(pa.LargeListArray.from_arrays(offsets, values, mask=mask))
 
 
 def histogram_rows(histograms: pl.DataFrame, kind: str) -> pl.DataFrame:
@@ -239,10 +242,13 @@ def histogram_rows(histograms: pl.DataFrame, kind: str) -> pl.DataFrame:
 
 
 def flat(columns: dict[str, torch.Tensor]) -> dict[str, np.ndarray]:
-    """Flat numpy columns, brought back to the CPU from the pass's device."""
-    return {name: value.reshape(-1).cpu().numpy() for name, value in columns.items()}
+    """Flat numpy columns, brought back to the CPU from the pass's device in one wait."""
+    with phase("copy"):
+        moved = to_host({name: value.reshape(-1) for name, value in columns.items()})
+    return {name: value.numpy() for name, value in moved.items()}
 
 
 def frame(parts: list[dict[str, np.ndarray]]) -> pl.DataFrame:
     """One frame from the flat column dicts of several batches."""
-    return pl.DataFrame({name: np.concatenate([part[name] for part in parts]) for name in parts[0]})
+    with phase("frames"):
+        return pl.DataFrame({name: np.concatenate([part[name] for part in parts]) for name in parts[0]})

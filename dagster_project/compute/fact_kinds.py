@@ -106,18 +106,22 @@ class BatchFrames:
 
 @dataclass
 class HeadDistances:
-    """Jensen-Shannon divergence of every pair of heads, summed over the corpus's query tokens."""
+    """Jensen-Shannon divergence of every pair of heads, summed over the corpus's query tokens.
+    The sums stay on the pass's device until the end: no copy, no wait per batch."""
 
     n_heads: int
-    js_sums: torch.Tensor
-    tokens: int = 0
+    js_sums: torch.Tensor | None = None  # (L*H, L*H), on the device of the first batch
+    tokens: torch.Tensor | int = 0
 
     def add(self, attn: torch.Tensor, batch: Batch, summaries: dict[str, np.ndarray]) -> None:
-        self.js_sums += head_js_divergence(attn, batch.masks.valid).cpu()
-        self.tokens += int(batch.masks.valid.sum())
+        sums = head_js_divergence(attn, batch.masks.valid)
+        self.js_sums = sums if self.js_sums is None else self.js_sums + sums
+        self.tokens = self.tokens + batch.masks.valid.sum()
 
     def finish(self) -> pl.DataFrame:
-        return distance_rows(self.js_sums, self.tokens, self.n_heads)
+        if self.js_sums is None:
+            return pl.DataFrame()
+        return distance_rows(self.js_sums, int(self.tokens), self.n_heads)
 
 
 @dataclass
@@ -250,9 +254,7 @@ FACT_KINDS: dict[str, FactKind] = {
         FactKind(
             "head_distances",
             "Per pair of heads: Jensen-Shannon divergence summed over the corpus's query tokens (Clark §6).",
-            lambda inputs: HeadDistances(
-                inputs.n_heads, torch.zeros(_heads(inputs), _heads(inputs), dtype=torch.float64, device="cpu")
-            ),
+            lambda inputs: HeadDistances(inputs.n_heads),
             checks=(
                 FactCheck(
                     "finite_head_distances",

@@ -12,18 +12,14 @@ are a monotone function of them, its scale arbitrary), is the default; metric MD
 distances themselves, is the option `metric` (the head_mds run config's `metric_mds`).
 """
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
 import torch
-from sklearn.manifold import MDS
 
-from dagster_project.compute.devices import sum_dtype
-
-# Bytes of one chunk's pairwise mixture tensor (rows x head pairs x keys): small enough to stay in cache,
-# which makes the chunk loop ~3x faster than large chunks on a 2-core machine; peak use is 3 such buffers.
-MIXTURE_CHUNK_BYTES = 2**22
+from dagster_project.compute.devices import scratch_bytes, sum_dtype
 
 
 def _entropy_sums(probabilities: torch.Tensor, log_buffer: torch.Tensor) -> torch.Tensor:
@@ -33,13 +29,18 @@ def _entropy_sums(probabilities: torch.Tensor, log_buffer: torch.Tensor) -> torc
     return -torch.linalg.vecdot(probabilities, log_buffer)
 
 
-def head_js_divergence(attn: torch.Tensor, valid: torch.Tensor, chunk_bytes: int = MIXTURE_CHUNK_BYTES) -> torch.Tensor:
+def head_js_divergence(attn: torch.Tensor, valid: torch.Tensor, chunk_bytes: int | None = None) -> torch.Tensor:
     """Sums over a batch's real query rows of the JS divergence between every two heads' rows.
 
     attn: (B, L, H, T, T) attention maps whose columns over padded keys are 0; valid: (B, T) bool,
     real tokens, on attn's device. Returns (L*H, L*H) float64 (float32 on MPS) on that device, head index =
-    layer * H + head (0-based), symmetric with a zero diagonal. Per-row entropies are computed in attn's dtype and
-    summed in float64 (devices.sum_dtype).
+    layer * H + head (0-based), symmetric with a zero diagonal. Per-row sums are taken in attn's dtype and
+    summed over rows in float64 (devices.sum_dtype). `chunk_bytes` bounds each chunk's pairwise buffers
+    (rows x heads x keys); default: devices.scratch_bytes, cache-sized on a CPU, large on a GPU.
+
+    With s = p + q, the mixture m = s / 2 has sum m log m = (sum s log s - log 2 * sum s) / 2. Head a's
+    pairs with the heads after it are one broadcast add, a log and a multiply over (rows, heads, keys): no
+    gathers, and the logarithms (one per row, pair and key, which exact JS cannot avoid) dominate.
     """
     if attn.dim() != 5 or attn.shape[-1] != attn.shape[-2]:
         raise ValueError(f"head_js_divergence: attn must be (B, L, H, T, T), got shape {tuple(attn.shape)}")
@@ -50,31 +51,40 @@ def head_js_divergence(attn: torch.Tensor, valid: torch.Tensor, chunk_bytes: int
             f"got {valid.dtype} {tuple(valid.shape)}"
         )
     n_heads = layers * heads
-    first, second = torch.triu_indices(n_heads, n_heads, offset=1, device=attn.device)
-    rows_per_chunk = max(1, chunk_bytes // (first.numel() * width * attn.element_size()))
+    chunk_bytes = chunk_bytes or scratch_bytes(attn.device)
+    rows_per_chunk = max(1, chunk_bytes // (max(1, n_heads - 1) * width * attn.element_size()))
     example_index, query_index = valid.nonzero(as_tuple=True)
 
     total = sum_dtype(attn.device)
     head_entropy = torch.zeros(n_heads, dtype=total, device=attn.device)
-    mixture_entropy = torch.zeros(first.numel(), dtype=total, device=attn.device)
+    head_mass = torch.zeros(n_heads, dtype=total, device=attn.device)
+    pair_s_log_s = torch.zeros(n_heads, n_heads, dtype=total, device=attn.device)
+    # Padded keys hold 0 in both rows; half the smallest normal number keeps their s log s at 0 (to ~1e-36)
+    # without a clamp pass, and keeps subnormals, which slow torch's log several times, out.
+    lift = torch.finfo(attn.dtype).tiny / 2
     # Reused buffers: fresh multi-MB allocations per chunk would cost page faults on every chunk.
-    mixture, operand, log_buffer = (attn.new_empty(rows_per_chunk, first.numel(), width) for _ in range(3))
+    sums_buffer, log_buffer = (attn.new_empty(rows_per_chunk * max(1, n_heads - 1) * width) for _ in range(2))
     for start in range(0, example_index.numel(), rows_per_chunk):
         chunk = slice(start, start + rows_per_chunk)
         # Advanced indices around slices put the row dimension first: (rows, L, H, T).
         rows = attn[example_index[chunk], :, :, query_index[chunk], :].reshape(-1, n_heads, width)
-        n_rows = rows.shape[0]
         head_entropy += _entropy_sums(rows, torch.empty_like(rows)).sum(0, dtype=total)
-        # index_select with out= is ~15x faster than advanced indexing here.
-        torch.index_select(rows, 1, first, out=mixture[:n_rows])
-        torch.index_select(rows, 1, second, out=operand[:n_rows])
-        mixture[:n_rows].add_(operand[:n_rows]).mul_(0.5)
-        mixture_entropy += _entropy_sums(mixture[:n_rows], log_buffer[:n_rows]).sum(0, dtype=total)
+        head_mass += rows.sum((0, 2), dtype=total)
+        lifted = rows + lift
+        for head in range(n_heads - 1):
+            shape = (rows.shape[0], n_heads - head - 1, width)
+            s = sums_buffer[: math.prod(shape)].view(shape)
+            logs = log_buffer[: s.numel()].view(shape)
+            torch.add(lifted[:, head + 1 :], lifted[:, head : head + 1], out=s)
+            torch.log(s, out=logs)
+            pair_s_log_s[head, head + 1 :] += logs.mul_(s).sum(-1).sum(0, dtype=total)
 
-    pair_sums = (mixture_entropy - 0.5 * (head_entropy[first] + head_entropy[second])).clamp_min(0.0)
+    first, second = torch.triu_indices(n_heads, n_heads, offset=1, device=attn.device)
+    mixture_entropy = -0.5 * (pair_s_log_s[first, second] - math.log(2.0) * (head_mass[first] + head_mass[second]))
+    js = (mixture_entropy - 0.5 * (head_entropy[first] + head_entropy[second])).clamp_min(0.0)
     distances = torch.zeros(n_heads, n_heads, dtype=total, device=attn.device)
-    distances[first, second] = pair_sums
-    distances[second, first] = pair_sums
+    distances[first, second] = js
+    distances[second, first] = js
     return distances
 
 
@@ -162,6 +172,9 @@ def embed_heads(distances: np.ndarray, metric: bool = False) -> HeadEmbedding:
     `metric`, started from classical MDS: deterministic (no seed), exact for distances of a planar
     configuration, and in tests as low a stress as the best of several random starts, which converge
     slowly. Non-metric MDS reads a zero off the diagonal (two identical heads) as a missing distance."""
+    # imported here so the compute layer runs where only torch, transformers and polars are installed
+    from sklearn.manifold import MDS
+
     # init="classical_mds" names the start; the array given to fit_transform is that start, made NaN-free
     mds = MDS(n_components=2, metric_mds=metric, metric="precomputed", init="classical_mds", normalized_stress=True)
     xy = mds.fit_transform(distances, init=classical_start(distances))

@@ -12,7 +12,12 @@ from dagster_duckdb import DuckDBResource
 from dagster_project.compute.checks import CheckOutcome
 from dagster_project.compute.models import LoadedEncoder, load_encoder
 from dagster_project.compute.pascual.hta import HtaMethod
-from dagster_project.compute.pascual.hta_facts import CONTRIBUTION_CHECK, HtaFacts, checked_hta_facts
+from dagster_project.compute.pascual.hta_facts import (
+    CONTRIBUTION_CHECK,
+    DEFAULT_HTA_METHOD,
+    HtaFacts,
+    checked_hta_facts,
+)
 from dagster_project.corpora import CORPORA
 from dagster_project.defs.assets.corpora import corpus_assets_by_name, model_tokens
 from dagster_project.defs.assets.writing import (
@@ -24,9 +29,6 @@ from dagster_project.defs.assets.writing import (
 from dagster_project.defs.resources import ComputeResource
 from dagster_project.defs.tags import corpus_tags
 
-# Passes the check below on MiniLM with a margin at 0.8x the cost of estimate(32,bf16), the cheapest plain
-# estimator that passes (hutchpp(12,8,bf16) is cheaper but passes by 0.001; bench/bench_hta.py, docs/benchmarks.md).
-DEFAULT_HTA_METHOD = "hutchpp(16,8,bf16)"
 CHECK_MIN_PEARSON = 0.99
 CHECK_EXAMPLES = 16  # examples the estimator check runs exact HTA on (all, in a smaller corpus)
 ESTIMATE_CHECK = (

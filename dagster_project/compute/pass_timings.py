@@ -1,0 +1,68 @@
+"""Where a pass spends its time on its device: forward, statistics on the device, copy to the host,
+frame building. Timing is opt-in (the device bench asks for it): a timed pass waits for the device
+at every phase boundary, so it runs a little slower than an untimed one and its phases add up to its
+wall time."""
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+
+import torch
+
+from dagster_project.compute.devices import synchronize
+
+PHASES = ("forward", "statistics", "copy", "frames")
+
+
+@dataclass
+class PassTimings:
+    """Seconds per phase of one pass, each exclusive of the phases nested in it."""
+
+    device: torch.device
+    seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(PHASES, 0.0))
+    _open: list[str] = field(default_factory=list)
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        synchronize(self.device)
+        started = time.perf_counter()
+        self._open.append(name)
+        try:
+            yield
+        finally:
+            synchronize(self.device)
+            self._open.pop()
+            elapsed = time.perf_counter() - started
+            self.seconds[name] += elapsed
+            if self._open:
+                self.seconds[self._open[-1]] -= elapsed
+
+    def shares(self) -> dict[str, float]:
+        total = sum(self.seconds.values()) or 1.0
+        return {name: seconds / total for name, seconds in self.seconds.items()}
+
+
+_TIMED: ContextVar[PassTimings | None] = ContextVar("timed_pass", default=None)
+
+
+@contextmanager
+def timing(timings: PassTimings | None) -> Iterator[None]:
+    """Make `timings` the pass being timed in this context (None: time nothing)."""
+    token = _TIMED.set(timings)
+    try:
+        yield
+    finally:
+        _TIMED.reset(token)
+
+
+@contextmanager
+def phase(name: str) -> Iterator[None]:
+    """A phase of the pass being timed, if one is; otherwise nothing."""
+    timings = _TIMED.get()
+    if timings is None:
+        yield
+        return
+    with timings.phase(name):
+        yield

@@ -1,22 +1,42 @@
-"""`attn-warehouse export VIEW`: a view or table of the warehouse to a Parquet or CSV file."""
+"""`attn-warehouse export VIEW`: a view or table of the warehouse to a Parquet or CSV file.
+`export --all`: every results view, one file each, and a manifest.json saying what is in them."""
 
 import argparse
+import json
 import sys
+from datetime import UTC, datetime
+from importlib import metadata
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from dagster_project.cli.common import existing_warehouse, reader_error
+from dagster_project.cli.common import UsageError, existing_warehouse, reader_error
 
-HELP = "write a view or table of the warehouse to a file"
+if TYPE_CHECKING:
+    import duckdb
+
+HELP = "write a view or table of the warehouse to a file, or every results view to a folder (--all)"
+MANIFEST = "manifest.json"
+DEFAULT_FOLDER = Path("results")
+PACKAGE = "attention-warehouse"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("view", help="e.g. clark_coreference_heads")
+    parser.add_argument("view", nargs="?", help="e.g. clark_coreference_heads")
+    parser.add_argument("--all", action="store_true", help=f"every results view, and {MANIFEST}")
     parser.add_argument("--format", choices=["parquet", "csv"], default="parquet")
-    parser.add_argument("--out", type=Path, help="the file to write (default: VIEW.FORMAT here)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        help=f"the file to write (default: VIEW.FORMAT here); with --all the folder ({DEFAULT_FOLDER})",
+    )
     parser.add_argument("--model", help="only this model_id's rows")
 
 
 def command(args: argparse.Namespace) -> int:
+    if args.all == (args.view is not None):
+        raise UsageError("name one VIEW to export, or --all for every results view")
+    if args.all:
+        return export_all(args.format, args.out or DEFAULT_FOLDER, args.model)
     return export(args.view, args.format, args.out, args.model)
 
 
@@ -56,3 +76,84 @@ def export(view: str, file_format: str, out: Path | None, model_id: str | None) 
         return reader_error(error, warehouse)
     print(f"{out}: {rows} rows of {view}" + (f" for model {model_id}" if model_id else ""))
     return 0
+
+
+def export_all(file_format: str, folder: Path, model_id: str | None) -> int:
+    """Write every results view of sql/results the warehouse has (opened read-only) to `folder`,
+    one VIEW.FORMAT file each, and manifest.json (what write_results returns)."""
+    import duckdb
+
+    from dagster_project.storage.lake import LakeConfigError
+
+    warehouse = existing_warehouse()
+    if warehouse is None:
+        return 2
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        with warehouse.connect_read_only() as conn:
+            manifest = write_results(conn, folder, file_format, model_id)
+    except (duckdb.Error, LakeConfigError) as error:
+        return reader_error(error, warehouse)
+    manifest = {"warehouse": warehouse.describe(), **manifest}
+    (folder / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+    rows = sum(entry["rows"] for entry in manifest["files"])
+    print(
+        f"{folder}: {len(manifest['files'])} results views, {rows} rows"
+        + (f" for model {model_id}" if model_id else "")
+    )
+    print(f"{folder / MANIFEST}: what each file holds")
+    return 0
+
+
+def write_results(
+    conn: "duckdb.DuckDBPyConnection", folder: Path, file_format: str, model_id: str | None
+) -> dict[str, Any]:
+    """Write each results view present on `conn` to `folder` and return the manifest: when and by
+    which code (the package version and the hash of sql/, which makes the views), the run settings
+    the warehouse records per (model, corpus) (the models' sources and revisions, the examples'
+    count, max_len, seed and overlong), and per file its view, rows, and the models and corpora in it."""
+    import duckdb
+
+    from dagster_project.storage.warehouse import sql_code_version, view_definitions
+
+    present = {name for (name,) in conn.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+    files = []
+    for view in sorted(view.name for view in view_definitions() if view.layer == "results" and view.name in present):
+        relation = conn.table(view)
+        if model_id is not None:
+            relation = relation.filter(duckdb.ColumnExpression("model_id") == duckdb.ConstantExpression(model_id))
+        out = folder / f"{view}.{file_format}"
+        if file_format == "parquet":
+            relation.write_parquet(str(out))
+        else:
+            relation.write_csv(str(out))
+        files.append(
+            {
+                "file": out.name,
+                "view": view,
+                "rows": len(relation),
+                **{key: _distinct(relation, column) for key, column in (("models", "model_id"), ("corpora", "corpus"))},
+            }
+        )
+    runs = conn.execute(
+        "SELECT e.model_id, m.source, m.revision, e.corpus, count(*) AS examples, min(e.max_len) AS max_len, "
+        "min(e.seed) AS seed, min(e.overlong) AS overlong "
+        "FROM stg_examples AS e LEFT JOIN models AS m USING (model_id) "
+        "WHERE $model IS NULL OR e.model_id = $model GROUP BY ALL ORDER BY ALL",
+        {"model": model_id},
+    ).pl()
+    return {
+        "exported_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "code": {"package": PACKAGE, "version": metadata.version(PACKAGE), "sql_version": sql_code_version()},
+        "format": file_format,
+        "model": model_id,
+        "runs": runs.to_dicts(),
+        "files": files,
+    }
+
+
+def _distinct(relation: "duckdb.DuckDBPyRelation", column: str) -> list:
+    """The values of `column` in `relation`, sorted ([] where it has no such column)."""
+    if column not in relation.columns:
+        return []
+    return [value for (value,) in relation.select(column).distinct().order(column).fetchall()]

@@ -3,12 +3,14 @@ every results view of sql/results), what builds it, from the chart down to the m
 the materialized aggregates and the staged fact tables it reads (followed through the views, as
 storage/warehouse.py orders them), the compute functions that produce those facts, the tests
 that name the view and the docs section that describes it. `attn-warehouse catalogue` prints it;
-docs/catalogue.md is its Markdown, kept current by tests/unit/test_catalogue.py."""
+docs/catalogue.md is its Markdown, kept current by tests/unit/test_catalogue.py. The Python API
+finds a result by the name a person gives it ("table 1", "fig. 2") with results_named."""
 
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from dagster_project.compute import attention_facts, metrics
 from dagster_project.compute.clark import coreference_baselines, gradients, head_clustering, probes
@@ -104,19 +106,87 @@ def tests_naming(names: Iterable[str], tests_dir: Path = TESTS_DIR) -> dict[str,
     }
 
 
+class PaperResult(NamedTuple):
+    paper: str  # a key of PAPER_AUTHORS
+    result: str  # as the paper numbers it, "Fig. 2"; for a view no chart draws, the view itself
+    chart: str  # the chart asset's name; "" for a view no chart draws
+    view: str
+
+
+def paper_results(charts: Iterable[ChartSpec] = CHARTS) -> list[PaperResult]:
+    """Every paper result: one per chart, then one per results view of sql/results that no chart
+    draws (its paper from the view's name prefix)."""
+    charts = list(charts)
+    results = [view.name for view in view_definitions() if view.layer == "results"]
+    undrawn = sorted(set(results) - {spec.view for spec in charts})
+    return [PaperResult(spec.paper, spec.figure, spec.name, spec.view) for spec in charts] + [
+        PaperResult(name.split("_")[0], name, "", name) for name in undrawn
+    ]
+
+
+# How people abbreviate the names of results: "figure 2", "Figs. 4", "sec. 5", "appendix C".
+_RESULT_WORDS = {"figure": "fig", "figures": "fig", "figs": "fig", "tables": "table", "tab": "table"}
+_RESULT_WORDS |= {"section": "§", "sec": "§", "appendix": "app"}
+
+
+def result_key(name: str) -> str:
+    """A result's name reduced to what tells it apart: lower case, the usual abbreviations, no
+    spaces and no abbreviation dots ("Fig. 2" and "figure 2" -> "fig2"; "§4.4-4.5" keeps its decimals)."""
+    text = re.sub(r"[a-z]+", lambda word: _RESULT_WORDS.get(word[0], word[0]), name.lower())
+    return re.sub(r"\s+|(?<!\d)\.|\.(?!\d)", "", text)
+
+
+def _label_keys(result: PaperResult) -> set[str]:
+    """The keys that name `result` in its paper: its label, each figure of a joint label ("Fig. 4/5":
+    fig4 and fig5) and the label without its parenthesized unit."""
+    label = result_key(result.result)
+    keys = {label, result_key(re.sub(r"\(.*?\)", "", result.result))}
+    joint = re.fullmatch(r"([^\d/]*)([\w.]+(?:/[\w.]+)+)", label)
+    if joint:
+        keys |= {joint[1] + part for part in joint[2].split("/")}
+    return keys
+
+
+def _view_keys(result: PaperResult) -> set[str]:
+    """The keys that name `result`'s view in the paper of its name's prefix: the name, with and without the prefix."""
+    return {result.view, result.view.split("_", 1)[1]}
+
+
+def paper_key(paper: str) -> str:
+    """The PAPER_AUTHORS key of a paper as a person writes it ("Clark et al. 2019" -> "clark")."""
+    words = re.findall(r"[a-z]+", paper.lower())
+    return words[0] if words else ""
+
+
+def results_named(paper: str, name: str, results: Iterable[PaperResult] | None = None) -> list[PaperResult]:
+    """The results of `paper` that `name` names (result_key: case, spacing, "fig"/"figure" do not
+    matter; a view's name works too); raises ValueError listing the paper's results when none does."""
+    results = paper_results() if results is None else list(results)
+    key = paper_key(paper)
+    if key not in PAPER_AUTHORS:
+        raise ValueError(f"no paper {paper!r}: the papers are {', '.join(PAPER_AUTHORS)}")
+    own = [result for result in results if result.paper == key]
+    wanted = result_key(name)
+    found = [result for result in own if wanted in _label_keys(result)] or [
+        result for result in results if result.view.split("_")[0] == key and wanted in _view_keys(result)
+    ]
+    if not found:
+        names = ", ".join(dict.fromkeys(result.result for result in own))
+        raise ValueError(
+            f"{PAPER_AUTHORS[key]} has no result {name!r}: its results are {names} (a view's name works too)"
+        )
+    return found
+
+
 def catalogue(charts: Iterable[ChartSpec] = CHARTS) -> list[CatalogueRow]:
     """One row per chart, then one per results view that no chart draws."""
     views = {view.name: view for view in view_definitions()}
     results = [name for name, view in views.items() if view.layer == "results"]
     tables = set(schema_columns())
     sources = aggregate_sources()
-    charts = list(charts)
-    drawn = [(spec.paper, spec.figure, spec.name, spec.view) for spec in charts]
-    undrawn = sorted(set(results) - {spec.view for spec in charts})
-    drawn += [(name.split("_")[0], name, "", name) for name in undrawn]
     sections, tests = docs_sections(), tests_naming(results)
     rows = []
-    for paper, result, chart, view in drawn:
+    for paper, result, chart, view in paper_results(charts):
         staged = {name.removeprefix("stg_") for name in views_reached(views[view].sql) if name.startswith("stg_")}
         aggregates = tuple(sorted(staged & set(AGGREGATE_TABLES)))
         facts = (staged & tables) - set(AGGREGATE_TABLES) - {"models", "batches"}

@@ -19,6 +19,7 @@ LAYERS = (
     ("presentation",),
     ("defs",),
     ("definitions", "cli"),
+    ("api",),  # the notebook API: above everything, so nothing but the package's lazy __getattr__ imports it
 )
 
 

@@ -27,6 +27,39 @@ PAPER_AUTHORS = {
 }
 ANALYSES = ("attention", "hta", "clark", "finetuning")
 
+# What a chart's result needs of the model, beyond having been run (ChartSpec.needs). The report
+# says so, instead of a command to run, for a model it can tell lacks one.
+LOSS_HEAD = "loss_head"
+PRETRAINED = "pretrained"
+ATTENTION_LAYOUT = "attention_layout"
+SECOND_MODEL = "second_model"
+NEEDS = {
+    LOSS_HEAD: "a model with a masked-LM or classification head (its training loss is what the gradients are of)",
+    PRETRAINED: "a pre-trained model: fine-tuning starts from it, and a fine-tuned checkpoint is not fine-tuned again",
+    ATTENTION_LAYOUT: "a model family whose attention layout is declared (compute/attention_layouts.py): HTA hooks "
+    "its query, key and value projections",
+    SECOND_MODEL: "a second registered model to match heads with",
+}
+
+
+@dataclass(frozen=True)
+class Minimum:
+    """The fewest examples a chart's numbers should come from, and why; the report warns below it."""
+
+    examples: int
+    reason: str
+
+
+# Per-head and per-layer means (and their bootstrap intervals) over fewer examples move with a
+# handful of sentences; Pascual Fig. 4 per language on a vocabulary that splits the script into
+# many pieces is the usual case.
+MEANS = Minimum(100, "a per-head or per-layer mean over fewer examples moves with a handful of sentences")
+# A GLUE score or an ablation's change of score over fewer validation examples moves by points
+# with a few predictions.
+SCORES = Minimum(200, "a task score over fewer validation examples moves by points with a few predictions")
+# Maps of single examples are not estimates.
+EXAMPLE_MAPS = Minimum(0, "the maps are single examples")
+
 
 @dataclass(frozen=True)
 class ChartSpec:
@@ -49,6 +82,11 @@ class ChartSpec:
     # corpora it has rows on (Pascual Fig. 4: each language drawn by its own model); the model's
     # own rows come first, so the draw orders the panels itself
     every_corpus: bool = False
+    needs: tuple[str, ...] = ()  # keys of NEEDS: what the result needs of the model
+    minimum: Minimum = MEANS
+    # where the view has no n_examples column: the tables whose examples the result is computed
+    # from, counted per (model, corpus); the smallest count with rows is the n
+    counted_from: tuple[str, ...] = ("examples",)
 
     @property
     def label(self) -> str:
@@ -101,6 +139,7 @@ CHARTS = (
         clark.clark_fig1_head_maps_chart,
         when_empty="whole maps are kept for wiki_segments, ud_ewt_test and ontogum only: materialize "
         "wiki_segments_attention_facts first",
+        minimum=EXAMPLE_MAPS,
     ),
     ChartSpec(
         "clark_fig5_head_maps",
@@ -112,6 +151,7 @@ CHARTS = (
         all_corpora=True,  # the dependency heads from ud_ewt_test, the coreference head from ontogum
         when_empty="materialize ud_ewt_test_attention_facts (dependency heads) or ontogum_attention_facts "
         "(coreference head) first",
+        minimum=EXAMPLE_MAPS,
     ),
     ChartSpec(
         "clark_fig2_special_tokens",
@@ -170,6 +210,7 @@ CHARTS = (
         when_empty=(
             "a model without a masked-LM or classification head has no gradient rows (see grad_importance's `reason`)"
         ),
+        needs=(LOSS_HEAD,),
     ),
     ChartSpec(
         "pascual_fig2_attention_histograms",
@@ -178,6 +219,7 @@ CHARTS = (
         "pascual_attention_histograms",
         ("xnli_en", "demo"),
         pascual.pascual_histograms_chart,
+        counted_from=("position_histograms",),
     ),
     ChartSpec(
         "pascual_fig4_center_of_mass",
@@ -187,6 +229,7 @@ CHARTS = (
         (*XNLI_CORPORA, "demo"),
         pascual.pascual_center_of_mass_chart,
         all_corpora=True,
+        counted_from=("position_histograms", "contribution_histograms"),
     ),
     ChartSpec(
         "pascual_fig4_center_of_mass_models",
@@ -197,6 +240,7 @@ CHARTS = (
         pascual.pascual_center_of_mass_models_chart,
         all_corpora=True,
         all_models=True,
+        counted_from=("position_histograms", "contribution_histograms"),
     ),
     ChartSpec(
         "pascual_fig4_center_of_mass_languages",
@@ -210,6 +254,7 @@ CHARTS = (
         every_corpus=True,
         when_empty="the model draws no XNLI line: every language it was run on has its own model (models.toml "
         "`language`), whose chart draws the figure, or it has no xnli_<language> attention facts",
+        counted_from=("position_histograms", "contribution_histograms"),
     ),
     ChartSpec(
         "pascual_fig1_local_correlation",
@@ -220,6 +265,7 @@ CHARTS = (
         pascual.pascual_correlation_chart,
         analysis="hta",
         caption="attention vs previous-layer contribution",
+        needs=(ATTENTION_LAYOUT,),
     ),
     ChartSpec(
         "pascual_fig3_contribution_histograms",
@@ -229,6 +275,8 @@ CHARTS = (
         ("xnli_en", "demo"),
         pascual.pascual_histograms_chart,
         analysis="hta",
+        needs=(ATTENTION_LAYOUT,),
+        counted_from=("contribution_histograms",),
     ),
     ChartSpec(
         "pascual_fig7_hta_pattern_maps",
@@ -241,6 +289,8 @@ CHARTS = (
         when_empty=(
             "materialize <corpus>_hta and <corpus>_attention_facts (their head summaries pick each class's head) first"
         ),
+        needs=(ATTENTION_LAYOUT,),
+        minimum=EXAMPLE_MAPS,
     ),
     ChartSpec(
         "pascual_appc_hta_example_maps",
@@ -254,6 +304,8 @@ CHARTS = (
         when_empty=(
             "materialize <corpus>_hta and <corpus>_attention_facts (their head summaries pick each class's head) first"
         ),
+        needs=(ATTENTION_LAYOUT,),
+        minimum=EXAMPLE_MAPS,
     ),
     ChartSpec(
         "pascual_fig6_global_correlation",
@@ -264,6 +316,7 @@ CHARTS = (
         pascual.pascual_correlation_chart,
         analysis="hta",
         caption="attention vs input contribution",
+        needs=(ATTENTION_LAYOUT,),
     ),
     ChartSpec(
         "kovaleva_table1_task_scores",
@@ -276,6 +329,8 @@ CHARTS = (
         reads=("task_scores",),
         all_corpora=True,
         when_empty="materialize finetuned_<task> for a GLUE task first",
+        needs=(PRETRAINED,),
+        minimum=SCORES,
     ),
     ChartSpec(
         "kovaleva_fig8_head_ablation",
@@ -287,6 +342,8 @@ CHARTS = (
         analysis="finetuning",
         reads=("ablation_scores",),
         when_empty="materialize finetuned_<task> and <task>_ablation for a GLUE task first",
+        needs=(PRETRAINED,),
+        minimum=SCORES,
     ),
     ChartSpec(
         "kovaleva_sec5_framenet_ablation",
@@ -299,6 +356,8 @@ CHARTS = (
         reads=("ablation_scores",),
         all_corpora=True,
         when_empty="materialize framenet_attention_facts, finetuned_<task> and <task>_ablation first",
+        needs=(PRETRAINED,),
+        minimum=SCORES,
     ),
     ChartSpec(
         "kovaleva_fig9_layer_ablation",
@@ -310,6 +369,8 @@ CHARTS = (
         analysis="finetuning",
         reads=("ablation_scores",),
         when_empty="materialize finetuned_<task> and <task>_ablation for a GLUE task first",
+        needs=(PRETRAINED,),
+        minimum=SCORES,
     ),
     ChartSpec(
         "clark_table2_coreference",
@@ -356,6 +417,7 @@ CHARTS += (
         "kovaleva_pattern_example_maps",
         _KOVALEVA_CORPORA,
         kovaleva.kovaleva_pattern_examples_chart,
+        minimum=EXAMPLE_MAPS,
     ),
     ChartSpec(
         "kovaleva_fig2_pattern_shares",
@@ -387,6 +449,8 @@ CHARTS += (
         analysis="finetuning",
         reads=("finetune_cosines",),
         when_empty="materialize finetuned_<task>, then glue_<task>_finetune_similarity for the base model",
+        needs=(PRETRAINED,),
+        counted_from=("finetune_cosines",),
     ),
     ChartSpec(
         "kovaleva_fig6_special_tokens",
@@ -458,6 +522,7 @@ CHARTS += (
         compare.compare_head_matches_chart,
         reads=("head_matches",),
         when_empty="register a second model and materialize <corpus>_head_matches for a corpus both models have",
+        needs=(SECOND_MODEL,),
     ),
     _depth_curves(
         "compare_special_tokens",
@@ -479,6 +544,7 @@ CHARTS += (
         "center of mass (tokens)",
         series="kind",
         corpora=(*XNLI_CORPORA, "demo"),
+        counted_from=("position_histograms", "contribution_histograms"),
     ),
     _depth_curves(
         "compare_framenet_heads",
@@ -502,6 +568,7 @@ CHARTS += (
         series="target_type",
         analysis="clark",
         reads=("grad_importance",),
+        needs=(LOSS_HEAD,),
     ),
     _depth_curves(
         "compare_hta_local_correlation",
@@ -510,6 +577,7 @@ CHARTS += (
         "attention vs previous-layer contribution (Pearson)",
         corpora=(*XNLI_CORPORA, "demo"),
         analysis="hta",
+        needs=(ATTENTION_LAYOUT,),
     ),
     _depth_curves(
         "compare_hta_global_correlation",
@@ -518,6 +586,7 @@ CHARTS += (
         "attention vs input contribution (Pearson)",
         corpora=(*XNLI_CORPORA, "demo"),
         analysis="hta",
+        needs=(ATTENTION_LAYOUT,),
     ),
     _depth_curves(
         "compare_finetune_similarity",
@@ -527,6 +596,8 @@ CHARTS += (
         corpora=_KOVALEVA_GLUE,
         analysis="finetuning",
         reads=("finetune_cosines",),
+        needs=(PRETRAINED,),
+        counted_from=("finetune_cosines",),
     ),
     _depth_curves(
         "compare_layer_ablation",
@@ -537,5 +608,7 @@ CHARTS += (
         corpora=tuple(f"glue_{task}" for task in FINETUNE_TASKS),
         analysis="finetuning",
         reads=("ablation_scores",),
+        needs=(PRETRAINED,),
+        minimum=SCORES,
     ),
 )

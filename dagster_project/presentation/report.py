@@ -1,22 +1,41 @@
 """Static HTML report: one page per paper with every chart of that paper (from the chart
-registry), for every model in the warehouse, a model selector and a few headline numbers.
+registry), for every model in the warehouse, a model selector and a few headline numbers; and
+per model a page of the example maps of the heads its results name.
 
-Charts are drawn from the views the way the chart assets draw them and embedded as PNG
-data URIs, and the selector is plain JavaScript, so the pages open offline from disk.
+Each page opens on the model with the most results on it; models without any are listed apart.
+Charts are drawn from the views the way the chart assets draw them and embedded as PNG data
+URIs, and the selector is plain JavaScript, so the pages open offline from disk. A chart that
+cannot be drawn says what it needs: a capability the model lacks, or the command that fills it.
+Under each chart: the examples its numbers come from, with a warning below the chart's minimum.
 """
 
 import base64
 import html
 import io
+import json
+import re
 import shlex
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 
+import altair as alt
 import duckdb
 import polars as pl
 
-from dagster_project.presentation.chart_registry import CHARTS, ChartSpec
+from dagster_project.compute.attention_layouts import ATTENTION_LAYOUTS
+from dagster_project.compute.clark.gradients import loss_name_for
+from dagster_project.corpora import GLUE_TASKS
+from dagster_project.presentation.chart_registry import (
+    ATTENTION_LAYOUT,
+    CHARTS,
+    LOSS_HEAD,
+    NEEDS,
+    PRETRAINED,
+    SECOND_MODEL,
+    ChartSpec,
+)
+from dagster_project.presentation.charts.common import short_model_name
 
 PAPER_TITLES = {
     "clark": "Clark et al. 2019, What Does BERT Look At? An Analysis of BERT's Attention",
@@ -24,6 +43,10 @@ PAPER_TITLES = {
     "pascual": "Pascual et al. 2021, Telling BERT's Full Story: from Local Attention to Global Aggregation",
     "compare": "Models compared: every registered model's per-layer results on relative depth, and head correspondence",
 }
+HEADS_FOLDER = "heads"  # beside the paper pages: one page per model with its named heads' maps
+# Where a named head's maps are drawn from when the result's own corpus kept none: the corpora
+# whose attention pass keeps every head's whole maps (Clark Figs. 1 and 5), in this order.
+MAP_CORPORA = ("wiki_segments", "ud_ewt_test", "ontogum")
 
 
 @dataclass(frozen=True)
@@ -51,6 +74,26 @@ HEADLINES = (
     ),
 )
 
+
+def _top(rows: pl.DataFrame, column: str, label: str, count: int = 1, where: pl.Expr | None = None) -> pl.DataFrame:
+    """The `count` heads with the largest `column`, labelled."""
+    rows = rows if where is None else rows.filter(where)
+    return rows.sort(column, descending=True).head(count).select("corpus", "layer", "head", label=pl.lit(label))
+
+
+# The heads a result names, per chart: from the chart's rows of one model, (corpus, layer, head,
+# label) per head, the label saying what the result found the head to be.
+HEAD_LINKS: dict[str, Callable[[pl.DataFrame], pl.DataFrame]] = {
+    "clark_table1_dependency_heads": lambda rows: rows.select(
+        "corpus", "layer", "head", label=pl.format("best head for {} ({})", "relation", "direction")
+    ),
+    "clark_fig2_special_tokens": lambda rows: _top(rows, "to_sep", "most attention to [SEP]"),
+    "clark_fig4_entropy": lambda rows: _top(rows, "entropy", "broadest attention: highest entropy"),
+    "kovaleva_fig3_framenet_heads": lambda rows: _top(
+        rows, "mean_max_attention", "attends along FrameNet links (above p99)", 5, pl.col("above_p99")
+    ),
+}
+
 _SELECTOR_SCRIPT = """
 const select = document.getElementById("model-select");
 const chosen = decodeURIComponent(location.hash.slice(1));
@@ -69,6 +112,9 @@ figure { margin: 1em 0; } figcaption { color: #555; font-size: 0.9em; }
 table { border-collapse: collapse; margin: 0.5em 0 1em; } \
 td, th { border: 1px solid #ccc; padding: 2px 8px; text-align: right; }
 .missing { background: #fff4e5; border: 1px solid #f0b060; padding: 0.5em 1em; }
+.missing[data-needs] { background: #f2f2f2; border-color: #bbb; }
+.few { background: #fdecea; border: 1px solid #e0877d; padding: 0.3em 1em; }
+.source, .apart, .heads { color: #555; font-size: 0.9em; }
 nav a { margin-right: 1em; }
 """
 
@@ -82,25 +128,173 @@ def charts_by_paper(specs: Iterable[ChartSpec] = CHARTS) -> dict[str, list[Chart
 
 
 @dataclass(frozen=True)
+class ExampleCount:
+    """How many examples a drawn result of one (model, corpus) comes from, of how many the corpus has."""
+
+    model_id: str
+    corpus: str
+    n: int
+    total: int | None
+
+
+@dataclass(frozen=True)
 class ReportData:
     """What the pages show, read from the warehouse in one short visit: the registered
-    models and, per (model, chart), the chart's corpus and view rows or why there are none."""
+    models and, per (model, chart), the chart's corpus and view rows or why there are none;
+    the models' display names and what each lacks of a chart's needs; per drawn chart, the
+    examples behind it; per model, the heads its results name and their kept example maps."""
 
     models: pl.DataFrame
     chart_rows: dict[tuple[str, str], tuple[str, pl.DataFrame] | str]
+    names: dict[str, str] = field(default_factory=dict)  # model_id -> short name
+    lacks: dict[str, dict[str, str]] = field(default_factory=dict)  # model_id -> need -> how it lacks it
+    counts: dict[tuple[str, str], list[ExampleCount]] = field(default_factory=dict)  # (model_id, chart)
+    heads: dict[str, pl.DataFrame] = field(default_factory=dict)  # model_id -> chart, corpus, layer, head, label
+    head_maps: dict[str, pl.DataFrame] = field(default_factory=dict)  # model_id -> maps with tokens
+
+    def name(self, model_id: str) -> str:
+        return self.names.get(model_id, model_id)
+
+
+def finetuned_from(source: str) -> tuple[str, str] | None:
+    """(base model key, GLUE task) of a checkpoint the fine-tuning asset saved, from its folder:
+    models_cache/finetuned/<model_key>--<task> (compute/kovaleva/finetuning.py); else None."""
+    path = Path(source)
+    match = re.fullmatch(r"(.+)--([a-z0-9]+)", path.name)
+    if path.parent.name != "finetuned" or match is None or match[2] not in GLUE_TASKS:
+        return None
+    return match[1], match[2]
+
+
+def model_names(models: pl.DataFrame) -> dict[str, str]:
+    """Short names for headings and menus: a hub id's or path's last part; a fine-tuned
+    checkpoint as "<base> fine-tuned on <TASK>" (its base by its registered name where it is registered)."""
+    sources = dict(zip(models["model_id"], models["source"], strict=True))
+    names = {}
+    for model_id, source in sources.items():
+        tuned = finetuned_from(source)
+        if tuned is None:
+            names[model_id] = short_model_name(source)
+            continue
+        base, task = tuned
+        base_name = short_model_name(sources[base]) if base in sources else base.split("--")[-1]
+        names[model_id] = f"{base_name} fine-tuned on {GLUE_TASKS[task].tsv_folder}"
+    return names
+
+
+def _lacks_loss_head(conn: duckdb.DuckDBPyConnection, model_id: str, resolved_path: str) -> str | None:
+    """How the model is known to have no masked-LM or classification head: its gradient pass
+    wrote no rows, or its checkpoint's config names no such architecture; None if not known."""
+    try:
+        written = conn.execute(
+            "SELECT sum(n_rows) FROM stg_batches WHERE table_name = 'grad_importance' AND model_id = ?", [model_id]
+        ).fetchone()[0]
+    except duckdb.CatalogException:  # no views yet
+        written = None
+    if written == 0:
+        return "has none (its gradient pass found no loss head)"
+    config_file = Path(resolved_path) / "config.json"
+    if written is None and config_file.is_file():
+        config = json.loads(config_file.read_text())
+        architectures = config.get("architectures")
+        if loss_name_for(architectures, len(config.get("id2label") or {0: "", 1: ""})) is None:
+            return f"has none (its config's architectures: {', '.join(architectures or ['none'])})"
+    return None
+
+
+def model_lacks(conn: duckdb.DuckDBPyConnection, models: pl.DataFrame) -> dict[str, dict[str, str]]:
+    """Per model, the chart needs (chart_registry.NEEDS) it is known to lack, each with how:
+    read from the warehouse (models, the gradient pass's batches, the fine-tuning records) and
+    the checkpoint's config where it is on this machine."""
+    try:
+        tuned_ids = set(conn.table("int_finetuned_models").pl()["tuned_model_id"])
+    except duckdb.CatalogException:
+        tuned_ids = set()
+    lacks: dict[str, dict[str, str]] = {}
+    for row in models.iter_rows(named=True):
+        model_id, found = row["model_id"], {}
+        if (loss := _lacks_loss_head(conn, model_id, row["resolved_path"])) is not None:
+            found[LOSS_HEAD] = loss
+        if model_id in tuned_ids or finetuned_from(row["source"]) is not None:
+            found[PRETRAINED] = "is itself a fine-tuned checkpoint: its base model's section draws this"
+        if row["model_type"] and row["model_type"] not in ATTENTION_LAYOUTS:
+            found[ATTENTION_LAYOUT] = f"is a {row['model_type']} model, a family without one"
+        if models.height < 2:
+            found[SECOND_MODEL] = "is the only registered model"
+        lacks[model_id] = found
+    return lacks
+
+
+def _examples_in(conn: duckdb.DuckDBPyConnection, table: str, model_id: str, corpus: str) -> int:
+    """Distinct examples of (model, corpus) in a partitioned table's current batch."""
+    query = (
+        f"SELECT count(DISTINCT example_id) FROM {table} WHERE model_id = $model_id AND corpus = $corpus "
+        "AND batch_id IN (SELECT batch_id FROM stg_batches "
+        "WHERE table_name = $table AND model_id = $model_id AND corpus = $corpus)"
+    )
+    return conn.execute(query, {"model_id": model_id, "corpus": corpus, "table": table}).fetchone()[0]
+
+
+def example_counts(
+    conn: duckdb.DuckDBPyConnection, spec: ChartSpec, rows: pl.DataFrame, model_id: str
+) -> list[ExampleCount]:
+    """Per (model, corpus) the chart draws, the examples its numbers come from: the view's
+    largest n_examples where it carries one, else the fewest of `spec.counted_from` that has
+    rows; and the corpus's examples for that model."""
+    if "model_id" not in rows.columns:
+        rows = rows.with_columns(model_id=pl.lit(model_id))
+    pairs = rows.select("model_id", "corpus").unique(maintain_order=True)
+    if "n_examples" in rows.columns:
+        carried = rows.group_by("model_id", "corpus").agg(pl.col("n_examples").max())
+        carried = {(row[0], row[1]): row[2] for row in carried.iter_rows()}
+    else:
+        carried = {}
+    counts = []
+    for pair_model, corpus in pairs.iter_rows():
+        n = carried.get((pair_model, corpus))
+        if n is None:
+            found = [_examples_in(conn, table, pair_model, corpus) for table in spec.counted_from]
+            n = min((count for count in found if count), default=None)
+        if n is not None:  # no count anywhere (facts without their examples): no n rather than a wrong one
+            total = _examples_in(conn, "examples", pair_model, corpus) or None
+            counts.append(ExampleCount(pair_model, corpus, int(n), total))
+    return counts
+
+
+def _head_maps(conn: duckdb.DuckDBPyConnection, model_id: str, heads: pl.DataFrame) -> pl.DataFrame:
+    """Every kept example map of the named heads, on every corpus that kept maps, with the
+    query's and key's token strings."""
+    heads = heads.select("layer", "head").unique()
+    query = """
+        SELECT m.corpus, m.example_id, m.layer, m.head, m.query, m.key, m.attention,
+               q.token AS query_token, k.token AS key_token
+        FROM stg_head_example_maps AS m
+        JOIN stg_tokens AS q
+            ON q.model_id = m.model_id AND q.corpus = m.corpus AND q.example_id = m.example_id AND q.position = m.query
+        JOIN stg_tokens AS k
+            ON k.model_id = m.model_id AND k.corpus = m.corpus AND k.example_id = m.example_id AND k.position = m.key
+        WHERE m.model_id = $model_id
+            AND (m.layer, m.head) IN (SELECT (unnest($layers::SMALLINT[]), unnest($heads::SMALLINT[])))
+        ORDER BY m.corpus, m.example_id, m.layer, m.head, m.query, m.key
+    """
+    parameters = {"model_id": model_id, "layers": heads["layer"].to_list(), "heads": heads["head"].to_list()}
+    return conn.execute(query, parameters).pl()
 
 
 def read_report_data(conn: duckdb.DuckDBPyConnection, specs: Iterable[ChartSpec] = CHARTS) -> ReportData:
     try:
         models = (
             conn.table("models")
-            .select("model_id", "source", "model_type", "n_layers", "n_heads")
+            .select("model_id", "source", "resolved_path", "model_type", "n_layers", "n_heads")
             .order("model_id")
             .pl()
         )
     except duckdb.CatalogException as error:
         raise ValueError("The warehouse has no models table: register a model first (`attn-warehouse run`).") from error
+    names = model_names(models)
     chart_rows: dict[tuple[str, str], tuple[str, pl.DataFrame] | str] = {}
+    counts: dict[tuple[str, str], list[ExampleCount]] = {}
+    named: dict[str, list[pl.DataFrame]] = {}
     for spec in specs:
         for model_id in models["model_id"]:
             try:
@@ -108,13 +302,30 @@ def read_report_data(conn: duckdb.DuckDBPyConnection, specs: Iterable[ChartSpec]
             except duckdb.CatalogException:
                 found = f"view {spec.view} is not in the warehouse yet; materialize warehouse_views"
             chart_rows[model_id, spec.name] = found or f"{spec.view} has no rows on {', '.join(spec.corpora)}"
-    return ReportData(models, chart_rows)
+            if not found or isinstance(found, str):
+                continue
+            if spec.minimum.examples:  # charts of single examples' maps get no n
+                counts[model_id, spec.name] = example_counts(conn, spec, found[1], model_id)
+            if spec.name in HEAD_LINKS:
+                own = found[1].filter(pl.col("model_id") == model_id) if "model_id" in found[1].columns else found[1]
+                heads = HEAD_LINKS[spec.name](own).with_columns(chart=pl.lit(spec.name))
+                named.setdefault(model_id, []).append(heads.cast({"layer": pl.Int64, "head": pl.Int64}))
+    heads = {model_id: pl.concat(frames) for model_id, frames in named.items()}
+    try:
+        head_maps = {model_id: _head_maps(conn, model_id, frame) for model_id, frame in heads.items()}
+    except duckdb.CatalogException:  # no views yet: the heads' pages say their maps are missing
+        head_maps = {}
+    return ReportData(models, chart_rows, names, model_lacks(conn, models), counts, heads, head_maps)
 
 
 def chart_png(spec: ChartSpec, corpus: str, rows: pl.DataFrame) -> bytes:
     """The chart drawn from its view rows, as PNG bytes."""
+    return _png(spec.draw(rows, spec.title(rows, corpus)))
+
+
+def _png(chart: alt.TopLevelMixin) -> bytes:
     buffer = io.BytesIO()
-    spec.draw(rows, spec.title(rows, corpus)).save(buffer, format="png")
+    chart.save(buffer, format="png")
     return buffer.getvalue()
 
 
@@ -137,6 +348,17 @@ def headline_table(data: ReportData, headlines: Iterable[Headline], model_id: st
     return table.sort("layer")
 
 
+def results_on_page(data: ReportData, specs: Iterable[ChartSpec], model_id: str) -> int:
+    """How many of the page's charts draw rows of the model itself (not only other models' rows)."""
+    count = 0
+    for spec in specs:
+        found = data.chart_rows.get((model_id, spec.name))
+        if isinstance(found, tuple):
+            rows = found[1]
+            count += "model_id" not in rows.columns or not rows.filter(pl.col("model_id") == model_id).is_empty()
+    return count
+
+
 def _page(title: str, body: str, script: str = "") -> str:
     return (
         f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
@@ -146,9 +368,9 @@ def _page(title: str, body: str, script: str = "") -> str:
     )
 
 
-def _nav(papers: Iterable[str]) -> str:
-    links = "".join(f'<a href="{paper}.html">{html.escape(paper.capitalize())}</a>' for paper in papers)
-    return f'<nav><a href="index.html">Index</a>{links}</nav>'
+def _nav(papers: Iterable[str], prefix: str = "") -> str:
+    links = "".join(f'<a href="{prefix}{paper}.html">{html.escape(paper.capitalize())}</a>' for paper in papers)
+    return f'<nav><a href="{prefix}index.html">Index</a>{links}</nav>'
 
 
 def _html_table(table: pl.DataFrame) -> str:
@@ -161,56 +383,138 @@ def _html_table(table: pl.DataFrame) -> str:
     return f"<table><tr>{header}</tr>{rows}</table>"
 
 
-def _missing_note(spec: ChartSpec, model_id: str, source: str, reason: str) -> str:
+def _missing_note(spec: ChartSpec, name: str, source: str, reason: str, lacks: dict[str, str] | None = None) -> str:
+    """Why the chart is not drawn for the model: a need of the chart it lacks, else the command that fills it."""
+    lacking = [need for need in spec.needs if need in (lacks or {})]
+    if lacking:
+        need = lacking[0]
+        return (
+            f'<p class="missing" data-chart="{html.escape(spec.name)}" data-needs="{need}">'
+            f"{html.escape(spec.label)}: needs {html.escape(NEEDS[need])}; {html.escape(name)} "
+            f"{html.escape(lacks[need])}.</p>"
+        )
     command = shlex.join(
         ["attn-warehouse", "run", source, "--corpus", spec.corpora[0], *(["--hta"] if spec.analysis == "hta" else [])]
     )
     return (
         f'<p class="missing" data-chart="{html.escape(spec.name)}">{html.escape(spec.label)}: not materialized for '
-        f"{html.escape(model_id)} ({html.escape(reason)}): run <code>{html.escape(command)}</code>, or materialize "
+        f"{html.escape(name)} ({html.escape(reason)}): run <code>{html.escape(command)}</code>, or materialize "
         f"<code>{html.escape(spec.name)}</code> for this partition in the UI"
         + (f" ({html.escape(spec.when_empty)})" if spec.when_empty else "")
-        + ".</p>"
+        + "; <code>attn-warehouse reproduce --quick</code> fills every result.</p>"
+    )
+
+
+def _count_text(data: ReportData, count: ExampleCount, model_id: str) -> str:
+    of = f" of {count.total}" if count.total is not None and count.total != count.n else ""
+    whose = "" if count.model_id == model_id else f", {data.name(count.model_id)}"
+    return f"{count.n}{of} examples ({count.corpus}{whose})"
+
+
+def _examples_note(data: ReportData, spec: ChartSpec, model_id: str) -> tuple[str, str]:
+    """The caption's n, and a warning for every (model, corpus) drawn from fewer examples than
+    the chart's minimum."""
+    counts = data.counts.get((model_id, spec.name), [])
+    if not counts:
+        return "", ""
+    caption = "; n = " + ", ".join(_count_text(data, count, model_id) for count in counts)
+    few = [count for count in counts if count.n < spec.minimum.examples]
+    if not few:
+        return caption, ""
+    warning = (
+        f'<p class="few" data-chart="{html.escape(spec.name)}">Few examples: '
+        + "; ".join(html.escape(_count_text(data, count, model_id)) for count in few)
+        + f", under this chart's minimum of {spec.minimum.examples} ({html.escape(spec.minimum.reason)}).</p>"
+    )
+    return caption, warning
+
+
+def _head_anchor(layer: int, head: int) -> str:
+    return f"L{layer}-H{head}"
+
+
+def _head_links(data: ReportData, spec: ChartSpec, model_id: str) -> str:
+    heads = data.heads.get(model_id)
+    if heads is None or spec.name not in HEAD_LINKS:
+        return ""
+    named = heads.filter(pl.col("chart") == spec.name)
+    if named.is_empty():
+        return ""
+    links = ", ".join(
+        f'<a href="{HEADS_FOLDER}/{model_id}.html#{_head_anchor(layer, head)}">{layer}-{head}</a> '
+        f"({html.escape(label)})"
+        for layer, head, label in named.select("layer", "head", "label").iter_rows()
+    )
+    return (
+        f'<p class="heads" data-chart="{html.escape(spec.name)}">Heads named here, with their example maps: {links}</p>'
     )
 
 
 def _chart_block(data: ReportData, spec: ChartSpec, model_id: str, source: str) -> str:
     found = data.chart_rows[model_id, spec.name]
     if isinstance(found, str):
-        return _missing_note(spec, model_id, source, found)
+        return _missing_note(spec, data.name(model_id), source, found, data.lacks.get(model_id))
     corpus, rows = found
     encoded = base64.b64encode(chart_png(spec, corpus, rows)).decode()
+    caption, warning = _examples_note(data, spec, model_id)
     return (
         f'<figure data-chart="{html.escape(spec.name)}">'
         f'<img alt="{html.escape(spec.label)}" src="data:image/png;base64,{encoded}">'
         f"<figcaption>{html.escape(spec.label)}: model <code>{html.escape(spec.source(rows))}</code>, "
         f"view <code>{html.escape(spec.view)}</code>, corpus {html.escape(corpus)}, "
-        f"{rows.height} rows</figcaption></figure>"
+        f"{rows.height} rows{html.escape(caption)}</figcaption></figure>" + warning + _head_links(data, spec, model_id)
     )
 
 
+def ranked_models(data: ReportData, specs: list[ChartSpec]) -> tuple[list[str], list[str]]:
+    """The page's models with results on it, most results first (then by name), and those without."""
+    results = {model_id: results_on_page(data, specs, model_id) for model_id in data.models["model_id"]}
+    ranked = sorted(results, key=lambda model_id: (-results[model_id], data.name(model_id)))
+    return [model for model in ranked if results[model]], [model for model in ranked if not results[model]]
+
+
 def paper_page(data: ReportData, paper: str, specs: list[ChartSpec], papers: list[str]) -> str:
-    """One paper's page: a model selector and, per model, the headline table and every chart."""
+    """One paper's page: a model selector, opening on the model with the most results here,
+    and, per model, the headline table and every chart."""
     title = PAPER_TITLES.get(paper, paper.capitalize())
     parts = [_nav(papers), f"<h1>{html.escape(title)}</h1>"]
-    models = data.models.select("model_id", "source")
     if not specs:
         parts.append(
             '<p class="missing">No chart of this paper is registered yet '
             "(CHARTS in dagster_project/presentation/chart_registry.py).</p>"
         )
         return _page(title, "\n".join(parts))
-    if models.is_empty():
+    if data.models.is_empty():
         parts.append('<p class="missing">No models in the warehouse: run <code>attn-warehouse run</code>.</p>')
         return _page(title, "\n".join(parts))
-    options = "".join(
-        f'<option value="{html.escape(model_id)}">{html.escape(source)}</option>'
-        for model_id, source in models.iter_rows()
-    )
-    parts.append(f'<label>Model: <select id="model-select">{options}</select></label>')
+    sources = dict(zip(data.models["model_id"], data.models["source"], strict=True))
+    with_rows, without = ranked_models(data, specs)
+
+    def option(model_id: str) -> str:
+        return f'<option value="{html.escape(model_id)}">{html.escape(data.name(model_id))}</option>'
+
+    options = "".join(option(model_id) for model_id in with_rows)
+    if without:
+        options += (
+            '<optgroup label="no results on this page">'
+            + "".join(option(model_id) for model_id in without)
+            + "</optgroup>"
+        )
+        names = ", ".join(
+            f'<span title="{html.escape(sources[model_id])}">{html.escape(data.name(model_id))}</span>'
+            for model_id in without
+        )
+        apart = f'<p class="apart">No results on this page: {names} (their sections say what each chart needs).</p>'
+    else:
+        apart = ""
+    parts.append(f'<label>Model: <select id="model-select">{options}</select></label>{apart}')
     headlines = [headline for headline in HEADLINES if headline.chart in {spec.name for spec in specs}]
-    for model_id, source in models.iter_rows():
-        section = [f"<h2>{html.escape(source)}</h2>"]
+    for model_id in [*with_rows, *without]:
+        source = sources[model_id]
+        section = [
+            f'<h2 title="{html.escape(source)}">{html.escape(data.name(model_id))}</h2>'
+            f'<p class="source">source: <code>{html.escape(source)}</code></p>'
+        ]
         table = headline_table(data, headlines, model_id) if headlines else None
         if table is not None:
             section.append(f'<div class="headlines">{_html_table(table)}</div>')
@@ -221,11 +525,90 @@ def paper_page(data: ReportData, paper: str, specs: list[ChartSpec], papers: lis
     return _page(title, "\n".join(parts), _SELECTOR_SCRIPT)
 
 
-def index_page(papers: dict[str, list[ChartSpec]], models: pl.DataFrame) -> str:
+_TOKEN_STEP = 11  # pixels per token in a head's example map
+# Tokens drawn of each example map: a head's pattern shows in the first few dozen tokens, and a
+# whole 128-token map takes seconds to draw and a megabyte per head.
+MAP_TOKENS = 40
+
+
+def head_maps_chart(maps: pl.DataFrame, title: str) -> alt.HConcatChart:
+    """One head's kept example maps, a key x query heatmap per example with its tokens on the
+    axes, cropped to the first MAP_TOKENS tokens (the panel's title says so)."""
+    panels = []
+    for (example_id,), cells in maps.partition_by("example_id", as_dict=True, maintain_order=True).items():
+        n_tokens = cells["query"].max() + 1
+        shown = f"example {example_id}" + (
+            f", first {MAP_TOKENS} of {n_tokens} tokens" if n_tokens > MAP_TOKENS else ""
+        )
+        cells = cells.filter((pl.col("query") < MAP_TOKENS) & (pl.col("key") < MAP_TOKENS)).with_columns(
+            key_label=pl.format("{} {}", "key", "key_token"), query_label=pl.format("{} {}", "query", "query_token")
+        )
+        keys = cells.sort("key")["key_label"].unique(maintain_order=True).to_list()
+        queries = cells.sort("query")["query_label"].unique(maintain_order=True).to_list()
+        panels.append(
+            alt.Chart(cells)
+            .mark_rect()
+            .encode(
+                x=alt.X("key_label:O", sort=keys, title="key (attended)", axis=alt.Axis(labelFontSize=8)),
+                y=alt.Y("query_label:O", sort=queries, title="query (attending)", axis=alt.Axis(labelFontSize=8)),
+                color=alt.Color("attention:Q", scale=alt.Scale(scheme="blues", domain=[0, 1])),
+                tooltip=["query_token", "key_token", alt.Tooltip("attention:Q", format=".3f")],
+            )
+            .properties(width=len(keys) * _TOKEN_STEP, height=len(queries) * _TOKEN_STEP, title=shown)
+        )
+    return alt.hconcat(*panels).properties(title=title)
+
+
+def heads_page(data: ReportData, model_id: str, papers: list[str]) -> str:
+    """A model's named heads, one anchored section each: what names it, and its kept example
+    maps on the result's corpus where that corpus kept maps, else on the first that did."""
+    name, heads = data.name(model_id), data.heads[model_id]
+    maps = data.head_maps.get(model_id, pl.DataFrame())
+    labels = {spec.name: spec.label for spec in CHARTS}
+    parts = [_nav(papers, "../"), f"<h1>Named heads of {html.escape(name)}</h1>"]
+    for (layer, head), named in heads.partition_by(["layer", "head"], as_dict=True).items():
+        named_by = "; ".join(
+            f"{html.escape(labels.get(chart, chart))}: {html.escape(label)} ({html.escape(corpus)})"
+            for chart, label, corpus in named.select("chart", "label", "corpus").iter_rows()
+        )
+        section = [f'<h2 id="{_head_anchor(layer, head)}">Head {layer}-{head}</h2><p>{named_by}</p>']
+        of_head = maps.filter((pl.col("layer") == layer) & (pl.col("head") == head)) if maps.height else maps
+        kept = set(of_head["corpus"]) if of_head.height else set()
+        preferred = [*named["corpus"], *MAP_CORPORA, *sorted(kept)]
+        corpus = next((corpus for corpus in preferred if corpus in kept), None)
+        if corpus is None:
+            section.append(
+                '<p class="missing">No kept example maps for this head: materialize wiki_segments_attention_facts '
+                "(the pass keeps every head's maps of a corpus's first examples).</p>"
+            )
+        else:
+            chart = head_maps_chart(
+                of_head.filter(pl.col("corpus") == corpus), f"{name}, head {layer}-{head}, {corpus}"
+            )
+            encoded = base64.b64encode(_png(chart)).decode()
+            where = f"head {layer}-{head} on the first examples of {html.escape(corpus)}"
+            section.append(
+                f'<figure data-head="{_head_anchor(layer, head)}"><img alt="{where}" '
+                f'src="data:image/png;base64,{encoded}"><figcaption>attention of {where} '
+                "(table head_example_maps)</figcaption></figure>"
+            )
+        parts.append("<section>" + "\n".join(section) + "</section>")
+    return _page(f"Named heads of {name}", "\n".join(parts))
+
+
+def index_page(papers: dict[str, list[ChartSpec]], data: ReportData) -> str:
     items = "".join(
         f'<li><a href="{paper}.html">{html.escape(PAPER_TITLES.get(paper, paper.capitalize()))}</a>: '
         f"{', '.join(html.escape(spec.label) for spec in specs) or 'no charts registered yet'}</li>"
         for paper, specs in papers.items()
+    )
+    models = data.models.select(
+        pl.col("model_id").replace_strict(data.names, default=pl.col("model_id")).alias("name"),
+        *(
+            column
+            for column in ("model_id", "source", "model_type", "n_layers", "n_heads")
+            if column in data.models.columns
+        ),
     )
     model_table = (
         _html_table(models)
@@ -237,13 +620,19 @@ def index_page(papers: dict[str, list[ChartSpec]], models: pl.DataFrame) -> str:
 
 
 def write_report(data: ReportData, out_dir: Path, specs: Iterable[ChartSpec] = CHARTS) -> list[Path]:
-    """Write index.html and one <paper>.html per paper into `out_dir`; returns the pages."""
+    """Write index.html, one <paper>.html per paper and heads/<model_id>.html per model whose
+    results name heads into `out_dir`; returns the pages."""
     papers = {paper: [] for paper in PAPER_TITLES} | charts_by_paper(specs)
     out_dir.mkdir(parents=True, exist_ok=True)
     pages = [out_dir / "index.html"]
-    pages[0].write_text(index_page(papers, data.models))
+    pages[0].write_text(index_page(papers, data))
     for paper, paper_specs in papers.items():
         page = out_dir / f"{paper}.html"
         page.write_text(paper_page(data, paper, paper_specs, list(papers)))
+        pages.append(page)
+    for model_id in data.heads:
+        page = out_dir / HEADS_FOLDER / f"{model_id}.html"
+        page.parent.mkdir(exist_ok=True)
+        page.write_text(heads_page(data, model_id, list(papers)))
         pages.append(page)
     return pages

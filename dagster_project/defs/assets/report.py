@@ -17,8 +17,9 @@ def paper_report(
     context: AssetExecutionContext, warehouse: DuckDBResource, chart_folder: ChartFolder
 ) -> MaterializeResult:
     """`report/` beside the chart folders: index.html and one page per paper with every chart
-    of that paper for every registered model, a model selector and headline numbers per layer.
-    Opens offline (charts are embedded PNGs)."""
+    of that paper for every registered model, a model selector (opening on the model with the
+    most results there) and headline numbers per layer; heads/<model>.html with the example maps
+    of the heads the results name. Opens offline (charts are embedded PNGs)."""
     with warehouse.get_connection() as conn:
         data = report_pages.read_report_data(conn)
     pages = report_pages.write_report(data, Path(chart_folder.path).expanduser().resolve() / "report")
@@ -31,5 +32,6 @@ def paper_report(
             "models": data.models.height,
             "charts_drawn": drawn,
             "charts_missing": len(data.chart_rows) - drawn,
+            "named_heads": sum(heads.select("layer", "head").n_unique() for heads in data.heads.values()),
         }
     )

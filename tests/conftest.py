@@ -1,9 +1,14 @@
-"""Shared fixtures: tiny random-weight models on disk (tests/tiny_models.py), temporary
-warehouses and resources, the data directory."""
+"""Fixtures every test folder may use: tiny random-weight models on disk (tests/tiny_models.py),
+the data directory, and the PostgreSQL and S3 servers (tests/servers.py, standard library only).
+
+Nothing here imports more than torch, transformers, polars and the compute layer, so
+tests/device runs where only those are installed (a GPU machine without the project's
+warehouse stack); the warehouse and Dagster fixtures (`conn`, `resources`) live in the
+conftest.py of the folders that use them.
+"""
 
 from pathlib import Path
 
-import duckdb
 import polars as pl
 import pytest
 import torch
@@ -17,8 +22,6 @@ from transformers import (
 from dagster_project import settings
 from dagster_project.compute.models import LoadedEncoder, load_encoder
 from dagster_project.corpora import encode_corpus, read_demo_pairs
-from dagster_project.storage.warehouse import apply_views
-from tests.runs import run_resources
 from tests.servers import PostgresServer, S3Server, ServerUnavailable, start_postgres, start_s3
 from tests.tiny_models import bert_tokenizer, save_model, tiny_config
 
@@ -64,19 +67,10 @@ def demo_tokens(encoder: LoadedEncoder) -> pl.DataFrame:
 
 
 @pytest.fixture
-def conn() -> duckdb.DuckDBPyConnection:
-    """An in-memory warehouse with every table and view."""
-    connection = duckdb.connect(":memory:")
-    apply_views(connection)
-    yield connection
-    connection.close()
-
-
-@pytest.fixture
-def resources(tmp_path: Path) -> dict:
-    """Dagster resources on a temporary warehouse file, an empty data directory and chart folder;
-    passes compute where ATTN_DEVICE / ATTN_DTYPE say (default: auto)."""
-    return run_resources(tmp_path)
+def no_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """torch finds neither a CUDA nor an MPS device (nothing else changes)."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
 
 
 @pytest.fixture(scope="session")

@@ -25,8 +25,6 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import torch
-from scipy.stats import pearsonr, spearmanr
-from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 from transformers import (
     AutoConfig,
     AutoModelForSequenceClassification,
@@ -308,6 +306,10 @@ def predict_logits(
 def glue_metrics(task: str, logits: torch.Tensor, labels: torch.Tensor) -> dict[str, float]:
     """GLUE's validation metrics: accuracy (+ F1 of the positive class for MRPC, Matthews for
     CoLA); Pearson and Spearman for STS-B. logits (N, C), labels (N,)."""
+    # imported here so the compute layer runs where only torch, transformers and polars are installed
+    from scipy.stats import pearsonr, spearmanr
+    from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
+
     gold = labels.numpy()
     if task_head(task)[1] == "regression":
         predicted = logits[:, 0].numpy()

@@ -4,6 +4,11 @@
                   timed on --backward-sample coordinates and scaled to all L*n*H*dh of them
   batched backward 64 cotangents per backward pass (vmap), timed and scaled the same way
   exact forward   one tangent per input coordinate (n*D), vectorized jvp, all layers at once
+Then exact HTA chunking: seconds per example (wall, the device synchronized) and peak device memory
+of exact input contributions on --chunk-examples XNLI examples spread over the length range, with the
+chunk chosen from free memory (hta_estimators.chunk_for_memory, the default) against a fixed
+--fixed-chunk tangents per jvp call, same process, same inputs; and the size of every tangent's output,
+which the implementation before chunked reduction kept at once.
 Then the estimator check the HTA asset runs, side by side for plain probes estimate(k,bf16) at
 k = 8, 16, 32 and the sketched hutchpp(r,k,bf16) (compute/pascual/hta_estimators.py): exact against
 estimated input contributions on the layers the estimator estimates (2..L), per layer, pooled over
@@ -16,22 +21,26 @@ REFERENCE (the default before hutchpp, "today's cost"), the default and the chea
 examples on 2 cores (two processes, one example at a time each).
 
 Times are CPU seconds of this process (time.process_time): run it with OMP_NUM_THREADS=1 and they
-are one core's seconds, which other jobs on a shared machine barely change (wall times do).
+are one core's seconds, which other jobs on a shared machine barely change (wall times do). The
+chunking comparison alone is timed on the wall clock, so that it means something on a GPU (--device cuda).
 
 XNLI is encoded as the corpus asset does for the model: max_len = the model's d_head.
 Usage: OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE python -m bench.bench_hta [--tokens 30] [--check-examples 16]
-       [--suite-examples 24]
+       [--suite-examples 24] [--chunk-examples 4] [--fixed-chunk 128] [--device cpu] [--quick]
+--quick: no backward baselines, 2 examples for the chunking comparison, the check and the suite.
 Targets: default >= 500x the backward loop; per estimated layer Pearson >= 0.99 at no more than
 REFERENCE's cost; the 1800-example suite under 30 minutes on 2 cores.
 """
 
 import argparse
 import time
+from resource import RUSAGE_SELF, getrusage
 
 import polars as pl
 import torch
 
 from dagster_project.compute.batching import length_batches
+from dagster_project.compute.devices import ComputeDevice, resolve_device, synchronize
 from dagster_project.compute.models import DEFAULT_MODEL, load_encoder
 from dagster_project.compute.pascual.hta import (
     HtaMethod,
@@ -40,6 +49,7 @@ from dagster_project.compute.pascual.hta import (
     input_norms,
     normalize_rows,
 )
+from dagster_project.compute.pascual.hta_estimators import chunk_for_memory
 from dagster_project.compute.pascual.hta_facts import check_sample, extract_hta_facts
 from dagster_project.corpora import CORPORA, encode_corpus
 from dagster_project.defs.assets.corpora import head_dimension
@@ -62,7 +72,7 @@ def backward_seconds(model, e0: torch.Tensor, sample: int, batch: int) -> float:
     started = time.process_time()
     for start in range(0, sample, batch):
         chosen = coordinates[start : start + batch]
-        cotangents = torch.zeros(len(chosen), outputs.numel())
+        cotangents = torch.zeros(len(chosen), outputs.numel(), device=outputs.device)
         cotangents[torch.arange(len(chosen)), chosen] = 1
         if batch == 1:
             torch.autograd.grad(outputs, x, cotangents[0], retain_graph=True)
@@ -87,9 +97,50 @@ METHODS = [
 
 
 def first_layer_input(model, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
-    """e^0 (n, D) of a batch of one: the first layer's input, as hta_facts takes it."""
+    """e^0 (n, D) of a batch of one: the first layer's input, as hta_facts takes it (on the model's device)."""
+    inputs = {name: tensor.to(model.device) for name, tensor in inputs.items()}
     with torch.no_grad():
         return model(**inputs, output_hidden_states=True).hidden_states[0][0]
+
+
+def chunk_comparison(encoder, tokens: pl.DataFrame, n_examples: int, fixed: int) -> None:
+    """Exact HTA per example with the chunk chosen from memory against `fixed` tangents per jvp call:
+    wall seconds and peak device memory (CUDA; the CPU's allocator keeps no such count)."""
+    model = encoder.model
+    device = model.device
+    sample = tokens.filter(pl.col("example_id").is_in(check_sample(tokens, n_examples, seed=1)))
+    pad = encoder.tokenizer.pad_token_id or 0
+    inputs = [
+        first_layer_input(model, batch.inputs)
+        for batch in length_batches(sample, pad, 1, encoder.spec.takes_token_types)
+    ]
+    lengths = [e0.shape[0] for e0 in inputs]
+    longest = inputs[lengths.index(max(lengths))]
+    with torch.no_grad():
+        tangent_bytes = context_function(model)(longest[None]).numel() * longest.element_size()
+    print(
+        f"exact HTA chunking on {len(inputs)} examples of {sorted(lengths)} tokens on {device}: the longest has "
+        f"{longest.numel()} tangents of {tangent_bytes / 2**20:.2f} MiB output each, "
+        f"{longest.numel() * tangent_bytes / 2**30:.2f} GiB for all of them (what the implementation before "
+        f"chunked reduction kept at once); chunk from memory there: {chunk_for_memory(device, tangent_bytes)}",
+        flush=True,
+    )
+    input_norms(model, inputs[0], HtaMethod(4))  # loads the kernels before either is timed
+    for label, chunk in ((f"fixed chunk {fixed}", fixed), ("chunk from memory", None)):
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
+        synchronize(device)
+        started = time.perf_counter()
+        for e0 in inputs:
+            input_norms(model, e0, HtaMethod(None), chunk_size=chunk)
+        synchronize(device)
+        seconds = (time.perf_counter() - started) / len(inputs)
+        if device.type == "cuda":
+            peak = f"peak allocated {torch.cuda.max_memory_allocated(device) / 2**30:.2f} GiB"
+        else:
+            rss = getrusage(RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
+            peak = f"peak device memory n/a on {device} (process peak RSS so far {rss:.2f} GiB)"
+        print(f"  exact HTA, {label:>18}: {seconds:7.2f} s/example wall, {peak}", flush=True)
 
 
 def contributions(model, e0: torch.Tensor, method: HtaMethod, generator: torch.Generator | None = None) -> torch.Tensor:
@@ -150,8 +201,17 @@ def main() -> None:
     parser.add_argument("--suite-examples", type=int, default=24)
     parser.add_argument("--skip-baselines", action="store_true", help="skip the backward loops and the single input")
     parser.add_argument("--model", default=DEFAULT_MODEL)
+    parser.add_argument("--chunk-examples", type=int, default=4, help="examples for the exact HTA chunking comparison")
+    parser.add_argument(
+        "--fixed-chunk", type=int, default=128, help="the fixed chunk compared with the chunk from memory"
+    )
+    parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N, mps or auto")
+    parser.add_argument("--quick", action="store_true", help="no backward baselines; 2 examples per section")
     args = parser.parse_args()
-    encoder = load_encoder(args.model)
+    if args.quick:
+        args.skip_baselines = True
+        args.chunk_examples = args.check_examples = args.suite_examples = 2
+    encoder = load_encoder(args.model, ComputeDevice(resolve_device(args.device)))
     model = encoder.model
     spec = CORPORA["xnli_en"]
     max_len = spec.default_max_len(head_dimension(model.config))
@@ -182,6 +242,7 @@ def main() -> None:
             f"{exact_seconds / default_seconds:.1f}x exact",
             flush=True,
         )
+    chunk_comparison(encoder, encoded.tokens, args.chunk_examples, args.fixed_chunk)
     cheapest = estimator_check(encoder, encoded.tokens, args.check_examples, args.min_pearson)
     sample = encoded.tokens.filter(
         pl.col("example_id").is_in(encoded.examples["example_id"].sample(args.suite_examples, seed=0).implode())

@@ -86,6 +86,15 @@ def test_exact_input_contribution_matches_autograd(hidden):
     torch.testing.assert_close(exact, reference, atol=1e-6, rtol=1e-5)
 
 
+def test_input_norms_do_not_depend_on_the_chunk(model, hidden):
+    e0 = hidden[0][0]
+    for method in (HtaMethod(None), HtaMethod(3)):
+        automatic = input_norms(model, e0, method, torch.Generator().manual_seed(4))
+        for chunk in (1, 5, 16 * N):  # 5 straddles input tokens (16 unit tangents or 3 probes each)
+            chunked = input_norms(model, e0, method, torch.Generator().manual_seed(4), chunk_size=chunk)
+            torch.testing.assert_close(chunked, automatic, atol=1e-6, rtol=1e-5)
+
+
 def test_first_layer_input_and_previous_layer_agree(model, hidden):
     # e^0 is the first layer's input, so both contributions coincide there.
     exact = input_norms(model, hidden[0][0], HtaMethod(None))

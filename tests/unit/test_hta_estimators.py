@@ -37,6 +37,14 @@ def test_rank_plus_probes_covering_the_width_is_exact(model, e0):
         torch.testing.assert_close(estimated, exact, atol=1e-6, rtol=1e-5)
 
 
+def test_sketched_norms_do_not_depend_on_the_chunk(model, e0):
+    method = HtaMethod(3, rank=4)
+    automatic = input_norms(model, e0, method, torch.Generator().manual_seed(5))
+    for chunk in (1, 6, 7 * TOKENS):  # 6 straddles input tokens (7 tangents each)
+        chunked = input_norms(model, e0, method, torch.Generator().manual_seed(5), chunk_size=chunk)
+        torch.testing.assert_close(chunked, automatic, atol=1e-6, rtol=1e-5)
+
+
 def test_estimate_is_unbiased_and_varies():
     # A small nonlinear encoder stand-in, contexts(x)[l] = tanh(A_l x W_l) (D = 6, 3 heads of 2):
     # the mean of seeded draws of hutchpp(2,1) meets the autograd Jacobian's block norms.

@@ -9,7 +9,9 @@ output projection), the contribution of token i of an earlier representation e i
 - input contribution (e = the first layer's input e^0, the embedding output): forward-mode AD
   through the encoder, exactly (one tangent per input coordinate) or estimated with k probes per
   input token, E ||J v||^2 = ||J||_F^2 when E[v v^T] = I (the first layer, where e^0 is the
-  layer's input, always takes the exact previous-layer norms).
+  layer's input, always takes the exact previous-layer norms). The tangents go through the encoder a
+  chunk at a time, sized from the device's free memory, each chunk's norms reduced before the next
+  (hta_estimators.tangent_squared_norms).
 o is read by a forward hook on the output projection, wherever the family's AttentionLayout
 (compute/attention_layouts.py) puts it, and the pass stops at the last layer's (nothing after it is
 used); the family's own code computes everything else.
@@ -27,9 +29,15 @@ from torch import nn
 from transformers import PreTrainedModel
 
 from dagster_project.compute.attention_layouts import attention_blocks, attention_layout, unique_modules
-from dagster_project.compute.pascual.hta_estimators import sketched_squared_norms, tangent_squared_norms
+from dagster_project.compute.pascual.hta_estimators import (
+    UnitTangents,
+    sketched_squared_norms,
+    tangent_squared_norms,
+)
 
-PROBE_CHUNK = 128  # tangents per vectorized jvp call
+# Tangents per vectorized jvp call; None: from the device's free memory and the model's output size
+# (hta_estimators.chunk_for_memory), halved on running out of memory.
+PROBE_CHUNK: int | None = None
 
 
 @dataclass(frozen=True)
@@ -228,6 +236,7 @@ def context_function(model: PreTrainedModel) -> Callable[[torch.Tensor], torch.T
             for handle in handles:
                 handle.remove()
         stacked = torch.stack(captured)[:, 0]  # (L, n, H*dh)
+        captured.clear()  # the stack is a copy: free the layers' contexts before the caller's reduction
         return stacked.view(*stacked.shape[:2], heads, -1)
 
     return contexts
@@ -236,9 +245,10 @@ def context_function(model: PreTrainedModel) -> Callable[[torch.Tensor], torch.T
 def _jacobian_norms(function: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> torch.Tensor:
     """||d out_j / d x_i||_F exactly, one jvp per coordinate of x (n, D); function: x -> (..., n, H, dh).
     Returns (..., H, j, i)."""
-    n_tokens, width = x.shape
-    tangents = torch.eye(n_tokens * width, dtype=x.dtype, device=x.device).view(n_tokens * width, n_tokens, width)
-    squared = tangent_squared_norms(function, x, tangents, width, chunk_size=PROBE_CHUNK)  # (i, ..., j, H)
+    tangents = UnitTangents(tuple(x.shape), x.dtype, x.device)
+    squared = tangent_squared_norms(
+        function, x, tangents, x.shape[1], chunk_size=PROBE_CHUNK, purpose="HTA previous-layer contributions"
+    )  # (i, ..., j, H)
     return squared.movedim(0, -1).transpose(-2, -3).sqrt()
 
 
@@ -303,19 +313,20 @@ def orthogonal_probes(n_tokens: int, width: int, k: int, generator: torch.Genera
 
 
 def _probed_squared_norms(
-    model: PreTrainedModel, e0: torch.Tensor, method: HtaMethod, generator: torch.Generator
+    model: PreTrainedModel, e0: torch.Tensor, method: HtaMethod, generator: torch.Generator, chunk_size: int | None
 ) -> torch.Tensor:
     """Sum over each input token's tangents of ||J v||^2, (i, L, j, H): exact for unit tangents
     (exact), unbiased for estimate(k)'s probes."""
     n_tokens, width = e0.shape
+    tangents: torch.Tensor | UnitTangents
     if method.probes is None:
-        tangents = torch.eye(n_tokens * width, dtype=e0.dtype, device=e0.device).view(n_tokens * width, n_tokens, width)
+        tangents = UnitTangents((1, n_tokens, width), e0.dtype, e0.device)
         per_token = width
     else:
-        tangents = orthogonal_probes(n_tokens, width, method.probes, generator).to(e0.device, e0.dtype)
+        tangents = orthogonal_probes(n_tokens, width, method.probes, generator).to(e0.device, e0.dtype)[:, None]
         per_token = method.probes
     return tangent_squared_norms(
-        context_function(model), e0[None], tangents[:, None], per_token, method.bf16, PROBE_CHUNK
+        context_function(model), e0[None], tangents, per_token, method.bf16, chunk_size
     )  # (i, L, j, H)
 
 
@@ -325,21 +336,23 @@ def input_norms(
     method: HtaMethod,
     generator: torch.Generator | None = None,
     first_layer_norms: torch.Tensor | None = None,
+    chunk_size: int | None = PROBE_CHUNK,
 ) -> torch.Tensor:
     """||d o_j / d e0_i||_F for every layer, head, j, i (estimated for estimate(k) and hutchpp(r,k)).
 
     e0: (n, D) the first layer's input (embedding output) of one example. Returns (L, H, n, n).
     first_layer_norms: the first layer's previous-layer norms (H, n, n) when already computed
-    (the estimators take them for layer 1, where they are exact).
+    (the estimators take them for layer 1, where they are exact). chunk_size: tangents per jvp
+    call (None: chosen from the device's free memory).
     """
     # Probes are drawn on the CPU (the same probes on every device), then moved to e0's.
     generator = generator or torch.Generator().manual_seed(0)
     if method.rank:
         squared = sketched_squared_norms(
-            context_function(model), e0, method.rank, method.probes, generator, method.bf16, PROBE_CHUNK
+            context_function(model), e0, method.rank, method.probes, generator, method.bf16, chunk_size
         )
     else:
-        squared = _probed_squared_norms(model, e0, method, generator)
+        squared = _probed_squared_norms(model, e0, method, generator, chunk_size)
     norms = squared.permute(1, 3, 2, 0).sqrt()  # (L, H, j, i)
     if method.probes is not None:
         # e^0 is the first layer's input: there the closed form is exact and costs nothing.

@@ -1,6 +1,6 @@
 """`attn-warehouse`: run the analyses for a model (one line per asset; the full log in a file),
-register models, query or export the warehouse, write the report, list the results catalogue,
-open the UI. One module per verb, each with HELP, add_arguments and command; VERBS lists them.
+reproduce the three papers, register models, query or export the warehouse, write the report, list
+the results catalogue, open the UI. One module per verb, each with HELP, add_arguments and command; VERBS lists them.
 
 Sets DAGSTER_HOME to the project's .dagster folder unless it is set, so partitions and
 run history persist between commands and the UI.
@@ -9,11 +9,12 @@ run history persist between commands and the UI.
 import argparse
 import sys
 
-from dagster_project.cli import add_model, catalogue, export, pools, report, run, sql, ui
+from dagster_project.cli import add_model, catalogue, export, pools, report, reproduce, run, sql, ui
 from dagster_project.cli.common import UsageError, one_line, use_project_instance, user_error
 
 VERBS = {
     "run": run,
+    "reproduce": reproduce,
     "add-model": add_model,
     "ui": ui,
     "report": report,

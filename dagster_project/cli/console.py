@@ -53,6 +53,18 @@ def file_logger(path: Path, verbose: bool) -> LoggerDefinition:
     return run_log
 
 
+def library_logs_to(path: Path) -> None:
+    """Send the libraries' own log records to the run's log file instead of the console: transformers'
+    LOAD REPORT tables (a classification head's missing or unexpected keys) are for the log, not
+    between the step lines."""
+    import transformers
+
+    to_file = logging.FileHandler(path, encoding="utf-8")
+    to_file.setFormatter(logging.Formatter(_FORMAT))
+    transformers.utils.logging.disable_default_handler()
+    transformers.utils.logging.add_handler(to_file)
+
+
 def rows_written(metadata: Mapping[str, Any]) -> dict[str, int]:
     """Table -> rows from a materialization's `<table>_rows` metadata (writing.write_partition);
     a chart's `view_rows` are rows read, not written."""

@@ -7,6 +7,7 @@ import shlex
 import sys
 import time
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -144,11 +145,13 @@ def _execute(keys: list, resources: dict, instance: Any, model_id: str, run_conf
 
     from dagster import AssetSelection, Definitions, define_asset_job
 
-    from dagster_project.cli.console import RunConsole, file_logger
+    from dagster_project.cli.console import RunConsole, file_logger, library_logs_to
     from dagster_project.defs.assets import all_assets
 
     log_path = _log_path()
     print(f"log: {log_path}" + ("" if verbose else " (--verbose to stream it here)"))
+    if not verbose:
+        library_logs_to(log_path)
     job = define_asset_job("attn_warehouse_run", selection=AssetSelection.assets(*keys))
     definitions = Definitions(
         assets=all_assets, jobs=[job], resources=resources, loggers={"run_log": file_logger(log_path, verbose)}
@@ -177,21 +180,35 @@ def _execute(keys: list, resources: dict, instance: Any, model_id: str, run_conf
     return 0
 
 
-def run(
+@dataclass
+class PreparedRun:
+    """One model's run, planned: what it materializes and what it leaves out as current."""
+
+    source: str
+    model_id: str
+    corpora: list[str]
+    analyses: list[str]
+    keys: list  # AssetKeys to materialize, the views first and the report last
+    up_to_date: list  # AssetKeys left out: materialized and not stale
+    skipped: list[str]  # one line per kind of step left out because it cannot produce rows
+
+
+def prepare_run(
     source: str,
     corpus_names: list[str],
     analysis_names: list[str],
-    run_config: dict | None = None,
-    verbose: bool = False,
-) -> int:
-    """Register `source` and run the chosen analyses (defs.jobs.ANALYSES) for it on the chosen
-    corpora whose files are in the data directory, with the static report, in one run that
-    leaves out what is materialized and not stale (jobs.plan_model_run; the analyses' own
-    targets are re-run). Prints one line per asset; the full event log goes to a file."""
-    import transformers
+    run_config: dict,
+    rerun_targets: bool = True,
+    register: bool = True,
+    rerun_all: bool = False,
+) -> PreparedRun:
+    """Plan the run of the chosen analyses (defs.jobs.ANALYSES) for `source` on the chosen corpora
+    whose files are in the data directory (jobs.plan_model_run): what is materialized and not stale
+    is left out, unless `rerun_targets` (the analyses' own targets are re-run) or `rerun_all`.
+    `register`: record the model first (a dry run plans for it unregistered, writing nothing)."""
     from dagster import DagsterInstance
 
-    from dagster_project.cli.recovery import announce_pool_waits, reclaim_dead_runs, stop_on_interrupt
+    from dagster_project.compute.models import inspect_model
     from dagster_project.corpora import present_corpora
     from dagster_project.defs.assets import all_assets, paper_report, warehouse_views
     from dagster_project.defs.jobs import ANALYSES, plan_model_run
@@ -199,38 +216,79 @@ def run(
     from dagster_project.defs.resources import default_resources
     from dagster_project.defs.schedules import record_corpus_files, up_to_date_keys
 
-    run_config = run_config or {}
-    if not verbose:  # one line per asset, not transformers' bar per model load
-        transformers.utils.logging.disable_progress_bar()
     resources = default_resources()
     instance = DagsterInstance.get()
-    stop_on_interrupt(instance)
-    announce_pool_waits(instance)
-    for message in reclaim_dead_runs(instance):  # a killed run's pool slot would block this one forever
-        print(message)
     data_dir = resources["data_dir"].root
     present = present_corpora(data_dir)
     corpora = _usable_corpora(corpus_names, present, data_dir, source)
     wanted = _wanted_keys(analysis_names, corpora, present, data_dir)
     required = _check_configured_assets(run_config, wanted, source, corpora, analysis_names, present)
-    spec = register_model(source, instance, resources["warehouse"])
-    print(
-        f"model {spec.source} -> partition {spec.model_id}; corpora: {', '.join(corpora)}; "
-        f"analyses: {', '.join(analysis_names)}"
-    )
-    record_corpus_files(instance, resources["data_dir"])  # changed corpus files make their examples stale
+    if rerun_all:
+        required = sorted(wanted)
+    spec = register_model(source, instance, resources["warehouse"]) if register else inspect_model(source)
+    if register:
+        record_corpus_files(instance, resources["data_dir"])  # changed corpus files make their examples stale
     analyses = [ANALYSES[name] for name in analysis_names]
-    plan = plan_model_run(instance, analyses, corpora, present, spec.model_id, rerun_targets=True, required=required)
+    plan = plan_model_run(
+        instance, analyses, corpora, present, spec.model_id, rerun_targets=rerun_targets, required=required
+    )
     views = [] if up_to_date_keys(instance, all_assets, [warehouse_views.key], spec.model_id) else [warehouse_views.key]
     keys = [*views, *plan.keys, *([] if paper_report.key in plan.keys else [paper_report.key])]
-    if plan.up_to_date:
-        print(f"up to date, not re-run: {', '.join(key.to_user_string() for key in plan.up_to_date)}")
-    if _execute(keys, resources, instance, spec.model_id, run_config, verbose):
-        return 1
+    return PreparedRun(spec.source, spec.model_id, corpora, analysis_names, keys, plan.up_to_date, plan.skipped)
+
+
+def execute_run(prepared: PreparedRun, run_config: dict, verbose: bool) -> int:
+    """Materialize a prepared run in this process (one line per asset; the event log in a file)."""
+    import transformers
+    from dagster import DagsterInstance
+
+    from dagster_project.cli.recovery import announce_pool_waits, reclaim_dead_runs, stop_on_interrupt
+    from dagster_project.defs.resources import default_resources
+
+    if not verbose:  # one line per asset, not transformers' bar per model load
+        transformers.utils.logging.disable_progress_bar()
+    instance = DagsterInstance.get()
+    stop_on_interrupt(instance)
+    announce_pool_waits(instance)
+    for message in reclaim_dead_runs(instance):  # a killed run's pool slot would block this one forever
+        print(message)
+    return _execute(prepared.keys, default_resources(), instance, prepared.model_id, run_config, verbose)
+
+
+def print_outputs(model_id: str) -> None:
+    """Where the warehouse, the charts, the report and the Dagster instance are."""
+    from dagster_project.defs.resources import default_resources
+
+    resources = default_resources()
     print(f"warehouse: {resources['warehouse'].database}")
-    print(f"charts:    {resources['chart_folder'].for_model(spec.model_id)}")
+    print(f"charts:    {resources['chart_folder'].for_model(model_id)}")
     print(f"report:    {Path(resources['chart_folder'].path).resolve() / 'report' / 'index.html'}")
     print(f"dagster:   {os.environ['DAGSTER_HOME']} (open the UI with `attn-warehouse ui`)")
+
+
+def run(
+    source: str,
+    corpus_names: list[str],
+    analysis_names: list[str],
+    run_config: dict | None = None,
+    verbose: bool = False,
+) -> int:
+    """Register `source` and run the chosen analyses for it on the chosen corpora, with the static
+    report, in one run that leaves out what is materialized and not stale (the analyses' own targets
+    are re-run). Prints one line per asset; the full event log goes to a file."""
+    run_config = run_config or {}
+    prepared = prepare_run(source, corpus_names, analysis_names, run_config)
+    print(
+        f"model {prepared.source} -> partition {prepared.model_id}; corpora: {', '.join(prepared.corpora)}; "
+        f"analyses: {', '.join(analysis_names)}"
+    )
+    if prepared.up_to_date:
+        print(f"up to date, not re-run: {', '.join(key.to_user_string() for key in prepared.up_to_date)}")
+    for line in prepared.skipped:
+        print(line)
+    if execute_run(prepared, run_config, verbose):
+        return 1
+    print_outputs(prepared.model_id)
     return 0
 
 

@@ -130,6 +130,7 @@ _SPECS = [
         max_len=128,
         size=1000,
         spacy_features=True,
+        outside_papers=True,
         hta=True,
         fact_kinds=("position_histograms", *KOVALEVA_FACTS),
     ),

@@ -57,8 +57,9 @@ class CorpusSpec:
     seed: int = 13
     spacy_features: bool = False  # annotate words with spaCy (corpora without gold syntax)
     default: bool = True  # part of `attn-warehouse run` without --corpus
-    # A corpus none of the three papers used (CoLA, WNLI): left out of `--corpus all`, processed
-    # only when a run names it, and labelled as outside the papers.
+    # A corpus none of the three papers used (CoLA, WNLI, the built-in demo pairs): left out of
+    # `--corpus all` and `attn-warehouse reproduce`, processed only when a run names it, and labelled
+    # as outside the papers.
     outside_papers: bool = False
     hta: bool = False  # Hidden Token Attribution facts (Pascual et al.)
     # Fact kinds of the attention pass (compute.fact_kinds.FACT_KINDS) beyond the head summaries

@@ -9,12 +9,13 @@ starts from the non-chart targets only.
 """
 
 from collections.abc import Collection, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from dagster import AssetKey, AssetsDefinition, AssetSelection, AssetSpec, DagsterInstance, define_asset_job
 
 from dagster_project.defs.assets import all_assets, paper_report, warehouse_views
 from dagster_project.defs.assets.charts import analysis_inputs, chart_assets_by_name
+from dagster_project.defs.assets.compare.head_matching import head_match_assets
 from dagster_project.defs.partitions import model_partitions
 from dagster_project.defs.schedules import up_to_date_keys
 from dagster_project.defs.tags import ANALYSIS, CORPUS
@@ -65,6 +66,7 @@ views_job = define_asset_job(
 
 _SPECS: dict[AssetKey, AssetSpec] = {key: asset.get_asset_spec(key) for asset in all_assets for key in asset.keys}
 _CHART_KEYS = frozenset(asset.key for asset in chart_assets_by_name.values())
+_HEAD_MATCH_KEYS = frozenset(asset.key for asset in head_match_assets)
 
 
 def analysis_targets(analysis: Analysis, corpora: Collection[str]) -> list[AssetsDefinition]:
@@ -109,6 +111,7 @@ class ModelRun:
 
     keys: list[AssetKey]
     up_to_date: list[AssetKey]  # materialized at the current code version, inputs unchanged
+    skipped: list[str] = field(default_factory=list)  # one line per kind of step left out: it cannot write rows
 
 
 def plan_model_run(
@@ -131,12 +134,20 @@ def plan_model_run(
         keys = analysis_asset_keys(analysis, corpora, present)
         wanted |= set(keys)
         targets |= {key for asset in analysis_targets(analysis, corpora) for key in asset.keys} & set(keys)
+    skipped = []
+    matches = wanted & _HEAD_MATCH_KEYS
+    if matches and not set(instance.get_dynamic_partitions(model_partitions.name)) - {model_id}:
+        wanted -= matches
+        skipped.append(
+            f"head matching ({len(matches)} corpora) not scheduled: it compares a model with the other registered "
+            "models, and there is none yet"
+        )
     current = up_to_date_keys(instance, all_assets, wanted, model_id)
-    redo = (wanted - current) | set(required) | (targets if rerun_targets else set())
+    redo = (wanted - current) | (set(required) & wanted) | (targets & wanted if rerun_targets else set())
     redo |= set(AssetSelection.assets(*redo).downstream().resolve(all_assets)) & wanted if redo else set()
     if redo & _CHART_KEYS:
         redo.add(paper_report.key)
-    return ModelRun(sorted(redo), sorted(current - redo))
+    return ModelRun(sorted(redo), sorted(current - redo), skipped)
 
 
 def _chart_drawable(chart: AssetKey, selected: set[AssetKey]) -> bool:

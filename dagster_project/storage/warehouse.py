@@ -664,6 +664,32 @@ def upsert_model(conn: duckdb.DuckDBPyConnection, spec: ModelSpec) -> None:
     retry_on_conflict(write, log=_log.warning) if lake else write()
 
 
+def record_reproduction(conn: duckdb.DuckDBPyConnection, model_id: str, profile: str) -> None:
+    """Record the profile (quick | paper) of a model's finished `attn-warehouse reproduce`."""
+    ensure_schema(conn)
+
+    def write() -> None:
+        conn.execute("BEGIN TRANSACTION")
+        try:
+            conn.execute("DELETE FROM reproductions WHERE model_id = ?", [model_id])
+            conn.execute(
+                (SQL_DIR / "dml" / "record_reproduction.sql").read_text(), {"model_id": model_id, "profile": profile}
+            )
+            conn.execute("COMMIT")
+        except BaseException:
+            _roll_back(conn)
+            raise
+
+    retry_on_conflict(write, log=_log.warning) if is_lake(conn) else write()
+
+
+def reproduction_profile(conn: duckdb.DuckDBPyConnection, model_id: str) -> str | None:
+    """The profile of a model's last reproduction; None when it was never reproduced."""
+    ensure_schema(conn)
+    row = conn.execute("SELECT profile FROM reproductions WHERE model_id = ?", [model_id]).fetchone()
+    return None if row is None else row[0]
+
+
 def model_source(conn: duckdb.DuckDBPyConnection, model_id: str) -> str:
     """The hub id or path registered for a partition key."""
     if not is_lake(conn):

@@ -1,0 +1,124 @@
+"""`attn-warehouse reproduce [MODEL ...]`: every result of the three papers for the chosen models, in
+one Dagster run per model: every corpus of docs/methods.md §2 that is present, every analysis, the
+papers' settings (`--quick`: reduced sizes, defs/reproduction.py). It prints the plan first (each
+step, its size and estimated time, and the total); `--dry-run` stops there. A second call skips what
+is current; a paper reproduction after a quick one recomputes everything."""
+
+import argparse
+from typing import TYPE_CHECKING
+
+from dagster_project.cli.common import UsageError
+
+if TYPE_CHECKING:
+    from dagster_project.defs.reproduction import ModelShape
+
+LISTED_SECONDS = 10  # steps estimated shorter are summed in one line of the plan
+HELP = "every result of the three papers for the chosen models (--quick: reduced sizes), plan and estimates first"
+
+
+def _model_shape(source: str) -> "ModelShape":
+    from transformers import AutoConfig
+
+    from dagster_project.compute.models import inspect_model
+    from dagster_project.defs.reproduction import ModelShape
+
+    spec = inspect_model(source)
+    config = AutoConfig.from_pretrained(spec.resolved_path)
+    return ModelShape(spec.n_layers, config.hidden_size, spec.n_heads)
+
+
+def _stored_profile(model_id: str) -> str | None:
+    """The profile of the model's last reproduction, read without creating a warehouse."""
+    from dagster_project.defs.resources import default_resources
+    from dagster_project.storage.backend import WarehouseConfig
+    from dagster_project.storage.warehouse import reproduction_profile
+
+    if not WarehouseConfig.from_env().exists():
+        return None
+    with default_resources()["warehouse"].get_connection() as conn:
+        return reproduction_profile(conn, model_id)
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.0f} s"
+
+
+def print_plan(source: str, model_id: str, steps: list, up_to_date: list, skipped: list[str], device: str) -> float:
+    """The model's plan: one line per step estimated at LISTED_SECONDS or more, with its size, the
+    others summed in one line; returns the total seconds."""
+    print(f"\n{source} -> partition {model_id}: {len(steps)} steps to run, {len(up_to_date)} current (skipped)")
+    listed = sorted((step for step in steps if step.seconds >= LISTED_SECONDS), key=lambda step: -step.seconds)
+    for step in listed:
+        size = f"{step.units} {step.unit}" if step.unit != "steps" else ""
+        print(f"  {step.asset:<44} {size:>26} {_minutes(step.seconds):>10}")
+    rest = [step for step in steps if step.seconds < LISTED_SECONDS]
+    if rest:
+        label = f"{len(rest)} shorter steps (corpora, charts, views, the report)"
+        print(f"  {label:<71} {_minutes(sum(step.seconds for step in rest)):>10}")
+    for line in skipped:
+        print(f"  {line}")
+    total = sum(step.seconds for step in steps)
+    note = "" if device == "cpu" else f" (rates measured on 2 CPU cores: an upper bound on {device})"
+    print(f"  estimated: {_minutes(total)}{note}")
+    return total
+
+
+def reproduce(sources: list[str], profile: str, dry_run: bool, verbose: bool) -> int:
+    """Plan every model's reproduction, print the plans and, unless `dry_run`, run them in turn."""
+    from dagster_project.cli.run import execute_run, prepare_run, print_outputs
+    from dagster_project.compute.devices import resolve
+    from dagster_project.corpora import PAPER_CORPORA
+    from dagster_project.defs.jobs import ANALYSES
+    from dagster_project.defs.reproduction import planned_step, profile_run_config
+    from dagster_project.defs.resources import default_resources
+    from dagster_project.settings import compute_device, compute_dtype
+    from dagster_project.storage.warehouse import record_reproduction
+
+    device = resolve(compute_device(), compute_dtype()).device.type
+    analyses = list(ANALYSES)
+    plans = []
+    for source in sources:
+        planned = prepare_run(source, list(PAPER_CORPORA), analyses, {}, rerun_targets=False, register=False)
+        upgrade = profile == "paper" and _stored_profile(planned.model_id) == "quick"
+        if upgrade:
+            print(f"{source}: its last reproduction was quick; the paper profile recomputes every step")
+        shape = _model_shape(source)
+        names = [key.to_user_string() for key in planned.keys]
+        steps = [planned_step(name, profile, shape) for name in names]
+        print_plan(source, planned.model_id, steps, planned.up_to_date, planned.skipped, device)
+        plans.append((source, upgrade, profile_run_config(names, profile)))
+    if dry_run:
+        return 0
+    for source, upgrade, _ in plans:
+        # Planned again, registered: the run config covers what this plan runs.
+        prepared = prepare_run(source, list(PAPER_CORPORA), analyses, {}, rerun_targets=False, rerun_all=upgrade)
+        run_config = profile_run_config([key.to_user_string() for key in prepared.keys], profile)
+        print(f"\nreproducing {source} ({profile})")
+        if execute_run(prepared, run_config, verbose):
+            return 1
+        with default_resources()["warehouse"].get_connection() as conn:
+            record_reproduction(conn, prepared.model_id, profile)
+        print_outputs(prepared.model_id)
+    return 0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from dagster_project.compute.models import DEFAULT_MODEL
+
+    parser.add_argument(
+        "models", nargs="*", default=[DEFAULT_MODEL], help=f"hub ids or local paths (default {DEFAULT_MODEL})"
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="every result at reduced sizes (200 examples per corpus, 60 for HTA, 12 fine-tuning steps): "
+        "under 20 minutes for MiniLM on 2 CPU cores",
+    )
+    parser.add_argument("--dry-run", action="store_true", help="print the plan and its estimates, run nothing")
+    parser.add_argument("--verbose", action="store_true", help="stream Dagster's full event log")
+
+
+def command(args: argparse.Namespace) -> int:
+    if len(set(args.models)) != len(args.models):
+        raise UsageError("a model is named twice")
+    return reproduce(args.models, "quick" if args.quick else "paper", args.dry_run, args.verbose)

@@ -1,0 +1,182 @@
+"""Reproducing the three papers: what `attn-warehouse reproduce` runs, at which sizes, and how long
+each step is expected to take.
+
+Two profiles. `paper`: the assets' defaults, which are the papers' settings (docs/methods.md: every
+corpus of §2 that is present, HTA on the 1800 XNLI examples, fine-tuning at Kovaleva's recipe).
+`quick`: every result at reduced sizes, so a newcomer sees the whole report at once; the run config
+below says what is reduced, and the report labels such results.
+
+Estimates: each step family's seconds per unit (examples, training steps, ablation settings)
+measured for MiniLM (6 x 12 x 384) on 2 CPU cores by `attn-warehouse reproduce --quick` (the run
+log's step times; docs/benchmarks.md), scaled by the model's size (layers x hidden^2, what a forward
+costs) and the unit count of the chosen profile. They are for a CPU; on another device they are an
+upper bound until that device's rates are measured (bench/bench_device.py).
+"""
+
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from dagster_project.corpora import CORPORA
+
+PROFILES = ("quick", "paper")
+MINILM_FORWARD = 6 * 384**2  # layers x hidden^2 of the model the rates were measured on
+QUICK_EXAMPLES = 200  # examples per corpus in a quick reproduction
+QUICK_HTA_EXAMPLES = 60
+QUICK_FINETUNE_STEPS = 12
+QUICK_TRAIN_EXAMPLES = 384
+QUICK_ABLATION_EXAMPLES = 48
+QUICK_PROBE_SENTENCES = 300
+_CORPUS = "(" + "|".join(sorted(map(re.escape, CORPORA), key=len, reverse=True)) + ")"  # any corpus name
+# the corpora a quick reproduction samples (the others are small: FrameNet's 47 sentences, OntoGUM's documents)
+_SAMPLED = r"(wiki_segments|xnli_[a-z]+|ud_[a-z]+_(dev|test)|gap_[a-z]+|glue_[a-z0-9]+)"
+
+
+@dataclass(frozen=True)
+class StepRule:
+    """Run config and cost of the assets whose names match `assets` (a regular expression)."""
+
+    assets: str
+    quick_config: dict[str, Any]  # run config of the quick profile (paper: the assets' defaults)
+    unit: str  # what the cost counts
+    seconds_per_unit: float  # MiniLM, 2 CPU cores
+    fixed_seconds: float
+    units: Callable[[str, str, "ModelShape"], int]  # (asset name, profile, model) -> units
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    n_layers: int
+    hidden: int
+    n_heads: int
+
+    @property
+    def scale(self) -> float:
+        return self.n_layers * self.hidden**2 / MINILM_FORWARD
+
+
+def _corpus(asset: str, suffix: str) -> str:
+    return asset.removesuffix(suffix)
+
+
+def _corpus_examples(corpus: str, profile: str) -> int:
+    spec = CORPORA[corpus]
+    size = spec.size or 2000  # corpora without a size are read whole; 2000 is their order of magnitude
+    return min(size, QUICK_EXAMPLES) if profile == "quick" else size
+
+
+def _examples_of(suffix: str) -> Callable[[str, str, ModelShape], int]:
+    return lambda asset, profile, model: _corpus_examples(_corpus(asset, suffix), profile)
+
+
+def _hta_examples(asset: str, profile: str, model: ModelShape) -> int:
+    return QUICK_HTA_EXAMPLES if profile == "quick" else _corpus_examples(_corpus(asset, "_hta_facts"), profile)
+
+
+def _finetune_steps(asset: str, profile: str, model: ModelShape) -> int:
+    if profile == "quick":
+        return QUICK_FINETUNE_STEPS
+    train = CORPORA.get(f"glue_{asset.removeprefix('finetuned_')}_train")
+    return 3 * math.ceil((train.size if train and train.size else 8000) / 32)  # Kovaleva: 3 epochs, batch 32
+
+
+def _ablation_settings(asset: str, profile: str, model: ModelShape) -> int:
+    settings = 1 + model.n_layers * model.n_heads + model.n_layers  # none, each head, each layer (ablation.py)
+    task = _corpus(asset, "_ablation")
+    examples = QUICK_ABLATION_EXAMPLES if profile == "quick" else _corpus_examples(f"glue_{task}", profile)
+    return settings * examples
+
+
+def _gradient_examples(asset: str, profile: str, model: ModelShape) -> int:
+    return QUICK_ABLATION_EXAMPLES if profile == "quick" else _corpus_examples("wiki_segments", profile)
+
+
+def _one(asset: str, profile: str, model: ModelShape) -> int:
+    return 1
+
+
+RULES = (
+    StepRule(
+        _SAMPLED + "_examples",
+        {"size": QUICK_EXAMPLES},
+        "examples",
+        0.02,
+        2.0,
+        _examples_of("_examples"),
+    ),
+    StepRule(_CORPUS + "_examples", {}, "examples", 0.02, 2.0, _examples_of("_examples")),
+    StepRule(r"wiki_segments_attention_facts", {}, "examples", 0.2, 2.0, _examples_of("_attention_facts")),
+    StepRule(_CORPUS + "_attention_facts", {}, "examples", 0.03, 2.0, _examples_of("_attention_facts")),
+    StepRule(
+        _CORPUS + "_hta_facts",
+        {"max_examples": QUICK_HTA_EXAMPLES, "check_examples": 1},
+        "examples",
+        1.0,
+        40.0,
+        _hta_examples,
+    ),
+    StepRule(
+        r"finetuned_.*",
+        {"max_steps": QUICK_FINETUNE_STEPS, "train_subset": QUICK_TRAIN_EXAMPLES},
+        "training steps",
+        1.5,
+        20.0,
+        _finetune_steps,
+    ),
+    StepRule(
+        r"[a-z0-9]+_ablation",
+        {"max_examples": QUICK_ABLATION_EXAMPLES},
+        "setting x examples",
+        0.01,
+        5.0,
+        _ablation_settings,
+    ),
+    StepRule(
+        _CORPUS + "_finetune_similarity",
+        {"max_examples": QUICK_EXAMPLES},
+        "examples",
+        0.03,
+        5.0,
+        _examples_of("_finetune_similarity"),
+    ),
+    StepRule(r"grad_importance", {"max_examples": QUICK_ABLATION_EXAMPLES}, "examples", 0.3, 5.0, _gradient_examples),
+    StepRule(
+        r"dependency_probes",
+        {"max_sentences": QUICK_PROBE_SENTENCES},
+        "sentences",
+        0.1,
+        10.0,
+        lambda asset, profile, model: QUICK_PROBE_SENTENCES if profile == "quick" else 2000,
+    ),
+    StepRule(_CORPUS + "_head_matches", {"max_examples": 16}, "steps", 0.0, 10.0, _one),
+    StepRule(r".*", {}, "steps", 0.0, 3.0, _one),  # charts, views, the report, models, baselines
+)
+
+
+def rule_for(asset: str) -> StepRule:
+    return next(rule for rule in RULES if re.fullmatch(rule.assets, asset))
+
+
+@dataclass(frozen=True)
+class PlannedStep:
+    asset: str
+    units: int
+    unit: str
+    seconds: float
+
+
+def planned_step(asset: str, profile: str, model: ModelShape) -> PlannedStep:
+    """The step of `asset` under `profile` for `model`: its size and estimated seconds."""
+    rule = rule_for(asset)
+    units = rule.units(asset, profile, model)
+    return PlannedStep(asset, units, rule.unit, rule.fixed_seconds + rule.seconds_per_unit * units * model.scale)
+
+
+def profile_run_config(assets: list[str], profile: str) -> dict:
+    """Run config (the launchpad's format) of `profile` for the assets of a run."""
+    if profile == "paper":
+        return {}
+    ops = {asset: {"config": rule_for(asset).quick_config} for asset in assets if rule_for(asset).quick_config}
+    return {"ops": ops} if ops else {}

@@ -1,0 +1,7 @@
+-- A model's reproduction profile; storage/warehouse.py record_reproduction first deletes the row it
+-- replaces, in the same transaction.
+INSERT INTO reproductions BY NAME
+SELECT
+    $model_id AS model_id,
+    $profile AS profile,
+    now()::TIMESTAMP AS reproduced_at;

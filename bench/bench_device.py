@@ -106,6 +106,8 @@ def corpus_inputs(name: str, encoder: LoadedEncoder, examples: int) -> tuple[pl.
         options["words"] = encoded.words.select("example_id", "word_index", "piece_start", "piece_end")
     if any(SPACY_FEATURES in kind.needs for kind in kinds):
         if importlib.util.find_spec("spacy") is None:
+            left_out = [kind.table for kind in kinds if SPACY_FEATURES in kind.needs]
+            print(f"{name}: {', '.join(left_out)} left out (needs spaCy, which is not installed here)", flush=True)
             kinds = [kind for kind in kinds if SPACY_FEATURES not in kind.needs]
         else:
             from dagster_project.corpora.annotation import spacy_features

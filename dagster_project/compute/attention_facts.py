@@ -4,7 +4,6 @@ The registry in `fact_kinds` says which corpus gets which; `attention_pass` runs
 
 import numpy as np
 import polars as pl
-import pyarrow as pa
 import torch
 
 from dagster_project.compute.batching import Batch, flat, head_columns, head_grid, list_series
@@ -60,8 +59,10 @@ def relation_hit_frame(
         }
     )
     lengths = columns.pop("length")
-    targets = pa.array(columns.pop("target_words"), mask=~columns.pop("hit"))
-    return pl.DataFrame(columns).with_columns(target_words=list_series(lengths, targets), word_mode=pl.lit(word_mode))
+    targets = np.where(columns.pop("hit"), columns.pop("target_words"), -1).astype(np.int16)
+    return pl.DataFrame(columns).with_columns(
+        target_words=list_series(lengths, targets, null_value=-1), word_mode=pl.lit(word_mode)
+    )
 
 
 def relation_hit_rows(hits: pl.DataFrame) -> pl.DataFrame:

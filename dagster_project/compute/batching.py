@@ -10,7 +10,6 @@ from dataclasses import dataclass, fields, replace
 
 import numpy as np
 import polars as pl
-import pyarrow as pa
 import torch
 
 from dagster_project.compute.devices import to_host
@@ -210,12 +209,27 @@ def histogram_frame(maps: torch.Tensor, masks: TokenMasks, example_ids: torch.Te
     return pl.concat(parts).select("example_id", "scope", "layer", "head", "pair_counts", "one_plus_sqrt_mean_weights")
 
 
-def list_series(lengths: np.ndarray, values: np.ndarray | pa.Array, null_rows: np.ndarray | None = None) -> pl.Series:
-    """A list column from its rows' lengths and their values laid end to end (null_rows: rows that are null)."""
+def list_series(
+    lengths: np.ndarray, values: np.ndarray, null_rows: np.ndarray | None = None, null_value: int | None = None
+) -> pl.Series:
+    """A list column from its rows' lengths and their values laid end to end. null_rows: rows that are
+    null; null_value: values that stand for a null element. Built in polars from a padded block (no
+    per-row Python, no pyarrow: the compute layer runs where only torch, transformers and polars are)."""
     with phase("frames"):
-        offsets = np.concatenate([[0], np.cumsum(lengths)])
-        mask = None if null_rows is None else pa.array(null_rows)
-        return pl.from_arrow(pa.LargeListArray.from_arrays(offsets, values, mask=mask))
+        lengths = np.asarray(lengths, dtype=np.int64)
+        width = int(lengths.max(initial=0))
+        padded = np.zeros((len(lengths), max(width, 1)), dtype=values.dtype)
+        padded[np.arange(padded.shape[1]) < lengths[:, None]] = values
+        inner = pl.Series(values[:0]).dtype
+        lists = pl.col("padded").cast(pl.List(inner)).list.head(pl.col("length"))
+        if null_value is not None:
+            lists = lists.list.eval(pl.when(pl.element() != null_value).then(pl.element()))
+        if null_rows is not None:
+            lists = pl.when(pl.col("null_row").not_()).then(lists)
+        columns = {"padded": pl.Series(padded), "length": lengths}
+        if null_rows is not None:
+            columns["null_row"] = np.asarray(null_rows, dtype=bool)
+        return pl.DataFrame(columns).select(lists.alias(""))[""]
 
 
 def histogram_rows(histograms: pl.DataFrame, kind: str) -> pl.DataFrame:

@@ -128,7 +128,7 @@ class UnitTangents:
     def __getitem__(self, rows: slice) -> torch.Tensor:
         start, stop, _ = rows.indices(len(self))
         chunk = torch.zeros(stop - start, len(self), dtype=self.dtype, device=self.device)
-        chunk[torch.arange(stop - start), torch.arange(start, stop)] = 1
+        chunk[torch.arange(stop - start, device=self.device), torch.arange(start, stop, device=self.device)] = 1
         return chunk.view(stop - start, *self.shape)
 
 

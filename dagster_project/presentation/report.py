@@ -113,6 +113,7 @@ table { border-collapse: collapse; margin: 0.5em 0 1em; } \
 td, th { border: 1px solid #ccc; padding: 2px 8px; text-align: right; }
 .missing { background: #fff4e5; border: 1px solid #f0b060; padding: 0.5em 1em; }
 .missing[data-needs] { background: #f2f2f2; border-color: #bbb; }
+.quick { background: #eef5ff; border: 1px solid #7aa7e0; padding: 0.5em 1em; } \
 .few { background: #fdecea; border: 1px solid #e0877d; padding: 0.3em 1em; }
 .source, .apart, .heads { color: #555; font-size: 0.9em; }
 nav a { margin-right: 1em; }
@@ -151,6 +152,7 @@ class ReportData:
     counts: dict[tuple[str, str], list[ExampleCount]] = field(default_factory=dict)  # (model_id, chart)
     heads: dict[str, pl.DataFrame] = field(default_factory=dict)  # model_id -> chart, corpus, layer, head, label
     head_maps: dict[str, pl.DataFrame] = field(default_factory=dict)  # model_id -> maps with tokens
+    profiles: dict[str, str] = field(default_factory=dict)  # model_id -> its last reproduction's profile
 
     def name(self, model_id: str) -> str:
         return self.names.get(model_id, model_id)
@@ -315,7 +317,11 @@ def read_report_data(conn: duckdb.DuckDBPyConnection, specs: Iterable[ChartSpec]
         head_maps = {model_id: _head_maps(conn, model_id, frame) for model_id, frame in heads.items()}
     except duckdb.CatalogException:  # no views yet: the heads' pages say their maps are missing
         head_maps = {}
-    return ReportData(models, chart_rows, names, model_lacks(conn, models), counts, heads, head_maps)
+    try:
+        profiles = dict(conn.execute("SELECT model_id, profile FROM stg_reproductions").fetchall())
+    except duckdb.CatalogException:  # a warehouse from before reproductions were recorded
+        profiles = {}
+    return ReportData(models, chart_rows, names, model_lacks(conn, models), counts, heads, head_maps, profiles)
 
 
 def chart_png(spec: ChartSpec, corpus: str, rows: pl.DataFrame) -> bytes:
@@ -473,6 +479,13 @@ def ranked_models(data: ReportData, specs: list[ChartSpec]) -> tuple[list[str], 
     return [model for model in ranked if results[model]], [model for model in ranked if not results[model]]
 
 
+QUICK_NOTE = (
+    '<p class="quick"><strong>Quick reproduction:</strong> these results were computed at reduced sizes '
+    "(<code>attn-warehouse reproduce --quick</code>: fewer examples per corpus, fewer HTA examples, a few "
+    "fine-tuning steps); <code>attn-warehouse reproduce</code> recomputes them at the papers' sizes.</p>"
+)
+
+
 def paper_page(data: ReportData, paper: str, specs: list[ChartSpec], papers: list[str]) -> str:
     """One paper's page: a model selector, opening on the model with the most results here,
     and, per model, the headline table and every chart."""
@@ -515,6 +528,8 @@ def paper_page(data: ReportData, paper: str, specs: list[ChartSpec], papers: lis
             f'<h2 title="{html.escape(source)}">{html.escape(data.name(model_id))}</h2>'
             f'<p class="source">source: <code>{html.escape(source)}</code></p>'
         ]
+        if data.profiles.get(model_id) == "quick":
+            section.append(QUICK_NOTE)
         table = headline_table(data, headlines, model_id) if headlines else None
         if table is not None:
             section.append(f'<div class="headlines">{_html_table(table)}</div>')

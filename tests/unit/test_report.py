@@ -17,6 +17,7 @@ from dagster_project.compute.models import ModelSpec
 from dagster_project.presentation.chart_registry import CHARTS
 from dagster_project.presentation.report import (
     HEADLINES,
+    QUICK_NOTE,
     ReportData,
     _missing_note,
     charts_by_paper,
@@ -27,7 +28,7 @@ from dagster_project.presentation.report import (
     read_report_data,
     write_report,
 )
-from dagster_project.storage.warehouse import apply_views, replace_partition, upsert_model
+from dagster_project.storage.warehouse import apply_views, record_reproduction, replace_partition, upsert_model
 
 SPEC = ModelSpec("org--tiny", "org/tiny", "/models/tiny", "abc", "bert", 2, 2, True)
 
@@ -283,3 +284,17 @@ def test_pages_open_on_results_and_say_what_is_missing(tmp_path: Path) -> None:
     assert maps.height == 2 * 4 * 4  # both kept examples, every (query, key)
     assert maps.filter(pl.col("key_token") == "[SEP]")["attention"].min() == pytest.approx(0.7)
     assert not (tmp_path / "report" / "heads" / f"{tuned.model_id}.html").exists()
+
+
+def test_a_quick_reproduction_is_labelled_on_its_model_only(tmp_path: Path) -> None:
+    conn, base, tuned = _fixture_warehouse(tmp_path)
+    record_reproduction(conn, base.model_id, "quick")
+    record_reproduction(conn, base.model_id, "quick")  # replaced, not added
+    record_reproduction(conn, tuned.model_id, "paper")
+    data = read_report_data(conn)
+    assert data.profiles == {base.model_id: "quick", tuned.model_id: "paper"}
+    write_report(data, tmp_path / "report")
+    clark = (tmp_path / "report" / "clark.html").read_text()
+    base_section = clark[clark.index(f'data-model="{base.model_id}"') : clark.index(f'data-model="{tuned.model_id}"')]
+    tuned_section = clark[clark.index(f'data-model="{tuned.model_id}"') :]
+    assert QUICK_NOTE in base_section and QUICK_NOTE not in tuned_section

@@ -43,6 +43,12 @@ def _log_wait(message: str) -> None:
         print(message, file=sys.stderr)
 
 
+def _resolved(value: str) -> str:
+    """A field's value. Inside a run Dagster has replaced an EnvVar field by the variable's value;
+    outside one (the CLI registering a model, the sensor) the field still holds the EnvVar, read here."""
+    return (value.get_value() or "") if isinstance(value, EnvVar) else value
+
+
 class WarehouseResource(DuckDBResource):
     """The warehouse, on the backend of `backend` (storage/backend.py).
 
@@ -72,11 +78,12 @@ class WarehouseResource(DuckDBResource):
             raise LakeConfigError(f"warehouse backend {self.backend!r} is not one of {BACKENDS}")
         if self.backend == "duckdb":
             return None
-        if not (self.lake_catalog and self.lake_data_path):
+        catalog, data_path = _resolved(self.lake_catalog), _resolved(self.lake_data_path)
+        if not (catalog and data_path):
             raise LakeConfigError(
                 f"the ducklake backend needs lake_catalog and lake_data_path ({CATALOG_SETTING}, {DATA_PATH_SETTING})"
             )
-        return LakeConfig(self.lake_catalog, self.lake_data_path)
+        return LakeConfig(catalog, data_path)
 
     @contextmanager
     def get_connection(self) -> Iterator[duckdb.DuckDBPyConnection]:

@@ -3,11 +3,14 @@
 The statistics run on the whole batch x layer x head block at once; each kind's collector
 (compute.fact_kinds) takes the batch's attention maps and its head summaries. They run on the
 encoder's device, in float32 whatever the forward dtype, and their rows come back to the CPU.
+The same forward feeds the other weightings (compute/weightings.py, docs/methods.md §3.9): the
+weighted kinds also run on their maps, with head summaries of their own.
 """
 
 import logging
 import time
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 import polars as pl
@@ -21,13 +24,17 @@ from dagster_project.compute.fact_kinds import (
     ALWAYS,
     FACT_KINDS,
     HEAD_MAP_EXAMPLES,
+    Collector,
     FactKind,
     PassInputs,
+    WeightedRows,
+    attention_rows,
     kind_checks,
 )
 from dagster_project.compute.metrics import PatternThresholds
 from dagster_project.compute.models import LoadedEncoder
 from dagster_project.compute.pass_timings import PassTimings, phase, timing
+from dagster_project.compute.weightings import captured_values, check_weightings, output_grams, weighted_maps
 
 LOG = logging.getLogger(__name__)
 
@@ -78,6 +85,7 @@ def extract_attention_facts(
     batch_tokens: int | None = None,
     progress: Callable[[int, int, float], None] | None = None,
     timings: PassTimings | None = None,
+    weightings: Sequence[str] = ("attention",),
 ) -> AttentionFacts:
     """Run the model once over a tokenized corpus and collect every kind's rows.
 
@@ -88,13 +96,21 @@ def extract_attention_facts(
     with half the budget (logged), down to one example per batch (then PassOutOfMemory). `timings`,
     when given, receives the seconds of each phase (compute.pass_timings; the pass then waits for the
     device between phases).
+
+    `weightings` (compute.weightings.WEIGHTINGS; attention is always taken): the weighted kinds (head
+    summaries, position histograms, relation hits) also run on each other weighting's maps, their rows
+    tagged with `weighting` (rollout's with head 0), and with norm the value_norms rows are written.
     """
     inputs = inputs or pass_inputs(encoder, tokens)
+    weightings = check_weightings(tuple(weightings))
     kinds = [*(FACT_KINDS[name] for name in ALWAYS if FACT_KINDS[name] not in kinds), *kinds]
+    kinds = [kind for kind in kinds if not kind.reads_norms]
+    if "norm" in weightings:
+        kinds += [kind for kind in FACT_KINDS.values() if kind.reads_norms]
     budget = batch_tokens or encoder.compute.batch_tokens()
     while True:
         try:
-            return _pass(encoder, tokens, kinds, inputs, budget, progress, timings)
+            return _pass(encoder, tokens, kinds, inputs, budget, progress, timings, weightings)
         except torch.OutOfMemoryError as error:
             budget = _smaller_budget(encoder, tokens, budget, error)
 
@@ -129,8 +145,17 @@ def _pass(
     batch_tokens: int,
     progress: Callable[[int, int, float], None] | None,
     timings: PassTimings | None,
+    weightings: tuple[str, ...],
 ) -> AttentionFacts:
-    collectors = {kind.table: kind.start(inputs) for kind in kinds}
+    # (weighting, table) -> collector: every kind on the attention maps, the weighted kinds on every
+    # weighting's, the value norms' kinds once
+    collectors: dict[tuple[str, str], Collector] = {}
+    for kind in kinds:
+        for weighting in weightings if kind.weighted else ("attention",):
+            collector = kind.start(inputs)
+            collectors[weighting, kind.table] = WeightedRows(collector, weighting) if kind.weighted else collector
+    reads_norms = {kind.table for kind in kinds if kind.reads_norms}
+    grams = output_grams(encoder.model, encoder.spec.n_heads) if "norm" in weightings else None
     started = time.perf_counter()
     done = 0
     batches = length_batches(
@@ -140,21 +165,40 @@ def _pass(
         encoder.spec.takes_token_types,
         inputs.words,
     )
-    with torch.inference_mode(), timing(timings):
+    values = captured_values(encoder.model) if "norm" in weightings else nullcontext(None)
+    with torch.inference_mode(), timing(timings), values as captured:
         for batch in batches:
             with phase("forward"):
                 batch = batch.to(encoder.compute.device)
                 attn = float32_maps(encoder.model(**batch.inputs, output_attentions=True).attentions)
             with phase("statistics"):
-                summaries = summary_columns(attn, batch, inputs.thresholds)
-                for collector in collectors.values():
-                    collector.add(attn, batch, summaries)
+                weighted = weighted_maps(
+                    attn, weightings, batch.masks.valid, captured.take() if captured else [], grams
+                )
+                for weighting, maps in weighted.maps.items():
+                    summaries = summary_columns(maps, batch, inputs.thresholds)
+                    for (collector_weighting, table), collector in collectors.items():
+                        if collector_weighting == weighting and table not in reads_norms:
+                            collector.add(maps, batch, summaries)
+                for table in reads_norms:
+                    collectors["attention", table].add(weighted.norms, batch, {})
             done += len(batch.example_ids)
             if progress:
                 progress(done, inputs.n_examples, time.perf_counter() - started)
         with phase("frames"):
-            tables = {table: collector.finish() for table, collector in collectors.items()}
+            tables = _tables(collectors)
     return AttentionFacts(tables, done, time.perf_counter() - started)
+
+
+def _tables(collectors: dict[tuple[str, str], Collector]) -> dict[str, pl.DataFrame]:
+    """Each table's rows: a weighted kind's rows of every weighting one after the other, attention's first."""
+    parts: dict[str, list[pl.DataFrame]] = {}
+    for (_, table), collector in collectors.items():
+        parts.setdefault(table, []).append(collector.finish())
+    return {
+        table: pl.concat([frame for frame in frames if not frame.is_empty()] or frames[:1])
+        for table, frames in parts.items()
+    }
 
 
 def checked_attention_facts(
@@ -169,9 +213,10 @@ def checked_attention_facts(
     thresholds: PatternThresholds,
     batch_tokens: int | None,
     progress: Callable[[int, int, float], None],
+    weightings: Sequence[str] = ("attention",),
 ) -> CheckedAttentionFacts:
     """The pass of a (model, corpus) for `kinds` (`extract_attention_facts` over `pass_inputs`),
-    with the kinds' checks evaluated on its rows."""
+    with the kinds' checks evaluated on its rows; the pattern shares are those of the attention maps."""
     inputs = pass_inputs(
         encoder,
         tokens,
@@ -181,8 +226,8 @@ def checked_attention_facts(
         word_mode=word_mode,
         thresholds=thresholds,
     )
-    facts = extract_attention_facts(encoder, tokens, kinds, inputs, batch_tokens, progress)
-    summaries = facts.tables["head_summaries"]
+    facts = extract_attention_facts(encoder, tokens, kinds, inputs, batch_tokens, progress, weightings=weightings)
+    summaries = attention_rows(facts.tables["head_summaries"])
     shares = summaries["pattern"].value_counts(normalize=True, name="share")
     return CheckedAttentionFacts(
         facts,

@@ -38,6 +38,7 @@ from dagster_project.compute.checks import (
 )
 from dagster_project.compute.clark.head_clustering import distance_rows, head_js_divergence
 from dagster_project.compute.metrics import PATTERNS, PatternThresholds
+from dagster_project.compute.weightings import ROLLOUT_HEAD, value_norm_columns
 from dagster_project.corpora import CorpusSpec
 
 # What a corpus can give a kind besides its tokens (CorpusSpec.provides).
@@ -138,6 +139,26 @@ class PatternExamples:
         return pl.concat(parts) if parts else pl.DataFrame()
 
 
+@dataclass
+class WeightedRows:
+    """A weighted kind's rows on one weighting's maps (compute/weightings.py), tagged with it; rollout's
+    rows, one map per layer, carry head ROLLOUT_HEAD."""
+
+    rows: Collector
+    weighting: str
+
+    def add(self, attn: torch.Tensor, batch: Batch, summaries: dict[str, np.ndarray]) -> None:
+        self.rows.add(attn, batch, summaries)
+
+    def finish(self) -> pl.DataFrame:
+        rows = self.rows.finish()
+        if rows.is_empty():
+            return rows
+        if self.weighting == "rollout":
+            rows = rows.with_columns(head=pl.lit(ROLLOUT_HEAD, dtype=pl.Int16))
+        return rows.with_columns(weighting=pl.lit(self.weighting))
+
+
 @dataclass(frozen=True)
 class FactCheck:
     name: str
@@ -152,10 +173,22 @@ class FactKind:
     start: Callable[[PassInputs], Collector]
     needs: frozenset[str] = frozenset()  # of WORDS, SPACY_FEATURES, FRAME_LINKS
     checks: tuple[FactCheck, ...] = ()
+    # also collected on the maps of the pass's other weightings (compute/weightings.py), each row
+    # tagged with its `weighting`; rollout's one map per layer has head ROLLOUT_HEAD
+    weighted: bool = False
+    # given the batch's value norms (B, L, H, T) instead of its maps; collected when the pass's
+    # weightings include norm, whatever the corpus lists
+    reads_norms: bool = False
 
 
 def _lengths(tables: dict[str, pl.DataFrame]) -> pl.DataFrame:
     return tables["head_summaries"].select("example_id", "n_tokens").unique()
+
+
+def attention_rows(rows: pl.DataFrame) -> pl.DataFrame:
+    """The rows of a weighted kind taken on the attention maps themselves (every row of a pass
+    without other weightings): the checks that count rows per head read these."""
+    return rows.filter(pl.col("weighting") == "attention") if "weighting" in rows.columns else rows
 
 
 def _heads(inputs: PassInputs) -> int:
@@ -194,6 +227,7 @@ FACT_KINDS: dict[str, FactKind] = {
             "Per (example, layer, head): attention to [CLS]/[SEP]/punctuation/self/neighbours, entropy, "
             "Kovaleva pattern class (every corpus analysed for attention).",
             lambda inputs: BatchRows(lambda attn, batch, summaries: [summaries], _with_pattern_names),
+            weighted=True,
             checks=(
                 FactCheck(
                     "rows_sum_to_one",
@@ -211,7 +245,7 @@ FACT_KINDS: dict[str, FactKind] = {
                     "rows_per_example",
                     "One head-summary row per (example, layer, head).",
                     lambda tables, inputs: rows_per_example(
-                        tables["head_summaries"], inputs.n_examples, _heads(inputs)
+                        attention_rows(tables["head_summaries"]), inputs.n_examples, _heads(inputs)
                     ),
                 ),
             ),
@@ -220,12 +254,13 @@ FACT_KINDS: dict[str, FactKind] = {
             "position_histograms",
             "Per (example, layer, head, scope): attention mass and pair count per relative offset (Clark §3, Pascual).",
             lambda inputs: BatchFrames(lambda attn, batch: histogram_frame(attn, batch.masks, batch.example_ids)),
+            weighted=True,
             checks=(
                 FactCheck(
                     "histogram_pairs_and_mass",
                     HISTOGRAM_CHECK,
                     lambda tables, inputs: histogram_masses(
-                        histogram_rows(tables["position_histograms"], "attention"),
+                        histogram_rows(attention_rows(tables["position_histograms"]), "attention"),
                         _lengths(tables),
                         "histogram_pairs_and_mass",
                         HISTOGRAM_CHECK,
@@ -241,12 +276,13 @@ FACT_KINDS: dict[str, FactKind] = {
                 lambda attn, batch: relation_hit_frame(attn, batch.word_spans, batch.example_ids, inputs.word_mode)
             ),
             needs=frozenset({WORDS}),
+            weighted=True,
             checks=(
                 FactCheck(
                     "relation_hit_targets",
                     "Relation-hit targets are other words of the same example; one hit per word, layer and head.",
                     lambda tables, inputs: relation_hit_targets(
-                        relation_hit_rows(tables["relation_hits"]), inputs.words, _heads(inputs)
+                        relation_hit_rows(attention_rows(tables["relation_hits"])), inputs.words, _heads(inputs)
                     ),
                 ),
             ),
@@ -324,6 +360,15 @@ FACT_KINDS: dict[str, FactKind] = {
                     ),
                 ),
             ),
+        ),
+        FactKind(
+            "value_norms",
+            "Per (example, layer, head, token class): mean norm ||f_h(x_j)|| of the value vectors through the "
+            "head's output projection (Kobayashi et al. 2020), written when the pass's weightings include norm.",
+            lambda inputs: BatchRows(
+                lambda norms, batch, summaries: [value_norm_columns(norms, batch.masks, batch.example_ids)]
+            ),
+            reads_norms=True,
         ),
     )
 }

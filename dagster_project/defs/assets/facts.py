@@ -23,6 +23,7 @@ from dagster_project.compute.fact_kinds import (
 )
 from dagster_project.compute.metrics import WORD_MODES, PatternThresholds
 from dagster_project.compute.models import LoadedEncoder, load_encoder
+from dagster_project.compute.weightings import check_weightings
 from dagster_project.corpora import CORPORA, CorpusSpec
 from dagster_project.defs.assets.corpora import corpus_assets_by_name, model_tokens
 from dagster_project.defs.assets.writing import model_partition_asset, progress_logger, write_partition
@@ -39,6 +40,9 @@ class FactsConfig(Config):
     pattern_diagonal: float = PatternThresholds.diagonal  # mean row mass to previous + next token
     pattern_block: float = PatternThresholds.block  # mean content-row mass within its own segment
     pattern_mixed: float = PatternThresholds.mixed  # vertical+diagonal: at least this on both (0.5: both thresholds)
+    # the maps the weighted kinds are also taken on (compute/weightings.py WEIGHTINGS, docs/methods.md §3.9):
+    # attention alone by default; norm also writes value_norms
+    weightings: list[str] = ["attention"]
 
 
 def _pass_rows(
@@ -78,12 +82,17 @@ def _pass_rows(
 
 
 def _pass_metadata(
-    checked: CheckedAttentionFacts, encoder: LoadedEncoder, word_mode: str, thresholds: PatternThresholds
+    checked: CheckedAttentionFacts,
+    encoder: LoadedEncoder,
+    word_mode: str,
+    thresholds: PatternThresholds,
+    weightings: tuple[str, ...],
 ) -> dict[str, Any]:
     facts = checked.facts
     return {
         "examples": facts.n_examples,
         "device": str(encoder.compute),
+        "weightings": ", ".join(weightings),
         **({"word_mode": word_mode} if "relation_hits" in facts.tables else {}),
         "pattern_thresholds": MetadataValue.json(asdict(thresholds)),
         "pattern_shares": MetadataValue.json(checked.pattern_shares),
@@ -113,6 +122,10 @@ def build_fact_asset(spec: CorpusSpec, corpus_asset: AssetsDefinition) -> Assets
         model_id = context.partition_key
         if config.word_mode not in WORD_MODES:
             raise ValueError(f"{name}: run config word_mode must be one of {WORD_MODES}, got '{config.word_mode}'")
+        try:
+            weightings = check_weightings(config.weightings)
+        except ValueError as error:
+            raise ValueError(f"{name}: run config weightings: {error}") from None
         source, tokens = model_tokens(warehouse, model_id, corpus)
         words, feature_links, frame_links = _pass_rows(warehouse, model_id, spec, kinds)
         thresholds = PatternThresholds(
@@ -133,6 +146,7 @@ def build_fact_asset(spec: CorpusSpec, corpus_asset: AssetsDefinition) -> Assets
             thresholds=thresholds,
             batch_tokens=config.batch_tokens,
             progress=progress_logger(context, corpus),
+            weightings=weightings,
         )
         return write_partition(
             context,
@@ -140,7 +154,7 @@ def build_fact_asset(spec: CorpusSpec, corpus_asset: AssetsDefinition) -> Assets
             checked.facts.tables,
             corpus,
             checked.outcomes,
-            _pass_metadata(checked, encoder, config.word_mode, thresholds),
+            _pass_metadata(checked, encoder, config.word_mode, thresholds, weightings),
             checked.facts.tables["head_summaries"],
         )
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from dagster_project.compute import attention_facts, metrics
+from dagster_project.compute import attention_facts, metrics, weightings
 from dagster_project.compute.clark import coreference_baselines, gradients, head_clustering, probes
 from dagster_project.compute.compare import head_matching
 from dagster_project.compute.kovaleva import ablation, finetune_similarity, finetuning
@@ -23,6 +23,7 @@ from dagster_project.storage.warehouse import (
     AGGREGATE_TABLES,
     aggregate_sources,
     schema_columns,
+    staged_table,
     view_definitions,
     views_reached,
 )
@@ -50,6 +51,7 @@ TABLE_COMPUTATIONS: Mapping[str, Callable] = {
     "contribution_histograms": hta_facts.extract_hta_facts,
     "hta_example_maps": hta_facts.extract_hta_facts,
     "head_matches": head_matching.match_against_models,
+    "value_norms": weightings.value_norms,
 }
 DOCS_DIR = PROJECT_ROOT / "docs"
 TESTS_DIR = PROJECT_ROOT / "tests"
@@ -187,7 +189,7 @@ def catalogue(charts: Iterable[ChartSpec] = CHARTS) -> list[CatalogueRow]:
     sections, tests = docs_sections(), tests_naming(results)
     rows = []
     for paper, result, chart, view in paper_results(charts):
-        staged = {name.removeprefix("stg_") for name in views_reached(views[view].sql) if name.startswith("stg_")}
+        staged = {staged_table(name) for name in views_reached(views[view].sql) if name.startswith("stg_")}
         aggregates = tuple(sorted(staged & set(AGGREGATE_TABLES)))
         facts = (staged & tables) - set(AGGREGATE_TABLES) - {"models", "batches"}
         facts |= {fact for aggregate in aggregates for fact in sources[aggregate]}

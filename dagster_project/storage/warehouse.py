@@ -72,12 +72,31 @@ def schema_columns() -> dict[str, tuple[str, ...]]:
 # Staging views written once as a template in sql/staging/templates and made for each table
 # that has no file of its own in sql/staging: histogram tables from `histograms` with their
 # kind, every other partitioned table from `plain`. A template's {placeholders} are identifiers
-# and constants of this registry, never user values.
+# and constants of this registry, never user values: {view} the view's name, {table} the table's,
+# {rows} a clause keeping some of its rows (empty: all of them).
 STAGING_TEMPLATES: Mapping[str, tuple[str, Mapping[str, str]]] = {
     "position_histograms": ("histograms", {"kind": "attention"}),
     "contribution_histograms": ("histograms", {"kind": "contribution"}),
 }
 PLAIN_STAGING = "plain"
+# Tables whose rows are taken on several weightings of the maps (a `weighting` column, docs/methods.md
+# §3.9): stg_<table> keeps the attention rows, so every view written before the other weightings shows
+# what it showed; stg_weighted_<table> keeps every weighting's rows.
+WEIGHTING_COLUMN = "weighting"
+WEIGHTED_STAGING = "stg_weighted_"
+# Per template, the clause of stg_<table> keeping a weighted table's attention rows: the histograms'
+# comes after the window that spreads each example's pair counts, which any weighting's row may hold.
+ATTENTION_ROWS = {
+    PLAIN_STAGING: "    AND t.weighting = 'attention'",
+    "histograms": "QUALIFY weighting = 'attention'",
+}
+
+
+def staged_table(view: str) -> str | None:
+    """The table a staging view shows (stg_<table> and stg_weighted_<table>); None for another view."""
+    if view.startswith(WEIGHTED_STAGING):
+        return view.removeprefix(WEIGHTED_STAGING)
+    return view.removeprefix("stg_") if view.startswith("stg_") else None
 
 
 @dataclass(frozen=True)
@@ -99,11 +118,17 @@ def _templated_staging(sql_dir: Path, written: set[str]) -> list[View]:
         return []
     views = []
     for table in sorted(PARTITIONED_TABLES):
-        if f"stg_{table}" in written:
-            continue
         template, values = STAGING_TEMPLATES.get(table, (PLAIN_STAGING, {}))
         source = templates / f"{template}.sql"
-        views.append(View(f"stg_{table}", "staging", source.read_text().format(table=table, **values), source))
+        weighted = table in WEIGHTED_TABLES
+        for view, rows in (
+            (f"stg_{table}", ATTENTION_ROWS[template] if weighted else ""),
+            (f"{WEIGHTED_STAGING}{table}", ""),
+        ):
+            if view in written or (view.startswith(WEIGHTED_STAGING) and not weighted):
+                continue
+            sql = source.read_text().format(view=view, table=table, rows=rows, **values)
+            views.append(View(view, "staging", sql, source))
     return views
 
 
@@ -229,6 +254,10 @@ PARTITIONED_TABLES = frozenset(
 )
 
 
+# The tables with rows per weighting (WEIGHTING_COLUMN): two staging views each.
+WEIGHTED_TABLES = frozenset(table for table in PARTITIONED_TABLES if WEIGHTING_COLUMN in schema_columns()[table])
+
+
 # The materialized aggregates: a table of sql/schema per file of sql/aggregates, whose query computes
 # one (model_id, corpus) partition of it from the facts (through stg_/int_ views) with the named
 # parameters $model_id and $corpus. A query giving an `example_id` column gives per-example sums
@@ -269,7 +298,7 @@ def aggregate_sources() -> dict[str, frozenset[str]]:
     facts = PARTITIONED_TABLES - set(AGGREGATE_TABLES)
     return {
         table: frozenset(
-            name.removeprefix("stg_") for name in views_reached((SQL_DIR / "aggregates" / f"{table}.sql").read_text())
+            staged_table(name) for name in views_reached((SQL_DIR / "aggregates" / f"{table}.sql").read_text())
         )
         & facts
         for table in AGGREGATE_TABLES

@@ -22,3 +22,9 @@ CREATE TABLE IF NOT EXISTS head_summaries (
 -- heterogeneous) by the rules of compute/metrics.py pattern_classes; the thresholds are the fact
 -- asset's `pattern_thresholds` metadata.
 ALTER TABLE head_summaries ADD COLUMN IF NOT EXISTS pattern VARCHAR;
+-- What the maps are (docs/methods.md §3.9): attention (the weights themselves), norm (Kobayashi et al.
+-- 2020: alpha_ij ||f_h(x_j)||, rows renormalized) or rollout (Abnar and Zuidema 2020: one map per
+-- layer, stored with head = 0). The facts asset's run config `weightings` says which are written;
+-- rows written before this column are attention's. stg_head_summaries shows the attention rows (every
+-- view written before the other weightings reads it); stg_weighted_head_summaries shows them all.
+ALTER TABLE head_summaries ADD COLUMN IF NOT EXISTS weighting VARCHAR DEFAULT 'attention';

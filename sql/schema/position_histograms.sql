@@ -28,3 +28,7 @@ CREATE TABLE IF NOT EXISTS position_histograms (
     pair_counts SMALLINT[],
     one_plus_sqrt_mean_weights FLOAT[] NOT NULL
 );
+-- What the maps are (docs/methods.md §3.9): attention, norm or rollout (one map per layer, head = 0);
+-- rows written before this column are attention's. pair_counts are the same for every weighting.
+-- stg_position_histograms shows the attention rows, stg_weighted_position_histograms them all.
+ALTER TABLE position_histograms ADD COLUMN IF NOT EXISTS weighting VARCHAR DEFAULT 'attention';

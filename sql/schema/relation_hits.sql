@@ -15,3 +15,7 @@ CREATE TABLE IF NOT EXISTS relation_hits (
     target_words SMALLINT[] NOT NULL,
     word_mode VARCHAR NOT NULL
 );
+-- What the maps are (docs/methods.md §3.9): attention, norm or rollout (one map per layer, head = 0);
+-- rows written before this column are attention's. stg_relation_hits shows the attention rows,
+-- stg_weighted_relation_hits them all.
+ALTER TABLE relation_hits ADD COLUMN IF NOT EXISTS weighting VARCHAR DEFAULT 'attention';

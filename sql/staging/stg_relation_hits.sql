@@ -1,7 +1,8 @@
 -- Staging for `relation_hits` (dense rows, sql/schema/relation_hits.sql) in the flat grain the
 -- views read: one row per (example, word with a hit, layer, head) with word_index and
--- target_word, and the model's readable name and shape from `models`. The staging rules:
--- stg_models.sql.
+-- target_word, and the model's readable name and shape from `models`; the rows taken on the
+-- attention maps (weighting = 'attention'), every weighting's in stg_weighted_relation_hits. The
+-- staging rules: stg_models.sql.
 CREATE OR REPLACE VIEW stg_relation_hits AS
 WITH unnested AS (
     SELECT
@@ -14,11 +15,13 @@ WITH unnested AS (
         t.head,
         unnest(t.target_words) AS target_word,
         t.word_mode,
+        t.weighting,
         m.n_layers,
         m.n_heads
     FROM relation_hits AS t
     JOIN models AS m USING (model_id)
     WHERE t.batch_id IN (SELECT batch_id FROM stg_batches WHERE table_name = 'relation_hits')
+        AND t.weighting = 'attention'
 )
 SELECT
     model,
@@ -30,6 +33,7 @@ SELECT
     head,
     target_word::INTEGER AS target_word,
     word_mode,
+    weighting,
     n_layers,
     n_heads
 FROM unnested

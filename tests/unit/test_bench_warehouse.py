@@ -97,6 +97,7 @@ def test_every_results_view_shows_each_copy_with_the_source_numbers(
         "clark_entropy",
         "clark_relative_position",
         "clark_special_tokens",
+        "compare_weightings_special_tokens",  # the attention rows: every pass has them
         "kovaleva_pattern_shares",
         "pascual_attention_histograms",
         "pascual_center_of_mass",

@@ -20,6 +20,8 @@ from dagster_project.storage.lake import LakeConfigError
 from dagster_project.storage.warehouse import (
     PARTITIONED_TABLES,
     VIEW_LAYERS,
+    WEIGHTED_STAGING,
+    WEIGHTED_TABLES,
     View,
     apply_views,
     partition_rows,
@@ -142,17 +144,20 @@ def test_partitioned_tables_come_from_the_schema_files():
 def test_every_table_has_a_staging_view_with_all_its_columns(conn):
     staging = {view.name: view for view in view_definitions() if view.layer == "staging"}
     tables = schema_columns()
-    assert set(staging) == {f"stg_{table}" for table in tables}
+    # a table with rows per weighting has a second view, stg_weighted_<table>, with every weighting's rows
+    weighted = {f"{WEIGHTED_STAGING}{table}": table for table in WEIGHTED_TABLES}
+    assert set(staging) == {f"stg_{table}" for table in tables} | set(weighted)
+    assert WEIGHTED_TABLES == {"head_summaries", "position_histograms", "relation_hits"}
     assert _relations_read(staging["stg_batches"]) == {"batches"}
-    for table in PARTITIONED_TABLES:
+    for view, table in [*((f"stg_{table}", table) for table in PARTITIONED_TABLES), *weighted.items()]:
         # the rows of the current batch (stg_batches), with the model's readable columns and without batch_id
-        assert {table, "stg_batches"} <= _relations_read(staging[f"stg_{table}"]) <= {table, "models", "stg_batches"}
-        staged = [row[0] for row in conn.execute(f"DESCRIBE stg_{table}").fetchall()]
+        assert {table, "stg_batches"} <= _relations_read(staging[view]) <= {table, "models", "stg_batches"}
+        staged = [row[0] for row in conn.execute(f"DESCRIBE {view}").fetchall()]
         expected = set(tables[table]) - {"batch_id"} | {"model"}
         if table in DENSE_TABLES:  # its lists unnested to the flat grain: a row per offset or word, keyed by it
             lists = {name for name, kind, *_ in conn.execute(f"DESCRIBE {table}").fetchall() if kind.endswith("[]")}
             expected = expected - lists | {DENSE_TABLES[table][0]}
-        assert set(staged) >= expected and "batch_id" not in staged, table
+        assert set(staged) >= expected and "batch_id" not in staged, view
 
 
 def test_only_staging_reads_tables_and_joins_models():

@@ -3,14 +3,16 @@
 -- reaches, with kind = {kind}, weight_sum (the stored mean times the pair count, see the schema
 -- for its precision) and pair_count, the run's parameters (every column after the two lists, such
 -- as hta_method), and the model's readable name and shape from `models`. storage/warehouse.py
--- instantiates it for position_histograms and contribution_histograms. The staging rules:
--- stg_models.sql.
-CREATE OR REPLACE VIEW stg_{table} AS
+-- instantiates it for position_histograms and contribution_histograms; for a table with rows per
+-- weighting, stg_<table> keeps the attention rows (the registry's clause in current_rows) and
+-- stg_weighted_<table> every row. The staging rules: stg_models.sql.
+CREATE OR REPLACE VIEW {view} AS
 WITH current_rows AS (
     -- every row with its (example, scope)'s pair counts, held by the row of its first head
     SELECT * REPLACE (any_value(pair_counts) OVER (PARTITION BY model_id, corpus, example_id, scope) AS pair_counts)
     FROM {table}
     WHERE batch_id IN (SELECT batch_id FROM stg_batches WHERE table_name = '{table}')
+    {rows}
 ),
 unnested AS (
     SELECT

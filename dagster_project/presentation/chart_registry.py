@@ -298,9 +298,9 @@ CHARTS = (
         "App. C",
         "pascual_hta_example_maps",
         ("xnli_en", "demo"),
-        pascual.pascual_hta_pattern_maps_chart,
+        pascual.pascual_hta_all_heads_chart,
         analysis="hta",
-        caption="every head's maps on the examples of Fig. 7",
+        caption=f"every head's maps on the shortest example of Fig. 7, its first {pascual.APPENDIX_C_TOKENS} tokens",
         when_empty=(
             "materialize <corpus>_hta and <corpus>_attention_facts (their head summaries pick each class's head) first"
         ),

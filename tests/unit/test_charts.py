@@ -7,6 +7,7 @@ import polars as pl
 import pytest
 
 from dagster_project.presentation.chart_registry import CHARTS, XNLI_CORPORA
+from dagster_project.presentation.charts import pascual
 from dagster_project.presentation.charts.clark import (
     LINES_PER_QUERY,
     clark_fig1_head_maps_chart,
@@ -415,3 +416,31 @@ def test_head_maps_charts_are_registered_for_the_papers_corpora() -> None:
         True,
     )
     assert fig1.when_empty and fig5.when_empty  # the demo corpus keeps no whole maps
+
+
+def test_appendix_c_draws_every_head_of_the_shortest_example_cropped() -> None:
+    def cells(example_id: int, n: int) -> pl.DataFrame:
+        grid = pl.DataFrame({"query": range(n)}).join(pl.DataFrame({"key": range(n)}), how="cross")
+        heads = pl.DataFrame({"layer": [1, 1, 2, 2], "head": [1, 2, 1, 2]})
+        maps = pl.DataFrame({"map": ["attention", "previous_layer", "input"]})
+        return (
+            grid.join(heads, how="cross")
+            .join(maps, how="cross")
+            .with_columns(
+                example_id=example_id,
+                value=0.5,
+                query_token=pl.lit("a"),
+                key_token=pl.lit("b"),
+                pattern=pl.lit("block"),
+            )
+        )
+
+    rows = pl.concat([cells(7, 40), cells(3, 30)])
+    spec = pascual.pascual_hta_all_heads_chart(rows, "t").to_dict()
+    assert spec["title"] == "t: every head on example 3"
+    panels = spec["vconcat"]
+    assert [panel["title"] for panel in panels] == ["attention", "previous-layer contribution", "input contribution"]
+    values = spec["datasets"][panels[0]["data"]["name"]]
+    assert {value["example_id"] for value in values} == {3}
+    assert max(value["query"] for value in values) == pascual.APPENDIX_C_TOKENS - 1
+    assert len(values) == 4 * pascual.APPENDIX_C_TOKENS**2  # every head, one map kind per panel

@@ -138,3 +138,30 @@ def pascual_hta_pattern_maps_chart(rows: pl.DataFrame, title: str) -> alt.FacetC
         .resolve_scale(x="independent", y="independent")
         .properties(title=f"{title}: attention vs Hidden Token Attribution per pattern class")
     )
+
+
+# App. C draws every head's three maps (3 x L x H panels): its cells are capped so that one PNG stays
+# within the renderer's memory (about a million cells exhausted vl-convert's 1.4 GB heap).
+APPENDIX_C_TOKENS = 24
+
+
+def pascual_hta_all_heads_chart(rows: pl.DataFrame, title: str) -> alt.VConcatChart:
+    """Pascual App. C: every head's attention, previous-layer and input contribution maps for one
+    example, the shortest of Fig. 7's, on its first APPENDIX_C_TOKENS tokens (the view holds every
+    Fig. 7 example whole)."""
+    lengths = rows.group_by("example_id").agg(n=pl.col("query").max()).sort("n", "example_id")
+    example = lengths["example_id"][0]
+    shown = rows.filter(
+        (pl.col("example_id") == example) & (pl.col("query") < APPENDIX_C_TOKENS) & (pl.col("key") < APPENDIX_C_TOKENS)
+    ).with_columns(panel=pl.format("{}-{}", "layer", "head"))
+    heads = int(shown["head"].max())
+    charts = [
+        map_cells(shown.filter(pl.col("map") == name), "value", "weight", ["panel"])
+        .properties(width=36, height=36)
+        .facet(
+            facet=alt.Facet("panel:N", title=None, sort=in_order(shown.sort("layer", "head"), "panel")), columns=heads
+        )
+        .properties(title=label)
+        for name, label in _HTA_MAPS.items()
+    ]
+    return alt.vconcat(*charts).properties(title=f"{title}: every head on example {example}")

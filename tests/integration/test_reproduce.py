@@ -1,0 +1,77 @@
+"""`attn-warehouse reproduce --quick` as a user types it, on a tiny masked-LM BERT and a data folder
+holding the corpora of one result per paper family (XNLI, WikiText, UD EWT, GLUE RTE): every result
+view gets rows except those that need a corpus that is not there or a second model, and a second
+call finds everything current."""
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from dagster_project.settings import PROJECT_ROOT
+
+pytestmark = pytest.mark.integration
+PRESENT = ("xnli", "wikipedia", "ud_english_ewt", "glue/glue_style_tsv/RTE")
+# Results no run on PRESENT's corpora for one model can fill, and why.
+EMPTY_RESULTS = {
+    "clark_coreference_accuracy": "OntoGUM / GAP are not in the data folder",
+    "clark_coreference_baselines": "OntoGUM / GAP are not in the data folder",
+    "kovaleva_framenet_heads": "FrameNet is not in the data folder",
+    "kovaleva_framenet_head_ablation": "FrameNet is not in the data folder",
+    "compare_head_matches": "head matching needs a second registered model",
+    "pascual_language_center_of_mass": "no model is registered with a language (models.toml)",
+}
+
+
+def _cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "dagster_project.cli", *args],
+        cwd=PROJECT_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+
+
+def test_reproduce_quick_fills_every_result_it_can(shared_data_dir: Path, tiny_mlm_dir: Path, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    for folder in PRESENT:
+        (data / folder).parent.mkdir(parents=True, exist_ok=True)
+        (data / folder).symlink_to(shared_data_dir / folder)
+    env = {
+        **os.environ,
+        "ATTN_DATA_DIR": str(data),
+        "ATTN_WAREHOUSE": str(tmp_path / "warehouse.duckdb"),
+        "ATTN_CHARTS_DIR": str(tmp_path / "charts"),
+        "DAGSTER_HOME": str(tmp_path / "dagster"),
+        "ATTN_DEVICE": "cpu",
+    }
+    planned = _cli(["reproduce", str(tiny_mlm_dir), "--quick", "--dry-run"], env)
+    assert planned.returncode == 0, planned.stderr
+    assert "estimated:" in planned.stdout and "xnli_en_hta_facts" in planned.stdout
+    assert not (tmp_path / "warehouse.duckdb").exists()  # a dry run writes nothing
+
+    first = _cli(["reproduce", str(tiny_mlm_dir), "--quick"], env)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    assert "LOAD REPORT" not in first.stdout + first.stderr  # transformers' load reports go to the run log
+    assert "head matching" in first.stdout and "not scheduled" in first.stdout
+
+    conn = duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True)
+    views = sorted(path.stem for path in (PROJECT_ROOT / "sql" / "results").glob("*.sql"))
+    empty = {view for view in views if conn.execute(f"SELECT count(*) FROM {view}").fetchone()[0] == 0}
+    assert conn.execute("SELECT profile FROM stg_reproductions").fetchall() == [("quick",)]
+    assert conn.execute("SELECT count(*) FROM examples WHERE corpus = 'xnli_en'").fetchone()[0] == 200
+    conn.close()
+    assert empty == set(EMPTY_RESULTS), sorted(empty ^ set(EMPTY_RESULTS))
+    report = (tmp_path / "charts" / "report" / "clark.html").read_text()
+    assert "Quick reproduction:" in report
+
+    second = _cli(["reproduce", str(tiny_mlm_dir), "--quick"], env)
+    assert second.returncode == 0, second.stderr[-3000:]
+    to_run, current = map(int, re.search(r"(\d+) steps to run, (\d+) current", second.stdout).groups())
+    assert to_run == 1 and current > 50, second.stdout  # only the report is written again

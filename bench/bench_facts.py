@@ -14,7 +14,11 @@ The naive baseline loops over every offset of every head in Python and inserts o
 (example, scope, layer, head) at a time, so it runs on the first --naive-examples of the same
 examples; ratios compare throughput (examples/s).
 
+With --weightings attention,norm,rollout the pass with those weightings (compute/weightings.py) is
+timed too, interleaved with the others, and reported as a ratio of seconds to the attention-only pass.
+
 Usage: OMP_WAIT_POLICY=PASSIVE python -m bench.bench_facts [--examples 512] [--naive-examples 16]
+       [--weightings attention,norm,rollout]
 The device and forward dtype come from ATTN_DEVICE / ATTN_DTYPE (docs/operations/devices.md).
 Targets: extraction >= 0.8x bare throughput, >= 20x naive; extract+write >= 0.8x bare.
 """
@@ -31,6 +35,7 @@ from dagster_project.compute.attention_pass import AttentionFacts, extract_atten
 from dagster_project.compute.batching import length_batches
 from dagster_project.compute.devices import resolve
 from dagster_project.compute.models import DEFAULT_MODEL, load_encoder
+from dagster_project.compute.weightings import WEIGHTINGS, check_weightings
 from dagster_project.corpora import CORPORA, encode_corpus
 from dagster_project.settings import compute_device, compute_dtype, data_dir
 from dagster_project.storage.warehouse import ensure_schema, replace_partition
@@ -46,8 +51,8 @@ def bare_forward(encoder, tokens) -> None:
         torch.cuda.synchronize()  # the statistics' copies back to the CPU synchronize `extract` alike
 
 
-def extract(encoder, tokens) -> AttentionFacts:
-    return extract_attention_facts(encoder, tokens)
+def extract(encoder, tokens, weightings: tuple[str, ...] = ("attention",)) -> AttentionFacts:
+    return extract_attention_facts(encoder, tokens, weightings=weightings)
 
 
 def write(facts: AttentionFacts) -> None:
@@ -124,6 +129,12 @@ def main() -> None:
     parser.add_argument("--naive-examples", type=int, default=16)
     parser.add_argument("--corpus", default="xnli_en", choices=sorted(CORPORA))
     parser.add_argument("--model", default=DEFAULT_MODEL)
+    parser.add_argument(
+        "--weightings",
+        type=lambda text: check_weightings(text.split(",")),
+        default=("attention",),
+        help="comma-separated, of " + ", ".join(WEIGHTINGS) + ": also time the pass with them",
+    )
     args = parser.parse_args()
     spec = CORPORA[args.corpus]
     encoder = load_encoder(args.model, resolve(compute_device(), compute_dtype()))
@@ -137,13 +148,15 @@ def main() -> None:
         flush=True,
     )
     bare_forward(encoder, tokens)  # warm-up
-    bare, extracted, written = [], [], []
+    bare, extracted, written, weighted = [], [], [], []
     for _ in range(5):  # interleaved, so drift in machine load hits both alike; min of 5
         bare.append(timed(bare_forward, encoder, tokens))
         started = time.perf_counter()
         facts = extract(encoder, tokens)
         extracted.append(time.perf_counter() - started)
         written.append(timed(write, facts))
+        if len(args.weightings) > 1:
+            weighted.append(timed(extract, encoder, tokens, args.weightings))
     runs = {
         "bare forward": (tokens, min(bare)),
         "extract facts": (tokens, min(extracted)),
@@ -170,6 +183,10 @@ def main() -> None:
         f"extract+write / naive throughput:        {rate['extract+write'] / rate['naive baseline']:.0f}x"
         " (target >= 20x)"
     )
+    if weighted:
+        names = ",".join(args.weightings)
+        print(f"extract facts ({names}): {min(weighted):8.2f} s")
+        print(f"extract ({names}) / extract (attention) seconds: {min(weighted) / min(extracted):.2f}x")
 
 
 if __name__ == "__main__":

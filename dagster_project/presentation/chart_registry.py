@@ -512,6 +512,47 @@ def _depth_curves(
     )
 
 
+# Attention, norm-weighted maps and rollout side by side (docs/methods.md §3.9), from a facts run
+# whose config `weightings` names norm and rollout.
+_WEIGHTINGS_EMPTY = (
+    "run the corpus's attention facts with run config weightings: [attention, norm, rollout] "
+    "(attn-warehouse run --set <corpus>_attention_facts.weightings='[attention,norm,rollout]')"
+)
+
+CHARTS += (
+    ChartSpec(
+        "compare_weightings_special_tokens",
+        "compare",
+        "attention vs norm vs rollout: special tokens",
+        "compare_weightings_special_tokens",
+        ("wiki_segments", "ud_ewt_test", "demo"),
+        partial(
+            compare.weightings_by_layer_chart,
+            values=("to_cls", "to_sep", "to_cls_sep", "to_punct"),
+            label="mean share of each row's mass",
+        ),
+        when_empty=_WEIGHTINGS_EMPTY,
+    ),
+    ChartSpec(
+        "compare_weightings_dependency_heads",
+        "compare",
+        "attention vs norm vs rollout: dependency heads",
+        "compare_weightings_dependency_heads",
+        ("ud_ewt_test",),
+        compare.weightings_dependency_chart,
+        when_empty=_WEIGHTINGS_EMPTY,
+    ),
+    ChartSpec(
+        "compare_weightings_value_norms",
+        "compare",
+        "value-vector norms",
+        "compare_weightings_value_norms",
+        ("wiki_segments", "ud_ewt_test", "demo"),
+        compare.value_norms_chart,
+        when_empty=_WEIGHTINGS_EMPTY,
+    ),
+)
+
 CHARTS += (
     ChartSpec(
         "compare_head_matches",

@@ -119,3 +119,68 @@ def compare_head_matches_chart(rows: pl.DataFrame, title: str) -> alt.FacetChart
         .facet(column=alt.Column("other:N", title="nearest head in", sort=in_order(rows, "other")))
         .properties(title=f"{title}: each head's nearest head in another model (word-level JS distance)")
     )
+
+
+WEIGHTING_ORDER = ["attention", "norm", "rollout"]  # compute/weightings.py WEIGHTINGS
+
+
+def weightings_by_layer_chart(rows: pl.DataFrame, title: str, values: tuple[str, ...], label: str) -> alt.FacetChart:
+    """A model's per-layer shares under each weighting of the maps (docs/methods.md §3.9), side by side:
+    one panel per measure, a line per weighting over the layers."""
+    long = pl.concat(
+        rows.select("layer", "weighting", "n_heads", measure=pl.lit(value), value=pl.col(value).cast(pl.Float64))
+        for value in values
+    )
+    return (
+        alt.Chart(long)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("layer:O", title="layer"),
+            y=alt.Y("value:Q", title=label),
+            color=alt.Color("weighting:N", title="weighting", sort=WEIGHTING_ORDER),
+            tooltip=["weighting", "measure", "layer", "n_heads", alt.Tooltip("value:Q", format=".3f")],
+        )
+        .properties(width=220, height=200)
+        .facet(column=alt.Column("measure:N", title=None, sort=list(values)))
+        .properties(title=f"{title}: {label} by layer, attention vs norm vs rollout")
+    )
+
+
+def weightings_dependency_chart(rows: pl.DataFrame, title: str) -> alt.Chart:
+    """Clark Table 1 per weighting: each relation's best head accuracy under attention, norm and rollout,
+    a bar per weighting (its head as layer-head; rollout's head 0 is the layer's one map), the best
+    fixed-offset baseline as a tick."""
+    rows = rows.with_columns(best_head=pl.format("{}-{} {}", "layer", "head", "direction"))
+    relations = in_order(rows, "relation")
+    bars = (
+        alt.Chart()
+        .mark_bar()
+        .encode(
+            x=alt.X("accuracy:Q", title="best head's accuracy", scale=alt.Scale(domain=[0, 1])),
+            y=alt.Y("weighting:N", title=None, sort=WEIGHTING_ORDER),
+            color=alt.Color("weighting:N", title="weighting", sort=WEIGHTING_ORDER),
+            tooltip=["relation", "weighting", "best_head", alt.Tooltip("accuracy:Q", format=".3f"), "n"],
+        )
+    )
+    baseline = alt.Chart().mark_tick(color="black", thickness=2).encode(x="baseline_accuracy:Q", y="weighting:N")
+    return (
+        alt.layer(bars, baseline, data=rows)
+        .properties(width=260, height=60)
+        .facet(row=alt.Row("relation:N", title=None, sort=relations))
+        .properties(title=f"{title}: best dependency head per weighting (tick: best offset baseline)")
+    )
+
+
+def value_norms_chart(rows: pl.DataFrame, title: str) -> alt.Chart:
+    """Mean value-vector norm ||f(x)|| per layer and token class (Kobayashi et al. 2020)."""
+    return (
+        alt.Chart(rows)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("layer:O", title="layer"),
+            y=alt.Y("mean_norm:Q", title="mean ||f(x)||"),
+            color=alt.Color("token_class:N", title="token class", sort=["special", "punct", "content"]),
+            tooltip=["token_class", "layer", alt.Tooltip("mean_norm:Q", format=".3f"), "n_tokens", "n_examples"],
+        )
+        .properties(width=300, height=220, title=f"{title}: value-vector norms by layer and token class")
+    )

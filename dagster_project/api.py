@@ -86,9 +86,7 @@ def open_warehouse(path: str | Path | None = None) -> Warehouse:
     `attn-warehouse sql` reads them). Raises FileNotFoundError where there is none yet."""
     config = WarehouseConfig("duckdb", str(path)) if path is not None else WarehouseConfig.from_env()
     if not config.exists():
-        raise FileNotFoundError(
-            f"no warehouse at {config.database}: run `attn-warehouse run` first (or set ATTN_WAREHOUSE)"
-        )
+        raise FileNotFoundError(config.missing_message())
     try:
         conn = config.connect_read_only()
     except duckdb.IOException as error:

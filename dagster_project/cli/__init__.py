@@ -40,10 +40,12 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as error:
         from dagster_project.compute.models import ModelLoadError
         from dagster_project.corpora import CorpusError
+        from dagster_project.storage.lake import LakeConfigError
         from dagster_project.storage.warehouse import WarehouseFullError, WarehouseLockedError
 
         _, cause = user_error(error)
-        if not isinstance(cause, (ModelLoadError, CorpusError, WarehouseLockedError, WarehouseFullError)):
+        known = (ModelLoadError, CorpusError, LakeConfigError, WarehouseLockedError, WarehouseFullError)
+        if not isinstance(cause, known):
             raise
         print(f"error: {one_line(cause)}", file=sys.stderr)
-        return 2 if isinstance(cause, ModelLoadError) else 1
+        return 2 if isinstance(cause, (ModelLoadError, LakeConfigError)) else 1

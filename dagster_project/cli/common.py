@@ -36,9 +36,12 @@ def user_error(error: BaseException) -> tuple[str | None, BaseException]:
 
 
 def one_line(error: BaseException) -> str:
+    """The error's message on one line, any password of a URL in it (the lake's catalog) masked."""
+    from dagster_project.storage.lake import mask_password
+
     errors = getattr(error, "errors", None)  # DagsterInvalidConfigError: one entry per problem
     text = "; ".join(str(getattr(item, "message", item)) for item in errors) if errors else str(error)
-    return " ".join(text.split()) or type(error).__name__
+    return mask_password(" ".join(text.split())) or type(error).__name__
 
 
 def existing_warehouse() -> "WarehouseConfig | None":
@@ -53,10 +56,7 @@ def existing_warehouse() -> "WarehouseConfig | None":
         return None
     if warehouse.exists():
         return warehouse
-    print(
-        f"error: no warehouse at {warehouse.database}: run `attn-warehouse run` first (or set ATTN_WAREHOUSE)",
-        file=sys.stderr,
-    )
+    print(f"error: {warehouse.missing_message()}", file=sys.stderr)
     return None
 
 
@@ -69,5 +69,5 @@ def reader_error(error: Exception, warehouse: "WarehouseConfig") -> int:
             file=sys.stderr,
         )
     else:
-        print(f"error: {' '.join(str(error).split())}", file=sys.stderr)
+        print(f"error: {one_line(error)}", file=sys.stderr)
     return 2

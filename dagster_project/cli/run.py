@@ -256,11 +256,13 @@ def execute_run(prepared: PreparedRun, run_config: dict, verbose: bool) -> int:
 
 
 def print_outputs(model_id: str) -> None:
-    """Where the warehouse, the charts, the report and the Dagster instance are."""
+    """Where the warehouse (a lake's catalog with its password masked), the charts, the report and
+    the Dagster instance are."""
     from dagster_project.defs.resources import default_resources
+    from dagster_project.storage.backend import WarehouseConfig
 
     resources = default_resources()
-    print(f"warehouse: {resources['warehouse'].database}")
+    print(f"warehouse: {WarehouseConfig.from_env().describe()}")
     print(f"charts:    {resources['chart_folder'].for_model(model_id)}")
     print(f"report:    {Path(resources['chart_folder'].path).resolve() / 'report' / 'index.html'}")
     print(f"dagster:   {os.environ['DAGSTER_HOME']} (open the UI with `attn-warehouse ui`)")

@@ -62,11 +62,18 @@ class WarehouseConfig:
         return f"DuckLake ({self.lake.describe()})" if self.lake else f"DuckDB file {self.database}"
 
     def exists(self) -> bool:
-        """Whether there is a warehouse to read (a lake's catalog is checked when connecting)."""
-        return self.lake is not None or Path(self.database).exists()
+        """Whether there is a warehouse to read (a PostgreSQL catalog is checked when connecting)."""
+        return not self.lake.catalog_missing() if self.lake else Path(self.database).exists()
+
+    def missing_message(self) -> str:
+        """What a reader says where there is no warehouse yet, and how to create it."""
+        if self.lake:
+            return self.lake.missing_message()
+        return f"no warehouse at {self.database}: run `attn-warehouse run` first (or set ATTN_WAREHOUSE)"
 
     def connect_read_only(self) -> duckdb.DuckDBPyConnection:
-        """A read-only connection: the DuckDB file opened read-only, or the lake attached READ_ONLY."""
+        """A read-only connection: the DuckDB file opened read-only, or the lake attached READ_ONLY
+        (LakeMissingError where there is no lake yet)."""
         if self.lake is not None:
             return connect_lake(self.lake, read_only=True)
         return duckdb.connect(self.database, read_only=True)

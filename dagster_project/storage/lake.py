@@ -10,6 +10,7 @@ naming the catalog (password masked) or the path, before anything is written.
 
 import importlib.util
 import os
+import random
 import re
 import time
 import uuid
@@ -34,13 +35,23 @@ EXTENSION_PACKAGES = {
 NO_DOWNLOADS = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
 _PASSWORD_IN_URL = re.compile(r"(?P<head>[a-z][a-z0-9+.-]*://[^:/@\s]*:)(?P<password>[^@\s]*)(?P<tail>@)", re.I)
 _PASSWORD_IN_DSN = re.compile(r"(?P<head>\bpassword\s*=\s*)(?P<password>'(?:[^']|\\')*'|\S+)(?P<tail>)", re.I)
-# DuckLake's message for a logical conflict between two transactions (e.g. an insert into a
-# table another transaction deleted from); such a transaction can be retried as it was.
-TRANSACTION_CONFLICT = re.compile(r"transaction conflict", re.IGNORECASE)
+# Failures that a transaction (rolled back by them) can be retried as it was: DuckLake's logical
+# conflict between two transactions (an insert into a table another transaction deleted from),
+# and SQLite's busy catalog file (a SQLite catalog takes one committing transaction at a time, and
+# a read that meets one fails the same way).
+RETRYABLE = re.compile(r"transaction conflict|database is locked", re.IGNORECASE)
 
 
 class LakeConfigError(RuntimeError):
     """The lake cannot be used as configured (catalog, extensions, data path); nothing was written."""
+
+
+class LakeMissingError(LakeConfigError):
+    """A reader found no DuckLake at the configured catalog: no run has created it yet."""
+
+
+# DuckLake's answer to a read-only ATTACH of a catalog (an empty database) that holds no lake.
+_NO_LAKE_IN_CATALOG = re.compile(r"does not exist - and creating a new DuckLake is explicitly disabled", re.I)
 
 
 def mask_password(text: str) -> str:
@@ -74,7 +85,7 @@ class S3Settings:
         )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class LakeConfig:
     """Where the lake lives. `catalog`: postgresql://user:password@host:port/db (or postgres://),
     a SQLite file (.sqlite, .sqlite3, .db) or a DuckDB file (anything else, e.g. lake.ducklake).
@@ -116,6 +127,21 @@ class LakeConfig:
 
     def describe(self) -> str:
         return f"catalog {mask_password(self.catalog)}, data {self.data_path}"
+
+    def __repr__(self) -> str:
+        # the catalog URL may hold a password, and reprs end up in logs and tracebacks
+        return f"LakeConfig(catalog={mask_password(self.catalog)!r}, data_path={self.data_path!r})"
+
+    def catalog_missing(self) -> bool:
+        """Whether a catalog file is known to be absent (a PostgreSQL catalog is only known by connecting)."""
+        return self.catalog_kind != "postgres" and not Path(self.catalog).expanduser().exists()
+
+    def missing_message(self) -> str:
+        """What a reader says when there is no lake at the catalog yet, and how to create one."""
+        return (
+            f"no DuckLake at {mask_password(self.catalog)} yet: `attn-warehouse run --corpus demo` creates it "
+            "(or point ATTN_LAKE_CATALOG at an existing lake)"
+        )
 
 
 def extension_file(name: str) -> Path:
@@ -209,7 +235,10 @@ def connect_lake(
 
 
 def _attach(config: LakeConfig, read_only: bool, check_data_path: bool) -> duckdb.DuckDBPyConnection:
-    """A new in-memory DuckDB with the lake attached and in use."""
+    """A new in-memory DuckDB with the lake attached and in use. A reader that finds no lake
+    raises LakeMissingError; a writer creates the lake when the catalog is new."""
+    if read_only and config.catalog_missing():
+        raise LakeMissingError(config.missing_message())
     if config.catalog_kind != "postgres" and not read_only:
         folder = Path(config.catalog).expanduser().resolve().parent
         try:
@@ -236,6 +265,8 @@ def _attach(config: LakeConfig, read_only: bool, check_data_path: bool) -> duckd
         try:
             conn.execute(f"ATTACH 'ducklake:{_SECRET_NAME}' AS {LAKE_NAME} ({mode})")
         except duckdb.Error as error:
+            if read_only and _NO_LAKE_IN_CATALOG.search(str(error)):
+                raise LakeMissingError(config.missing_message()) from None
             cause = mask_password(" ".join(str(error).split()))
             raise LakeConfigError(
                 f"cannot open the DuckLake catalog {mask_password(config.catalog)}: {cause}. Check "
@@ -257,34 +288,36 @@ def is_lake(conn: duckdb.DuckDBPyConnection) -> bool:
 def retry_on_conflict(
     transaction: Callable[[], None], attempts: int = 8, log: Callable[[str], None] | None = None
 ) -> int:
-    """Run `transaction` (which rolls itself back on failure) again while DuckLake reports a
-    conflict with a concurrent transaction; returns how many retries it took."""
+    """Run `transaction` (which rolls itself back on failure) again while it fails on a
+    concurrent transaction (RETRYABLE); returns how many retries it took. The waits double and
+    are jittered, so writers that collided once do not collide again in step."""
     for attempt in range(attempts):
         try:
             transaction()
             return attempt
         except duckdb.Error as error:
-            if attempt == attempts - 1 or not TRANSACTION_CONFLICT.search(str(error)):
+            if attempt == attempts - 1 or not RETRYABLE.search(str(error)):
                 raise
             if log:
                 log(f"DuckLake transaction conflict, retrying ({attempt + 1}/{attempts - 1}): {error}")
-            time.sleep(0.05 * 2**attempt)
+            time.sleep(0.05 * 2**attempt * random.uniform(0.5, 1.5))
     raise AssertionError("unreachable")
 
 
 def maintain_files(conn: duckdb.DuckDBPyConnection, keep: timedelta) -> dict[str, int]:
-    """DuckLake's file maintenance: merge small adjacent Parquet files, rewrite files that
-    deletes left mostly empty, expire snapshots older than `keep` (time travel before that is
-    gone; the merges and rewrites are snapshots too, so their replaced files expire in this
-    same pass when `keep` is 0), then delete the files expired snapshots no longer reference,
-    and orphans (files of writers killed before committing), older than `keep`. Returns what
-    each step reported (merged files, rewritten files, expired snapshots, deleted files)."""
+    """DuckLake's file maintenance: delete orphans older than `keep` (files of writers killed
+    or failed before committing: first, so a data path that a failed write filled has room for
+    the rest), merge small adjacent Parquet files, rewrite files that deletes left mostly empty,
+    expire snapshots older than `keep` (time travel before that is gone; the merges and rewrites
+    are snapshots too, so their replaced files expire in this same pass when `keep` is 0), then
+    delete the files expired snapshots no longer reference. Returns what each step reported
+    (deleted orphans, merged files, rewritten files, expired snapshots, deleted files)."""
     steps = {
+        "deleted_orphaned_files": ("ducklake_delete_orphaned_files", True),
         "merged_files": ("ducklake_merge_adjacent_files", False),
         "rewritten_files": ("ducklake_rewrite_data_files", False),
         "expired_snapshots": ("ducklake_expire_snapshots", True),
         "deleted_old_files": ("ducklake_cleanup_old_files", True),
-        "deleted_orphaned_files": ("ducklake_delete_orphaned_files", True),
     }
     done = {}
     for name, (function, takes_cutoff) in steps.items():
@@ -294,3 +327,23 @@ def maintain_files(conn: duckdb.DuckDBPyConnection, keep: timedelta) -> dict[str
         # fetchall: a result left streaming (fetchone) keeps the function's transaction from committing
         done[name] = conn.execute(query, [keep.total_seconds()] if takes_cutoff else []).fetchall()[0][0]
     return done
+
+
+def read_retrying(
+    conn: duckdb.DuckDBPyConnection, query: str, parameters: list | None = None, attempts: int = 8
+) -> list[tuple]:
+    """A read's rows, run again while it fails on a concurrent writer (RETRYABLE): on a SQLite
+    catalog, a read that meets a committing writer fails with `database is locked` and leaves
+    its connection's transaction aborted, which a ROLLBACK clears."""
+    for attempt in range(attempts):
+        try:
+            return conn.execute(query, parameters or []).fetchall()
+        except duckdb.Error as error:
+            if attempt == attempts - 1 or not RETRYABLE.search(str(error)):
+                raise
+            try:
+                conn.execute("ROLLBACK")
+            except duckdb.Error:
+                pass  # nothing was open: the failed statement ended its own transaction
+            time.sleep(0.05 * 2**attempt * random.uniform(0.5, 1.5))
+    raise AssertionError("unreachable")

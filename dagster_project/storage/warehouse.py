@@ -31,7 +31,7 @@ from dagster_project.compute import bootstrap
 from dagster_project.compute.models import ModelSpec
 from dagster_project.settings import SQL_DIR
 from dagster_project.storage.dense_grain import insert_statement, migrate_flat_tables
-from dagster_project.storage.lake import is_lake, retry_on_conflict
+from dagster_project.storage.lake import LAKE_NAME, is_lake, mask_password, retry_on_conflict
 
 _log = logging.getLogger(__name__)
 
@@ -516,6 +516,46 @@ def _write_failure(
     )
 
 
+def _lake_data_path(conn: duckdb.DuckDBPyConnection) -> str | None:
+    """The attached lake's data path (from its catalog); None when the catalog cannot say."""
+    try:
+        row = conn.execute(
+            "SELECT value FROM ducklake_options(?) WHERE option_name = 'data_path'", [LAKE_NAME]
+        ).fetchone()
+    except duckdb.Error:
+        return None
+    return row[0] if row else None
+
+
+def _lake_write_failure(
+    error: duckdb.Error, conn: duckdb.DuckDBPyConnection, frames: dict[str, pl.DataFrame], model_id: str, corpus: str
+) -> WarehouseFullError:
+    """What a lake write that failed on IO says: where (the data path, or the catalog when the
+    data path is not named), why, and what to do. The cause is shown with any password masked."""
+    needed = sum(frame.to_arrow().nbytes for frame in frames.values())
+    cause = mask_password(" ".join(str(error).split()))
+    data_path = _lake_data_path(conn)
+    free = ""
+    if data_path and "://" not in data_path:
+        try:
+            free = f"; {_megabytes(shutil.disk_usage(data_path).free)} free there now"
+        except OSError:
+            pass
+    if _NO_SPACE.search(cause) or (data_path and data_path.rstrip("/") in cause):
+        where = f"the DuckLake data path {data_path or '(ATTN_LAKE_DATA_PATH)'}"
+        reason = "the disk is full" if _NO_SPACE.search(cause) else "the data path refused the write"
+        fix = "Free space there (or point ATTN_LAKE_DATA_PATH at a larger store, or fix its permissions) and re-run"
+    else:
+        where, reason = "the DuckLake", "its catalog or data path failed"
+        fix = "Check that the catalog (ATTN_LAKE_CATALOG) and the data path (ATTN_LAKE_DATA_PATH) are up, and re-run"
+    return WarehouseFullError(
+        f"could not write partition ({model_id}, {corpus}) to {where}: {reason} ({cause}). The new rows take about "
+        f"{_megabytes(needed)} in memory (Arrow), and about as much at most as Parquet files{free}. Nothing was "
+        "committed: the partition keeps its current batch and `batches` is unchanged; a file the write left "
+        f"behind is an orphan that `warehouse_maintenance` deletes. {fix}."
+    )
+
+
 def new_batch_id() -> str:
     return uuid.uuid4().hex
 
@@ -563,6 +603,8 @@ def replace_partition(
         except duckdb.Error as error:
             _roll_back(conn)
             if isinstance(error, duckdb.IOException) or _NO_SPACE.search(str(error)):
+                if lake:
+                    raise _lake_write_failure(error, conn, frames, model_id, corpus) from error
                 raise _write_failure(error, database, frames, model_id, corpus) from error
             if lake and isinstance(error, duckdb.CatalogException):
                 raise _lake_not_set_up(error) from error
@@ -642,7 +684,8 @@ def _roll_back(conn: duckdb.DuckDBPyConnection) -> None:
     try:
         conn.execute("ROLLBACK")
     except duckdb.Error as error:
-        _log.warning("ROLLBACK after a failed warehouse write failed too: %s", error)
+        if "no transaction is active" not in str(error):  # a failed COMMIT has rolled back already
+            _log.warning("ROLLBACK after a failed warehouse write failed too: %s", error)
 
 
 _MODEL_COLUMNS = ("source", "resolved_path", "revision", "model_type", "n_layers", "n_heads", "takes_token_types")

@@ -5,6 +5,7 @@ step, its size and estimated time, and the total); `--dry-run` stops there. A se
 is current; a paper reproduction after a quick one recomputes everything."""
 
 import argparse
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dagster_project.cli.common import UsageError
@@ -39,6 +40,14 @@ def _stored_profile(model_id: str) -> str | None:
         return reproduction_profile(conn, model_id)
 
 
+def _record(model_id: str, profile: str) -> None:
+    from dagster_project.defs.resources import default_resources
+    from dagster_project.storage.warehouse import record_reproduction
+
+    with default_resources()["warehouse"].get_connection() as conn:
+        record_reproduction(conn, model_id, profile)
+
+
 def _minutes(seconds: float) -> str:
     return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.0f} s"
 
@@ -63,22 +72,31 @@ def print_plan(source: str, model_id: str, steps: list, up_to_date: list, skippe
     return total
 
 
-def reproduce(sources: list[str], profile: str, dry_run: bool, verbose: bool) -> int:
-    """Plan every model's reproduction, print the plans and, unless `dry_run`, run them in turn."""
+def with_user_config(profile_config: dict, user_config: dict) -> dict:
+    """The profile's run config with the user's values (--config, --set) over it, field by field."""
+    ops = {asset: {"config": dict(op.get("config", {}))} for asset, op in profile_config.get("ops", {}).items()}
+    for asset, op in user_config.get("ops", {}).items():
+        ops.setdefault(asset, {"config": {}})["config"].update(op.get("config", {}))
+    return {**user_config, "ops": ops} if ops else dict(user_config)
+
+
+def reproduce(sources: list[str], profile: str, dry_run: bool, verbose: bool, user_config: dict | None = None) -> int:
+    """Plan every model's reproduction, print the plans and, unless `dry_run`, run them in turn;
+    `user_config` (run config in the launchpad's format) goes over the profile's."""
     from dagster_project.cli.run import execute_run, prepare_run, print_outputs
     from dagster_project.compute.devices import resolve
     from dagster_project.corpora import PAPER_CORPORA
     from dagster_project.defs.jobs import ANALYSES
     from dagster_project.defs.reproduction import planned_step, profile_run_config
-    from dagster_project.defs.resources import default_resources
     from dagster_project.settings import compute_device, compute_dtype
-    from dagster_project.storage.warehouse import record_reproduction
 
     device = resolve(compute_device(), compute_dtype()).device.type
     analyses = list(ANALYSES)
     plans = []
     for source in sources:
-        planned = prepare_run(source, list(PAPER_CORPORA), analyses, {}, rerun_targets=False, register=False)
+        planned = prepare_run(
+            source, list(PAPER_CORPORA), analyses, user_config or {}, rerun_targets=False, register=False
+        )
         upgrade = profile == "paper" and _stored_profile(planned.model_id) == "quick"
         if upgrade:
             print(f"{source}: its last reproduction was quick; the paper profile recomputes every step")
@@ -86,18 +104,25 @@ def reproduce(sources: list[str], profile: str, dry_run: bool, verbose: bool) ->
         names = [key.to_user_string() for key in planned.keys]
         steps = [planned_step(name, profile, shape) for name in names]
         print_plan(source, planned.model_id, steps, planned.up_to_date, planned.skipped, device)
-        plans.append((source, upgrade, profile_run_config(names, profile)))
+        plans.append((source, upgrade))
     if dry_run:
         return 0
-    for source, upgrade, _ in plans:
+    for source, upgrade in plans:
         # Planned again, registered: the run config covers what this plan runs.
-        prepared = prepare_run(source, list(PAPER_CORPORA), analyses, {}, rerun_targets=False, rerun_all=upgrade)
-        run_config = profile_run_config([key.to_user_string() for key in prepared.keys], profile)
+        prepared = prepare_run(
+            source, list(PAPER_CORPORA), analyses, user_config or {}, rerun_targets=False, rerun_all=upgrade
+        )
+        names = [key.to_user_string() for key in prepared.keys]
+        run_config = with_user_config(profile_run_config(names, profile), user_config or {})
         print(f"\nreproducing {source} ({profile})")
+        # A quick profile is recorded first, so the run's report labels its results; the paper profile
+        # only once the run succeeded, so a failed paper run after a quick one still recomputes all.
+        if profile == "quick":
+            _record(prepared.model_id, profile)
         if execute_run(prepared, run_config, verbose):
             return 1
-        with default_resources()["warehouse"].get_connection() as conn:
-            record_reproduction(conn, prepared.model_id, profile)
+        if profile == "paper":
+            _record(prepared.model_id, profile)
         print_outputs(prepared.model_id)
     return 0
 
@@ -115,10 +140,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "under 20 minutes for MiniLM on 2 CPU cores",
     )
     parser.add_argument("--dry-run", action="store_true", help="print the plan and its estimates, run nothing")
+    parser.add_argument(
+        "--config", type=Path, metavar="FILE.yaml", help="run config over the profile's (the launchpad's format)"
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="ASSET.FIELD=VALUE",
+        help="one run config value over the profile's, repeatable: xnli_en_hta_facts.hta_method=exact",
+    )
     parser.add_argument("--verbose", action="store_true", help="stream Dagster's full event log")
 
 
 def command(args: argparse.Namespace) -> int:
     if len(set(args.models)) != len(args.models):
         raise UsageError("a model is named twice")
-    return reproduce(args.models, "quick" if args.quick else "paper", args.dry_run, args.verbose)
+    from dagster_project.cli.run import run_config_from
+
+    user_config = run_config_from(args.config, args.set)
+    return reproduce(args.models, "quick" if args.quick else "paper", args.dry_run, args.verbose, user_config)

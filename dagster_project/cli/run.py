@@ -193,6 +193,22 @@ class PreparedRun:
     skipped: list[str]  # one line per kind of step left out because it cannot produce rows
 
 
+def _corpora_of_other_models(warehouse: Any, model_id: str) -> set[str]:
+    """The corpora other models have examples of in the warehouse (none before the first run)."""
+    import duckdb
+
+    from dagster_project.storage.backend import WarehouseConfig
+
+    if not WarehouseConfig.from_env().exists():
+        return set()
+    with warehouse.get_connection() as conn:
+        try:
+            rows = conn.execute("SELECT DISTINCT corpus FROM stg_examples WHERE model_id <> ?", [model_id]).fetchall()
+        except duckdb.CatalogException:  # no views yet
+            return set()
+    return {corpus for (corpus,) in rows}
+
+
 def prepare_run(
     source: str,
     corpus_names: list[str],
@@ -230,7 +246,14 @@ def prepare_run(
         record_corpus_files(instance, resources["data_dir"])  # changed corpus files make their examples stale
     analyses = [ANALYSES[name] for name in analysis_names]
     plan = plan_model_run(
-        instance, analyses, corpora, present, spec.model_id, rerun_targets=rerun_targets, required=required
+        instance,
+        analyses,
+        corpora,
+        present,
+        spec.model_id,
+        rerun_targets=rerun_targets,
+        required=required,
+        others_corpora=_corpora_of_other_models(resources["warehouse"], spec.model_id),
     )
     views = [] if up_to_date_keys(instance, all_assets, [warehouse_views.key], spec.model_id) else [warehouse_views.key]
     keys = [*views, *plan.keys, *([] if paper_report.key in plan.keys else [paper_report.key])]

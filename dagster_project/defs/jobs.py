@@ -122,12 +122,16 @@ def plan_model_run(
     model_id: str,
     rerun_targets: bool = False,
     required: Collection[AssetKey] = (),
+    others_corpora: Collection[str] | None = None,
 ) -> ModelRun:
     """The one run of `analyses` for `model_id` (one run per model, so two analyses never
     compute a shared asset twice). Assets materialized and not stale are left out, unless they
     are `required`, or targets of the analyses with `rerun_targets` (an explicit CLI run); what
     lies downstream of anything re-run is re-run with it. A run that draws a chart also writes
-    the report, so the report never lags behind the charts."""
+    the report, so the report never lags behind the charts. Head matching, which compares the model
+    with the other registered models, is left out (one line in `skipped`) when there is no other
+    model, or none with examples of the corpus (`others_corpora`: the corpora other models have in the
+    warehouse; None: not known, only the first rule applies)."""
     targets: set[AssetKey] = set()
     wanted: set[AssetKey] = set()
     for analysis in analyses:
@@ -135,12 +139,18 @@ def plan_model_run(
         wanted |= set(keys)
         targets |= {key for asset in analysis_targets(analysis, corpora) for key in asset.keys} & set(keys)
     skipped = []
-    matches = wanted & _HEAD_MATCH_KEYS
-    if matches and not set(instance.get_dynamic_partitions(model_partitions.name)) - {model_id}:
-        wanted -= matches
+    others = set(instance.get_dynamic_partitions(model_partitions.name)) - {model_id}
+    unmatched = {
+        key
+        for key in wanted & _HEAD_MATCH_KEYS
+        if not others or (others_corpora is not None and _SPECS[key].tags[CORPUS] not in others_corpora)
+    }
+    if unmatched:
+        wanted -= unmatched
         skipped.append(
-            f"head matching ({len(matches)} corpora) not scheduled: it compares a model with the other registered "
-            "models, and there is none yet"
+            f"head matching ({len(unmatched)} corpora) not scheduled: it compares a model with the other registered "
+            "models on the same corpus, and "
+            + ("there is none yet" if not others else "none of them has examples of these corpora yet")
         )
     current = up_to_date_keys(instance, all_assets, wanted, model_id)
     redo = (wanted - current) | (set(required) & wanted) | (targets & wanted if rerun_targets else set())

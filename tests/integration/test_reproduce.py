@@ -1,4 +1,4 @@
-"""`attn-warehouse reproduce --quick` as a user types it, on a tiny masked-LM BERT and a data folder
+"""`attn-warehouse reproduce --quick` as a user types it, on a small random masked-LM BERT and a data folder
 holding the corpora of one result per paper family (XNLI, WikiText, UD EWT, GLUE RTE): every result
 view gets rows except those that need a corpus that is not there or a second model, and a second
 call finds everything current."""
@@ -11,19 +11,21 @@ from pathlib import Path
 
 import duckdb
 import pytest
+import torch
+from transformers import BertConfig, BertForMaskedLM
 
 from dagster_project.settings import PROJECT_ROOT
+from tests.tiny_models import TINY_LAYERS, bert_tokenizer, save_model
 
 pytestmark = pytest.mark.integration
-PRESENT = ("xnli", "wikipedia", "ud_english_ewt", "glue/glue_style_tsv/RTE")
+PRESENT = ("xnli", "wikipedia", "ud_english_ewt", "glue/glue_style_tsv/RTE", "glue/hf_parquet/rte_train.parquet")
 # Results no run on PRESENT's corpora for one model can fill, and why.
 EMPTY_RESULTS = {
-    "clark_coreference_accuracy": "OntoGUM / GAP are not in the data folder",
-    "clark_coreference_baselines": "OntoGUM / GAP are not in the data folder",
+    "clark_coreference_heads": "OntoGUM / GAP are not in the data folder",
     "kovaleva_framenet_heads": "FrameNet is not in the data folder",
     "kovaleva_framenet_head_ablation": "FrameNet is not in the data folder",
     "compare_head_matches": "head matching needs a second registered model",
-    "pascual_language_center_of_mass": "no model is registered with a language (models.toml)",
+    "compare_weightings_value_norms": "the norm weighting is beyond the papers (run config `weightings`)",
 }
 
 
@@ -38,7 +40,24 @@ def _cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
     )
 
 
-def test_reproduce_quick_fills_every_result_it_can(shared_data_dir: Path, tiny_mlm_dir: Path, tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def small_mlm_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 2-layer masked-LM BERT with random weights whose d_head is MiniLM's (32), so XNLI keeps the
+    examples of up to d_head pieces that Pascual's analyses take."""
+    tokenizer = bert_tokenizer()
+    torch.manual_seed(0)
+    config = BertConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=128,
+        num_hidden_layers=TINY_LAYERS,
+        num_attention_heads=4,
+        intermediate_size=128,
+        max_position_embeddings=160,
+    )
+    return save_model(tmp_path_factory.mktemp("small-mlm"), BertForMaskedLM(config), tokenizer)
+
+
+def test_reproduce_quick_fills_every_result_it_can(shared_data_dir: Path, small_mlm_dir: Path, tmp_path: Path) -> None:
     data = tmp_path / "data"
     for folder in PRESENT:
         (data / folder).parent.mkdir(parents=True, exist_ok=True)
@@ -49,14 +68,18 @@ def test_reproduce_quick_fills_every_result_it_can(shared_data_dir: Path, tiny_m
         "ATTN_WAREHOUSE": str(tmp_path / "warehouse.duckdb"),
         "ATTN_CHARTS_DIR": str(tmp_path / "charts"),
         "DAGSTER_HOME": str(tmp_path / "dagster"),
+        "ATTN_MODELS_CACHE": str(tmp_path / "models"),
         "ATTN_DEVICE": "cpu",
     }
-    planned = _cli(["reproduce", str(tiny_mlm_dir), "--quick", "--dry-run"], env)
+    planned = _cli(["reproduce", str(small_mlm_dir), "--quick", "--dry-run"], env)
     assert planned.returncode == 0, planned.stderr
     assert "estimated:" in planned.stdout and "xnli_en_hta_facts" in planned.stdout
     assert not (tmp_path / "warehouse.duckdb").exists()  # a dry run writes nothing
 
-    first = _cli(["reproduce", str(tiny_mlm_dir), "--quick"], env)
+    # The default estimator is tuned on MiniLM; on random weights it misses exact HTA, and its check
+    # stops the run (as it should), so this model's HTA is exact: 32 pieces x 128 dims is cheap.
+    exact = [f"--set=xnli_{language}_hta_facts.hta_method=exact" for language in ("en", "de", "ar")]
+    first = _cli(["reproduce", str(small_mlm_dir), "--quick", *exact], env)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     assert "LOAD REPORT" not in first.stdout + first.stderr  # transformers' load reports go to the run log
     assert "head matching" in first.stdout and "not scheduled" in first.stdout
@@ -71,7 +94,7 @@ def test_reproduce_quick_fills_every_result_it_can(shared_data_dir: Path, tiny_m
     report = (tmp_path / "charts" / "report" / "clark.html").read_text()
     assert "Quick reproduction:" in report
 
-    second = _cli(["reproduce", str(tiny_mlm_dir), "--quick"], env)
+    second = _cli(["reproduce", str(small_mlm_dir), "--quick", "--dry-run"], env)
     assert second.returncode == 0, second.stderr[-3000:]
     to_run, current = map(int, re.search(r"(\d+) steps to run, (\d+) current", second.stdout).groups())
-    assert to_run == 1 and current > 50, second.stdout  # only the report is written again
+    assert to_run == 1 and current > 50, second.stdout  # only the report would be written again

@@ -7,10 +7,12 @@ corpus of §2 that is present, HTA on the 1800 XNLI examples, fine-tuning at Kov
 below says what is reduced, and the report labels such results.
 
 Estimates: each step family's seconds per unit (examples, training steps, ablation settings)
-measured for MiniLM (6 x 12 x 384) on 2 CPU cores by `attn-warehouse reproduce --quick` (the run
-log's step times; docs/benchmarks.md), scaled by the model's size (layers x hidden^2, what a forward
-costs) and the unit count of the chosen profile. They are for a CPU; on another device they are an
-upper bound until that device's rates are measured (bench/bench_device.py).
+measured for MiniLM (6 x 12 x 384) on 2 quiet CPU cores by `attn-warehouse reproduce --quick`
+(the console's step times, 2026-11-26: 16.8 minutes for 110 steps), scaled by the model's size
+(layers x hidden^2, what a forward costs) and the unit count of the chosen profile. A corpus without
+a size counts as 2000 examples, and XNLI as its 1800 even where a tokenizer keeps fewer under d_head.
+They are for a CPU; on another device they are an upper bound until that device's rates are measured
+(bench/bench_device.py).
 """
 
 import math
@@ -19,7 +21,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import polars as pl
+
 from dagster_project.corpora import CORPORA
+from dagster_project.settings import data_dir
 
 PROFILES = ("quick", "paper")
 MINILM_FORWARD = 6 * 384**2  # layers x hidden^2 of the model the rates were measured on
@@ -78,8 +83,16 @@ def _hta_examples(asset: str, profile: str, model: ModelShape) -> int:
 def _finetune_steps(asset: str, profile: str, model: ModelShape) -> int:
     if profile == "quick":
         return QUICK_FINETUNE_STEPS
-    train = CORPORA.get(f"glue_{asset.removeprefix('finetuned_')}_train")
-    return 3 * math.ceil((train.size if train and train.size else 8000) / 32)  # Kovaleva: 3 epochs, batch 32
+    return 3 * math.ceil(_training_examples(asset.removeprefix("finetuned_")) / 32)  # Kovaleva: 3 epochs, batch 32
+
+
+def _training_examples(task: str) -> int:
+    """Rows of the task's training Parquet file (its footer, not the data), else 8000."""
+    train = CORPORA.get(f"glue_{task}_train")
+    entries = [entry if isinstance(entry, tuple) else (entry,) for entry in (train.files if train else ())]
+    parquet = [data_dir() / name for entry in entries for name in entry if name.endswith(".parquet")]
+    present = [path for path in parquet if path.exists()]
+    return sum(pl.scan_parquet(path).select(pl.len()).collect().item() for path in present) or 8000
 
 
 def _ablation_settings(asset: str, profile: str, model: ModelShape) -> int:
@@ -100,14 +113,14 @@ def _one(asset: str, profile: str, model: ModelShape) -> int:
 RULES = (
     StepRule(_SAMPLED + "_examples", {"size": QUICK_EXAMPLES}, "examples", 0.01, 2.0, _examples_of("_examples")),
     StepRule(_CORPUS + "_examples", {}, "examples", 0.01, 2.0, _examples_of("_examples")),
-    StepRule(r"wiki_segments_attention_facts", {}, "examples", 0.05, 1.0, _examples_of("_attention_facts")),
+    StepRule(r"wiki_segments_attention_facts", {}, "examples", 0.075, 1.0, _examples_of("_attention_facts")),
     StepRule(_CORPUS + "_attention_facts", {}, "examples", 0.012, 1.0, _examples_of("_attention_facts")),
     StepRule(
         _CORPUS + "_hta_facts",
         {"max_examples": QUICK_HTA_EXAMPLES, "check_examples": 1},
         "examples",
-        1.5,  # the default estimator, <= d_head pieces; the fixed part is the exact check on one example
-        45.0,
+        2.6,  # the default estimator, <= d_head pieces; the fixed part is the exact check on one example
+        60.0,
         _hta_examples,
     ),
     StepRule(
@@ -144,7 +157,8 @@ RULES = (
         lambda asset, profile, model: QUICK_PROBE_SENTENCES if profile == "quick" else 2000,
     ),
     StepRule(_CORPUS + "_head_matches", {"max_examples": 16}, "steps", 0.0, 10.0, _one),
-    StepRule(r".*", {}, "steps", 0.0, 2.0, _one),  # charts, views, the report, models, baselines
+    StepRule(r"paper_report", {}, "steps", 0.0, 45.0, _one),  # draws the named heads' example maps
+    StepRule(r".*", {}, "steps", 0.0, 2.0, _one),  # charts, views, models, baselines
 )
 
 

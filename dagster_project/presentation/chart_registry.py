@@ -547,7 +547,7 @@ CHARTS += (
         "compare",
         "value-vector norms",
         "compare_weightings_value_norms",
-        ("wiki_segments", "ud_ewt_test", "demo"),
+        ("wiki_segments", "ud_ewt_test"),  # only a run that asks for the norm weighting writes value norms
         compare.value_norms_chart,
         when_empty=_WEIGHTINGS_EMPTY,
     ),

@@ -171,7 +171,7 @@ def test_report_pages_render_charts_selector_and_headlines(demo_home: dict, tmp_
     def block(spec):
         if spec.name in drawn:
             return f'<figure data-chart="{spec.name}">'
-        return f'<p class="missing" data-chart="{spec.name}">'
+        return f'<p class="missing" data-chart="{spec.name}"'  # a chart the model cannot have adds data-needs
 
     index = dump_dom(tmp_path / "profile", (report / "index.html").as_uri())
     assert all(f'href="{paper}.html"' in index for paper in papers)

@@ -36,7 +36,7 @@ SLICE = {
 }
 ANALYSES = [hta_assets_by_corpus["xnli_en"], head_mds, dependency_probes, coreference_baselines_by_corpus["ontogum"]]
 # Views a MiniLM warehouse leaves empty: no loss head for gradients, no fine-tuned model, no
-# second model to match heads with.
+# second model to match heads with, no norm weighting asked for, no reproduction recorded.
 EMPTY_VIEWS = {
     "stg_head_matches",
     "compare_head_matches",
@@ -54,6 +54,10 @@ EMPTY_VIEWS = {
     "kovaleva_framenet_head_ablation",
     "kovaleva_layer_ablation",
     "kovaleva_finetune_similarity",
+    # value norms are written only by a pass whose run config asks for the norm weighting
+    "stg_value_norms",
+    "compare_weightings_value_norms",
+    "stg_reproductions",  # written by `attn-warehouse reproduce`, not by the assets
 }
 
 

@@ -48,10 +48,10 @@ def small_mlm_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     torch.manual_seed(0)
     config = BertConfig(
         vocab_size=tokenizer.vocab_size,
-        hidden_size=128,
+        hidden_size=64,
         num_hidden_layers=TINY_LAYERS,
-        num_attention_heads=4,
-        intermediate_size=128,
+        num_attention_heads=2,
+        intermediate_size=64,
         max_position_embeddings=160,
     )
     return save_model(tmp_path_factory.mktemp("small-mlm"), BertForMaskedLM(config), tokenizer)
@@ -77,7 +77,7 @@ def test_reproduce_quick_fills_every_result_it_can(shared_data_dir: Path, small_
     assert not (tmp_path / "warehouse.duckdb").exists()  # a dry run writes nothing
 
     # The default estimator is tuned on MiniLM; on random weights it misses exact HTA, and its check
-    # stops the run (as it should), so this model's HTA is exact: 32 pieces x 128 dims is cheap.
+    # stops the run (as it should), so this model's HTA is exact: 32 pieces x 64 dims is cheap.
     exact = [f"--set=xnli_{language}_hta_facts.hta_method=exact" for language in ("en", "de", "ar")]
     first = _cli(["reproduce", str(small_mlm_dir), "--quick", *exact], env)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]

@@ -6,6 +6,7 @@ The notebook API (api.py: open_warehouse, Warehouse, example_maps) is reached fr
 `from dagster_project import open_warehouse`, and loaded only on that first use, so importing
 the package stays cheap."""
 
+import importlib
 import os
 
 # 2-thread torch spins (and slows ~4x) while another process keeps a core busy; PASSIVE makes
@@ -19,7 +20,7 @@ __all__ = list(_API)
 def __getattr__(name: str) -> object:
     """The API's names, imported on first use (module-level __getattr__, PEP 562)."""
     if name in _API:
-        from dagster_project import api
-
-        return getattr(api, name)
+        # Imported by name: the API sits above every layer, and a static import here would make
+        # the package, which every module imports for the environment above, depend on all of them.
+        return getattr(importlib.import_module("dagster_project.api"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -30,6 +30,14 @@ import polars as pl
 from dagster_project.compute import bootstrap
 from dagster_project.compute.models import ModelSpec
 from dagster_project.settings import SQL_DIR
+from dagster_project.storage.claims import (
+    CLAIMS_DIR,
+    JUDGMENTS_VIEW,
+    claim_files,
+    claims_frame,
+    judgments_sql,
+    load_claims,
+)
 from dagster_project.storage.dense_grain import insert_statement, migrate_flat_tables
 from dagster_project.storage.lake import LAKE_NAME, is_lake, mask_password, retry_on_conflict
 
@@ -148,6 +156,9 @@ def view_definitions(sql_dir: Path | None = None) -> list[View]:
                 raise ValueError(f"view {path.stem} is defined twice: {views[path.stem].source} and {path}")
             views[path.stem] = View(path.stem, layer, path.read_text(), path)
     views |= {view.name: view for view in _templated_staging(sql_dir, set(views))}
+    claims_dir = sql_dir / CLAIMS_DIR
+    if claims_dir.is_dir():  # an older tree's sql/ has no claims
+        views[JUDGMENTS_VIEW] = View(JUDGMENTS_VIEW, "results", judgments_sql(load_claims(sql_dir)), claims_dir)
     code = {name: strip_sql_comments(view.sql) for name, view in views.items()}
     graph = {
         name: {other for other in views if other != name and re.search(rf"\b{re.escape(other)}\b", code[name])}
@@ -164,7 +175,7 @@ def aggregate_files() -> list[Path]:
 def sql_code_version() -> str:
     """Hash of every SQL file, so a change to any view, table or aggregate marks the views stale."""
     digest = hashlib.sha256()
-    for path in schema_files() + aggregate_files():
+    for path in schema_files() + aggregate_files() + claim_files():
         digest.update(path.read_bytes())
     for view in view_definitions():
         digest.update(view.sql.encode())
@@ -397,6 +408,7 @@ def apply_views(conn: duckdb.DuckDBPyConnection) -> list[str]:
         try:
             if not lake:
                 _carry_unbatched_rows(conn)
+            _write_claims(conn)
             for view in view_definitions():
                 conn.execute(view.sql)
                 created.append(view.name)
@@ -410,6 +422,13 @@ def apply_views(conn: duckdb.DuckDBPyConnection) -> list[str]:
 
     retry_on_conflict(create, log=_log.info) if lake else create()
     return created
+
+
+def _write_claims(conn: duckdb.DuckDBPyConnection) -> None:
+    """Replace the `claims` table's rows by the registry's (inside apply_views' transaction)."""
+    frame = claims_frame(load_claims())
+    conn.execute("DELETE FROM claims")
+    _insert(conn, "claims", frame)
 
 
 CARRIED_BATCH = "carried"

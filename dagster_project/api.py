@@ -67,6 +67,12 @@ class Warehouse:
             raise ValueError(f"{paper} {name!r} names several views: {', '.join(views)}; choose one with view=")
         return self._conn.table(views[0]).pl()
 
+    def scorecard(self, model: str | None = None, paper: str | None = None) -> pl.DataFrame:
+        """Every paper claim's verdict (reproduction_scorecard), for one model and one paper when given."""
+        from dagster_project.presentation.scorecard import scorecard_rows
+
+        return scorecard_rows(self._conn, model, paper)
+
     def example_maps(
         self,
         model: str,

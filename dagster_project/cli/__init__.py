@@ -9,12 +9,13 @@ run history persist between commands and the UI.
 import argparse
 import sys
 
-from dagster_project.cli import add_model, catalogue, export, pools, report, reproduce, run, sql, ui
+from dagster_project.cli import add_model, catalogue, export, pools, report, reproduce, run, scorecard, sql, ui
 from dagster_project.cli.common import UsageError, one_line, use_project_instance, user_error
 
 VERBS = {
     "run": run,
     "reproduce": reproduce,
+    "scorecard": scorecard,
     "add-model": add_model,
     "ui": ui,
     "report": report,

@@ -15,7 +15,7 @@ import io
 import json
 import re
 import shlex
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,6 +36,7 @@ from dagster_project.presentation.chart_registry import (
     ChartSpec,
 )
 from dagster_project.presentation.charts.common import short_model_name
+from dagster_project.presentation.scorecard import scorecard_html, scorecard_rows
 
 PAPER_TITLES = {
     "clark": "Clark et al. 2019, What Does BERT Look At? An Analysis of BERT's Attention",
@@ -96,7 +97,7 @@ HEAD_LINKS: dict[str, Callable[[pl.DataFrame], pl.DataFrame]] = {
 
 _SELECTOR_SCRIPT = """
 const select = document.getElementById("model-select");
-const chosen = decodeURIComponent(location.hash.slice(1));
+const [chosen, chart] = decodeURIComponent(location.hash.slice(1)).split("/");
 if ([...select.options].some(option => option.value === chosen)) select.value = chosen;
 function showModel() {
   for (const section of document.querySelectorAll("section.model")) \
@@ -104,6 +105,7 @@ section.hidden = section.dataset.model !== select.value;
 }
 select.addEventListener("change", showModel);
 showModel();
+if (chart) document.getElementById(`${select.value}/${chart}`)?.scrollIntoView();
 """
 
 _STYLE = """
@@ -116,6 +118,8 @@ td, th { border: 1px solid #ccc; padding: 2px 8px; text-align: right; }
 .quick { background: #eef5ff; border: 1px solid #7aa7e0; padding: 0.5em 1em; } \
 .few { background: #fdecea; border: 1px solid #e0877d; padding: 0.3em 1em; }
 .source, .apart, .heads { color: #555; font-size: 0.9em; }
+.verdict-holds b { color: #1a7f37; } .verdict-fails b { color: #c0392b; } \
+.verdict-missing b, .verdict-not-comparable b { color: #777; }
 nav a { margin-right: 1em; }
 """
 
@@ -153,6 +157,7 @@ class ReportData:
     heads: dict[str, pl.DataFrame] = field(default_factory=dict)  # model_id -> chart, corpus, layer, head, label
     head_maps: dict[str, pl.DataFrame] = field(default_factory=dict)  # model_id -> maps with tokens
     profiles: dict[str, str] = field(default_factory=dict)  # model_id -> its last reproduction's profile
+    scorecard: pl.DataFrame = field(default_factory=pl.DataFrame)  # reproduction_scorecard's rows
 
     def name(self, model_id: str) -> str:
         return self.names.get(model_id, model_id)
@@ -321,7 +326,13 @@ def read_report_data(conn: duckdb.DuckDBPyConnection, specs: Iterable[ChartSpec]
         profiles = dict(conn.execute("SELECT model_id, profile FROM stg_reproductions").fetchall())
     except duckdb.CatalogException:  # a warehouse from before reproductions were recorded
         profiles = {}
-    return ReportData(models, chart_rows, names, model_lacks(conn, models), counts, heads, head_maps, profiles)
+    try:
+        scorecard = scorecard_rows(conn)
+    except duckdb.CatalogException:  # views from before the claims: the index says to refresh them
+        scorecard = pl.DataFrame()
+    return ReportData(
+        models, chart_rows, names, model_lacks(conn, models), counts, heads, head_maps, profiles, scorecard
+    )
 
 
 def chart_png(spec: ChartSpec, corpus: str, rows: pl.DataFrame) -> bytes:
@@ -456,7 +467,18 @@ def _head_links(data: ReportData, spec: ChartSpec, model_id: str) -> str:
     )
 
 
+def chart_anchor(model_id: str, chart: str) -> str:
+    """The id of a model's block of a chart on its paper's page: `<paper>.html#<model_id>/<chart>`
+    opens the page on that model and scrolls to the chart."""
+    return f"{model_id}/{chart}"
+
+
 def _chart_block(data: ReportData, spec: ChartSpec, model_id: str, source: str) -> str:
+    anchor = html.escape(chart_anchor(model_id, spec.name))
+    return f'<div id="{anchor}">{_chart_content(data, spec, model_id, source)}</div>'
+
+
+def _chart_content(data: ReportData, spec: ChartSpec, model_id: str, source: str) -> str:
     found = data.chart_rows[model_id, spec.name]
     if isinstance(found, str):
         return _missing_note(spec, data.name(model_id), source, found, data.lacks.get(model_id))
@@ -630,8 +652,41 @@ def index_page(papers: dict[str, list[ChartSpec]], data: ReportData) -> str:
         if not models.is_empty()
         else "<p>No models in the warehouse: run <code>attn-warehouse run</code>.</p>"
     )
-    body = f"{_nav(papers)}<h1>Attention warehouse report</h1><ul>{items}</ul><h2>Models</h2>{model_table}"
-    return _page("Attention warehouse report", body)
+    body = (
+        f"{_nav(papers)}<h1>Attention warehouse report</h1>{scorecard_section(data, papers)}"
+        f"<h2>Pages</h2><ul>{items}</ul><h2>Models</h2>{model_table}"
+    )
+    return _page("Attention warehouse report", body, _SELECTOR_SCRIPT if data.scorecard.height else "")
+
+
+def scorecard_section(data: ReportData, papers: Mapping[str, list[ChartSpec]]) -> str:
+    """The report's first page: every claim's verdict per model (reproduction_scorecard), a table per
+    paper, a model selector, each claim's result linking to its chart on the paper's page."""
+    if data.scorecard.is_empty():
+        return (
+            '<h2>Scorecard</h2><p class="missing">No scorecard: the warehouse has no models, or its views come '
+            "from older code (<code>attn-warehouse run</code> recreates them).</p>"
+        )
+    chart_paper = {spec.name: paper for paper, specs in papers.items() for spec in specs}
+    model_ids = data.scorecard["model_id"].unique(maintain_order=True).to_list()
+    options = "".join(
+        f'<option value="{html.escape(model_id)}">{html.escape(data.name(model_id))}</option>' for model_id in model_ids
+    )
+    sections = []
+    for model_id in model_ids:
+        rows = data.scorecard.filter(pl.col("model_id") == model_id)
+        pages = {chart: f"{paper}.html#{chart_anchor(model_id, chart)}" for chart, paper in chart_paper.items()}
+        note = QUICK_NOTE if data.profiles.get(model_id) == "quick" else ""
+        sections.append(
+            f'<section class="model" data-model="{html.escape(model_id)}"><h3>{html.escape(data.name(model_id))}</h3>'
+            f"{note}{scorecard_html(rows, pages, papers)}</section>"
+        )
+    return (
+        "<h2>Scorecard: does each paper's finding hold?</h2>"
+        "<p>Every claim of the three papers, the paper's number (BERT-base) beside this model's, judged by the "
+        "rule in <code>sql/claims/</code>; hover a claim for the paper's sentence, follow its result to the chart.</p>"
+        f'<label>Model: <select id="model-select">{options}</select></label>' + "\n".join(sections)
+    )
 
 
 def write_report(data: ReportData, out_dir: Path, specs: Iterable[ChartSpec] = CHARTS) -> list[Path]:

@@ -1,0 +1,120 @@
+"""The docs' numbers from data: a committed snapshot of one model's scorecard (docs/snapshot/:
+scorecard.csv and snapshot.json saying which model, profile and code made it) and the generated
+blocks of the docs pages, rewritten from it. A page marks a block with
+
+    <!-- snapshot: clark -->            every claim of a paper
+    <!-- snapshot: clark Table 1 -->    the claims of one result of a paper
+    ...generated Markdown...
+    <!-- /snapshot -->
+
+tests/unit/test_docs_snapshot.py fails when a page's block differs from what the committed snapshot
+renders. `python -m dagster_project.presentation.docs_snapshot` rewrites the blocks; with `--model`
+it first exports that model's scorecard from the configured warehouse into the snapshot."""
+
+import argparse
+import json
+import re
+from datetime import UTC, datetime
+from pathlib import Path
+
+import duckdb
+import polars as pl
+
+from dagster_project.presentation.scorecard import scorecard_rows, summary_line
+from dagster_project.settings import PROJECT_ROOT
+from dagster_project.storage.backend import WarehouseConfig
+from dagster_project.storage.warehouse import sql_code_version
+
+DOCS_DIR = PROJECT_ROOT / "docs"
+SNAPSHOT_DIR = DOCS_DIR / "snapshot"
+SCORECARD_FILE = "scorecard.csv"
+META_FILE = "snapshot.json"
+COLUMNS = ("paper", "result", "claim", "corpus", "paper_text", "model_value", "verdict", "reason", "n", "profile")
+BLOCK = re.compile(r"(<!-- snapshot: (?P<key>[^>]+?) -->\n)(?P<body>.*?)(<!-- /snapshot -->)", re.DOTALL)
+
+
+def write_snapshot(conn: duckdb.DuckDBPyConnection, model: str, folder: Path = SNAPSHOT_DIR) -> Path:
+    """Export `model`'s scorecard into `folder` (the CSV and what made it); returns the CSV."""
+    rows = scorecard_rows(conn, model).select(COLUMNS)
+    folder.mkdir(parents=True, exist_ok=True)
+    rows.write_csv(folder / SCORECARD_FILE)
+    meta = {
+        "model": model,
+        "profile": rows["profile"][0],
+        "made_at": datetime.now(UTC).strftime("%Y-%m-%d"),
+        "sql_code_version": sql_code_version(),
+    }
+    (folder / META_FILE).write_text(json.dumps(meta, indent=2) + "\n")
+    return folder / SCORECARD_FILE
+
+
+def read_snapshot(folder: Path = SNAPSHOT_DIR) -> tuple[pl.DataFrame, dict]:
+    rows = pl.read_csv(folder / SCORECARD_FILE, schema_overrides={"model_value": pl.Float64, "n": pl.Int64})
+    return rows, json.loads((folder / META_FILE).read_text())
+
+
+def _cell(value: object) -> str:
+    if value is None:
+        return ""
+    text = f"{value:.4g}" if isinstance(value, float) else str(value)
+    return text.replace("|", "\\|")
+
+
+def render_block(key: str, rows: pl.DataFrame, meta: dict) -> str:
+    """The Markdown of a block: `key` is a paper ("clark") or a paper and a result ("clark Table 1")."""
+    paper, _, result = key.partition(" ")
+    chosen = rows.filter(pl.col("paper") == paper)
+    if result:
+        chosen = chosen.filter(pl.col("result") == result)
+    if chosen.is_empty():
+        return f"No claim of {key} in the snapshot.\n"
+    label = "quick reproduction (reduced sizes)" if meta["profile"] == "quick" else f"{meta['profile']} profile"
+    lines = [
+        f"{meta['model']}, {label}, {meta['made_at']}: {summary_line(chosen)} "
+        "(generated from docs/snapshot/ by `python -m dagster_project.presentation.docs_snapshot`).",
+        "",
+        "| claim | corpus | paper (BERT-base) | MiniLM | verdict | why |",
+        "|---|---|---|---|---|---|",
+    ]
+    for row in chosen.iter_rows(named=True):
+        cells = (row["claim"], row["corpus"], row["paper_text"], row["model_value"], row["verdict"], row["reason"])
+        lines.append("| " + " | ".join(_cell(value) for value in cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def render_page(text: str, rows: pl.DataFrame, meta: dict) -> str:
+    """`text` with every snapshot block rewritten from the snapshot."""
+    return BLOCK.sub(lambda match: f"{match[1]}{render_block(match['key'], rows, meta)}{match[4]}", text)
+
+
+def pages_with_blocks(docs_dir: Path = DOCS_DIR) -> list[Path]:
+    return sorted(path for path in docs_dir.rglob("*.md") if BLOCK.search(path.read_text(encoding="utf-8")))
+
+
+def refresh_pages(docs_dir: Path = DOCS_DIR, folder: Path = SNAPSHOT_DIR) -> list[Path]:
+    """Rewrite every page's blocks from the snapshot; returns the pages that changed."""
+    rows, meta = read_snapshot(folder)
+    changed = []
+    for page in pages_with_blocks(docs_dir):
+        text = page.read_text(encoding="utf-8")
+        rendered = render_page(text, rows, meta)
+        if rendered != text:
+            page.write_text(rendered, encoding="utf-8")
+            changed.append(page)
+    return changed
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", help="export this model's scorecard from the warehouse into the snapshot first")
+    args = parser.parse_args(argv)
+    if args.model:
+        with WarehouseConfig.from_env().connect_read_only() as conn:
+            print(f"wrote {write_snapshot(conn, args.model)}")
+    for page in refresh_pages():
+        print(f"rewrote {page.relative_to(PROJECT_ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -117,9 +117,12 @@ class PaperResult(NamedTuple):
 
 def paper_results(charts: Iterable[ChartSpec] = CHARTS) -> list[PaperResult]:
     """Every paper result: one per chart, then one per results view of sql/results that no chart
-    draws (its paper from the view's name prefix)."""
+    draws (its paper from the view's name prefix; views named after no paper are left out)."""
     charts = list(charts)
-    results = [view.name for view in view_definitions() if view.layer == "results"]
+    # the scorecard and the claims' judgments are results about the papers, not of one
+    results = [
+        view.name for view in view_definitions() if view.layer == "results" and view.name.split("_")[0] in PAPER_AUTHORS
+    ]
     undrawn = sorted(set(results) - {spec.view for spec in charts})
     return [PaperResult(spec.paper, spec.figure, spec.name, spec.view) for spec in charts] + [
         PaperResult(name.split("_")[0], name, "", name) for name in undrawn

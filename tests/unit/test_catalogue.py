@@ -13,9 +13,10 @@ def test_every_result_has_every_column() -> None:
     assert {f"{row.paper} {row.result} ({row.view})": row.missing() for row in ROWS if row.missing()} == {}
 
 
-def test_every_results_view_is_a_row() -> None:
+def test_every_results_view_of_a_paper_is_a_row() -> None:
     results = {view.name for view in view_definitions() if view.layer == "results"}
-    assert {row.view for row in ROWS} == results
+    about_the_papers = {"reproduction_scorecard", "claim_judgments"}  # judged claims, in docs/papers/scorecard.md
+    assert {row.view for row in ROWS} == results - about_the_papers
 
 
 def test_every_fact_kind_has_its_computation() -> None:

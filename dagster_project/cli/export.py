@@ -153,7 +153,8 @@ def write_results(
 
 
 def _distinct(relation: "duckdb.DuckDBPyRelation", column: str) -> list:
-    """The values of `column` in `relation`, sorted ([] where it has no such column)."""
+    """The values of `column` in `relation`, sorted, NULL left out (the scorecard's missing claims have
+    no corpus); [] where it has no such column."""
     if column not in relation.columns:
         return []
-    return [value for (value,) in relation.select(column).distinct().order(column).fetchall()]
+    return [value for (value,) in relation.select(column).distinct().order(column).fetchall() if value is not None]

@@ -195,6 +195,7 @@ def test_sep_gradients_from_layer_5_by_relative_depth(n_layers: int, first: int,
         for target, grad in [("sep", lambda layer: 0.1 if layer >= first else 10.0), ("other", lambda layer: 1.0)]
         for row in head_rows(n_layers)
     ]
-    row = judged("clark_sep_gradients_small", {"clark_grad_importance": rows})
+    batches = [{"table_name": "grad_importance", "model_id": "m", "corpus": "wiki_segments", "n_rows": len(rows)}]
+    row = judged("clark_sep_gradients_small", {"clark_grad_importance": rows, "stg_batches": batches})
     assert row["value"] == pytest.approx(0.1), row["reason"]
     assert (row["n"], row["verdict"]) == (layers, "holds"), row["reason"]

@@ -108,13 +108,17 @@ PATTERNS = ("vertical", "diagonal", "vertical+diagonal", "block", "heterogeneous
 class PatternThresholds:
     """Documented, tunable rules for Kovaleva's attention-pattern classes (docs/methods.md §4)."""
 
-    vertical: float = 0.5  # mean row mass to [CLS]/[SEP] columns
+    vertical: float = 0.5  # mean row mass to the stripe columns: [CLS]/[SEP], and '.'/',' by default
     diagonal: float = 0.5  # mean row mass on the previous + next token band
     block: float = 0.8  # mean content-row mass within its own segment (two-segment inputs)
     # vertical+diagonal, "a mix of the previous two types" (Kovaleva §4.1): at least this much mass
     # on both. 0.5 gives the stricter reading that asks both single-class thresholds at once,
     # which two masses sharing a row's total of 1 can hardly meet, so the class never fires.
     mixed: float = 0.3
+    # Kovaleva's classes were judged on the map images (by annotators, then a CNN), which show
+    # a stripe but not its token, and §4.4 calls any such stripe vertical; so a '.'/',' column
+    # counts with [CLS]/[SEP] (docs/methods.md §3.7). False: the special-token columns alone.
+    vertical_punctuation: bool = True
 
 
 def segment_block_mass(attn: torch.Tensor, masks: TokenMasks) -> torch.Tensor:
@@ -129,10 +133,13 @@ def pattern_classes(
     summaries: dict[str, torch.Tensor], block: torch.Tensor, masks: TokenMasks, thresholds: PatternThresholds
 ) -> torch.Tensor:
     """Index into PATTERNS of every (example, layer, head) map, from its head summaries: a map
-    with `mixed` mass on both the special-token columns and the +-1 band is vertical+diagonal;
+    with `mixed` mass on both the stripe columns (special tokens, and '.'/',' under
+    `vertical_punctuation`) and the +-1 band is vertical+diagonal;
     otherwise the first single class whose threshold it meets (vertical, diagonal, block), else
     heterogeneous. Every class is reachable."""
     vertical_mass = summaries["to_cls"] + summaries["to_sep"]
+    if thresholds.vertical_punctuation:
+        vertical_mass = vertical_mass + summaries["to_punct"]
     diagonal_mass = summaries["to_prev"] + summaries["to_next"]
     mixed = (vertical_mass >= thresholds.mixed) & (diagonal_mass >= thresholds.mixed)
     two_segments = (masks.segment.masked_fill(~masks.valid, 0).amax(-1) > 0)[:, None, None]

@@ -16,6 +16,9 @@ NEGATION_WORDS = frozenset(
         "nothing nowhere"
     ).split()
 )
+# Tokenized text (SST-2: "does n't", "ca n't") splits a contraction in two words; "n't" is the
+# second half of a listed word when it and the word before it spell one ("ca" + "n't" = "can't").
+CONTRACTION_TAIL = "n't"
 NOUN_POS = frozenset({"NOUN", "PROPN"})
 SUBJECT_DEPS = frozenset({"nsubj", "nsubjpass", "csubj", "csubjpass"})
 OBJECT_DEPS = frozenset({"dobj", "obj"})
@@ -95,18 +98,27 @@ def spacy_features(examples: pl.DataFrame, words: pl.DataFrame) -> pl.DataFrame:
     features = pl.DataFrame(
         columns, schema_overrides={"example_id": pl.Int32, "word_index": pl.Int32, "head_word_index": pl.Int32}
     )
-    lowered = words.select(
-        "example_id", "word_index", lower=pl.col("word").str.to_lowercase().str.replace_all("’", "'")
+    return features.join(negation_flags(words), on=["example_id", "word_index"]).with_columns(
+        is_noun=pl.col("pos").is_in(list(NOUN_POS)),
+        is_verb=pl.col("pos") == "VERB",
+        is_pronoun=pl.col("pos") == "PRON",
+        is_subject=pl.col("dep").is_in(list(SUBJECT_DEPS)),
+        is_object=pl.col("dep").is_in(list(OBJECT_DEPS)),
     )
-    return (
-        features.join(lowered, on=["example_id", "word_index"])
-        .with_columns(
-            is_noun=pl.col("pos").is_in(list(NOUN_POS)),
-            is_verb=pl.col("pos") == "VERB",
-            is_pronoun=pl.col("pos") == "PRON",
-            is_subject=pl.col("dep").is_in(list(SUBJECT_DEPS)),
-            is_object=pl.col("dep").is_in(list(OBJECT_DEPS)),
-            is_negation=pl.col("lower").is_in(list(NEGATION_WORDS)),
-        )
-        .drop("lower")
+
+
+def negation_flags(words: pl.DataFrame) -> pl.DataFrame:
+    """Per corpus word (example_id, word_index): is_negation, the word being one of Kovaleva's
+    negation words (footnote 6), case- and apostrophe-insensitive. In tokenized text both halves
+    of a split listed contraction ("do n't") are flagged, as the pieces of "don't" would be."""
+    listed = list(NEGATION_WORDS)
+    lower = pl.col("word").str.to_lowercase().str.replace_all("’", "'")
+    segment = ("example_id", "segment")
+    previous, following = (lower.shift(step).over(segment, order_by="word_index") for step in (1, -1))
+    return words.select(
+        "example_id",
+        "word_index",
+        is_negation=lower.is_in(listed)
+        | ((lower == CONTRACTION_TAIL) & (previous + CONTRACTION_TAIL).is_in(listed)).fill_null(False)
+        | ((following == CONTRACTION_TAIL) & (lower + CONTRACTION_TAIL).is_in(listed)).fill_null(False),
     )

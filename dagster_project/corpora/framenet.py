@@ -57,10 +57,11 @@ def _gap(a: tuple[int, int], b: tuple[int, int]) -> int:
 
 def read_framenet(paths: list[Path], core_elements_file: Path) -> CorpusData:
     """One example per distinct frame annotation (a block: a target and its frame elements) of a
-    sentence of <= 12 words whose core frame elements are all <= 3 words long and >= 2 words
-    from the target (Kovaleva §4.2: "only the sentences with frame elements of 3 tokens or less",
-    "we exclude sentences where the linked objects are less than two tokens apart"); its links
-    go from the target (lexical unit) to each core frame element. A sentence annotated with
+    sentence of <= 12 words whose frame elements, core or not, are all <= 3 words long and whose
+    core frame elements are all >= 2 words from the target (Kovaleva §4.2: "only the sentences
+    with frame elements of 3 tokens or less", "we exclude sentences where the linked objects are
+    less than two tokens apart"); its links go from the target (lexical unit) to each core frame
+    element. A sentence annotated with
     several frames gives several examples."""
     try:
         core = {frame: set(names) for frame, names in json.loads(read_text(core_elements_file)).items()}
@@ -79,14 +80,15 @@ def read_framenet(paths: list[Path], core_elements_file: Path) -> CorpusData:
                 raise CorpusError(f"{path}, line {block[0][0]}: block without a target (lexical unit) token")
             frame, unit = block[target[0]][1][3], block[target[0]][1][2]
             target_span = (min(target), max(target) + 1)
+            spans = _spans([columns[4] for _, columns in block])
             elements = [
                 (name, start, end, _gap(target_span, (start, end)))
-                for name, start, end in _spans([columns[4] for _, columns in block])
+                for name, start, end in spans
                 if name in core.get(frame, ())
             ]
-            passes = all(
-                end - start <= MAX_ELEMENT_WORDS and distance >= MIN_LINK_DISTANCE
-                for _, start, end, distance in elements
+            # the length limit holds for every frame element, core or not; the distance for the linked ones
+            passes = all(end - start <= MAX_ELEMENT_WORDS for _, start, end in spans) and all(
+                distance >= MIN_LINK_DISTANCE for *_, distance in elements
             )
             key = (words, frame, unit, target_span, tuple(elements))
             if not elements or not passes or key in annotations:

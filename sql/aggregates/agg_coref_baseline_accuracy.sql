@@ -1,9 +1,10 @@
 -- Fills agg_coref_baseline_accuracy for one (model_id, corpus): per (system, mention type and
 -- 'all', example) the coreferent mentions whose picked antecedent (coref_baseline_predictions) is
--- one of their gold antecedents, and how many there are.
+-- one of their gold antecedents, and how many there are: over the mentions the heads are judged
+-- on (int_coref_scored_mentions), so heads and baselines share their n.
 WITH coreferent AS (
-    SELECT DISTINCT model_id, corpus, example_id, mention_id, mention_type
-    FROM int_coref_antecedents
+    SELECT model_id, corpus, example_id, mention_id, mention_type
+    FROM int_coref_scored_mentions
     WHERE model_id = $model_id AND corpus = $corpus
 ),
 systems AS (

@@ -1,7 +1,8 @@
 -- Fills agg_coref_head_accuracy for one (model_id, corpus): per (head, mention type and 'all',
 -- example) the coreferent mentions a head gets right and how many there are. A head is right for
 -- a mention when the mention's head word most attends (relation_hits) to the head word of one of
--- its antecedents (int_coref_antecedents).
+-- its antecedents (int_coref_antecedents). The join with relation_hits keeps the mentions whose
+-- head word has hits: int_coref_scored_mentions, the baselines' mentions.
 WITH judged AS (
     SELECT
         h.word_mode,

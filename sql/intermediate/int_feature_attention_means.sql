@@ -1,5 +1,6 @@
 -- Kovaleva §4.4-4.5 per feature type (or linked pair) and head, the means over examples of
--- agg_feature_attention (sql/aggregates/ says how): `received` and the final layer's `from_cls`,
+-- agg_feature_attention (sql/aggregates/ says how): `received` and the final layer's `from_cls`
+-- (and `from_cls_per_length`, each example's weight divided by its length),
 -- each with its 95% seeded bootstrap interval over the examples and its number of examples; with
 -- the model's role on the task: a model fine-tuned on it (int_finetuned_models) is `fine-tuned`
 -- with its base in base_model_id / base_model, a pre-trained model is its own base.
@@ -21,6 +22,9 @@ SELECT
     s.from_cls_ci_low,
     s.from_cls_ci_high,
     s.from_cls_n::BIGINT AS from_cls_examples,
+    s.from_cls_per_length,
+    s.from_cls_per_length_ci_low,
+    s.from_cls_per_length_ci_high,
     CASE WHEN f.base_model_id IS NULL THEN 'pre-trained' ELSE 'fine-tuned' END AS role,
     coalesce(f.base_model_id, s.model_id) AS base_model_id,
     coalesce(f.base_model, s.model) AS base_model

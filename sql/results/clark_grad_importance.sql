@@ -1,6 +1,7 @@
 -- Clark et al. Fig. 3: mean magnitude of the gradient of the model's loss with respect to
--- each attention weight, per layer, for attention to [SEP], to '.'/',' and to other tokens
--- (every weight of every head and example counts once). In BERT-base the [SEP] gradients
+-- each attention weight, per layer, for attention to [SEP], to '.'/',' and to other tokens:
+-- the mean over examples of each example's mean over its heads and weights (every example
+-- weighs the same, like the other corpus means). In BERT-base the [SEP] gradients
 -- become very small from layer 5 on. Materialized per partition in agg_grad_importance
 -- (sql/aggregates/ says how); ci_low / ci_high: 95% seeded bootstrap interval over the examples.
 CREATE OR REPLACE VIEW clark_grad_importance AS
@@ -15,7 +16,7 @@ SELECT
     mask_probability,
     seed,
     n_examples,
-    grad_magnitude_n::BIGINT AS n_weights,
+    n_weights::BIGINT AS n_weights,
     (layer - 0.5) / n_layers AS relative_depth,
     grad_magnitude_ci_low AS ci_low,
     grad_magnitude_ci_high AS ci_high

@@ -99,10 +99,12 @@ def test_finetune_and_ablation_assets(
         layers = conn.table("kovaleva_layer_ablation").pl()
         baseline = conn.table("ablation_scores").filter("kind = 'baseline'").pl()
     assert scores["setting"].to_list() == ["pretrained", "pretrained_finetuned", "random_init_finetuned"]
-    # the whole validation split, the 2 overlong pairs truncated (glue_rte_examples keeps 10: before, 10 were scored)
+    # the whole validation split, the 2 overlong pairs truncated, scored and in glue_rte_examples alike
     assert scores["metric"].unique().to_list() == ["accuracy"] and scores["n_examples"].unique().to_list() == [12]
     with duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True) as conn:
-        assert conn.execute("SELECT count(*) FROM examples WHERE corpus = 'glue_rte'").fetchone() == (10,)
+        assert conn.execute(
+            "SELECT count(*), count(truncated_from) FROM examples WHERE corpus = 'glue_rte'"
+        ).fetchone() == (12, 2)
     assert scores["paper_score"].to_list() == [52.7, 64.6, 52.7]
     assert scores["steps"].to_list() == [None, 2, 2]
     tuned = scores.filter(pl.col("setting") == "pretrained_finetuned")
@@ -133,7 +135,7 @@ def test_finetune_and_ablation_assets(
         corpus, shares = shares_chart.rows(conn, base)
     assert corpus == "glue_rte"
     totals = shares.group_by("model_id", "role").agg(pl.col("maps").sum())
-    maps = 10 * TINY_LAYERS * TINY_HEADS  # the 10 validation pairs that fit, every head
+    maps = 12 * TINY_LAYERS * TINY_HEADS  # the 12 validation pairs (2 truncated), every head
     assert {(row[0], row[1]): row[2] for row in totals.iter_rows()} == {
         (base, "pre-trained"): maps,
         (tuned_id, "fine-tuned"): maps,

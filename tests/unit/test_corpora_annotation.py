@@ -3,7 +3,7 @@
 import polars as pl
 
 from dagster_project.corpora import split_words
-from dagster_project.corpora.annotation import spacy_features
+from dagster_project.corpora.annotation import negation_flags, spacy_features
 
 
 def test_features_and_alignment_of_a_small_pair():
@@ -21,3 +21,16 @@ def test_features_and_alignment_of_a_small_pair():
     # Heads are corpus word indices of the same segment: "the" -> "cat", "I" -> "see".
     assert by_word["the"]["head_word_index"] == 4 and by_word["I"]["head_word_index"] == 2
     assert by_word["Nobody"]["head_word_index"] == 7  # second segment: "came" is word 7
+
+
+def test_negation_words_in_tokenized_text():
+    # SST-2 style: contractions split in two words. "do n't" and "ca n't" spell listed words (both
+    # halves flagged), "does n't" spells "doesn't", which the paper's list does not have; a "n't"
+    # opening the second segment has no word before it there.
+    examples = pl.DataFrame(
+        {"example_id": [1], "text_a": ["I do n't know , it does n't , ca n't"], "text_b": ["n't Nothing"]}
+    )
+    words = split_words(examples)
+    flagged = negation_flags(words).join(words, on=["example_id", "word_index"]).sort("word_index")
+    assert flagged.filter("is_negation")["word_index"].to_list() == [1, 2, 9, 10, 12]
+    assert flagged.filter("is_negation")["word"].to_list() == ["do", "n't", "ca", "n't", "Nothing"]

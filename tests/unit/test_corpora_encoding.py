@@ -7,7 +7,15 @@ import pytest
 from tokenizers import Tokenizer, models, pre_tokenizers, processors, trainers
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
-from dagster_project.corpora import CorpusData, CorpusError, encode_corpus, join_words, read_demo_pairs, split_words
+from dagster_project.corpora import (
+    CORPORA,
+    CorpusData,
+    CorpusError,
+    encode_corpus,
+    join_words,
+    read_demo_pairs,
+    split_words,
+)
 
 TRAINING_TEXT = [
     "The unbelievable cat sat on the mat, didn't it?",
@@ -203,3 +211,17 @@ def test_truncate_cuts_the_longer_segment_and_its_text(wordpiece):
     assert dropped.examples["example_id"].to_list() == [1] and dropped.n_truncated == 0
     with pytest.raises(ValueError, match="overlong must be one of"):
         encode_corpus(CorpusData(texts), wordpiece, max_len=8, size=None, seed=0, overlong="cut")
+
+
+def test_glue_pairs_over_max_len_are_truncated_by_default(wordpiece, tmp_path: Path):
+    # a BERT classifier truncates: the 200-word premise is cut to fit 128 pieces, not dropped
+    spec = CORPORA["glue_rte"]
+    tsv = tmp_path / "glue" / "glue_style_tsv" / "RTE" / "dev.tsv"
+    tsv.parent.mkdir(parents=True)
+    tsv.write_text("index\tsentence1\tsentence2\tlabel\n0\t" + "a " * 200 + "\tb\tentailment\n1\ta\tb\tentailment\n")
+    encoded = encode_corpus(spec.read(tmp_path), wordpiece, spec.max_len, spec.size, spec.seed, spec.overlong)
+    assert (encoded.examples.height, encoded.n_too_long, encoded.n_truncated) == (2, 1, 1)
+    # [CLS] 200 x a [SEP] b [SEP] = 204 pieces, cut to 128: the premise keeps 128 - 4 = 124 of its words
+    long = encoded.examples.filter(pl.col("example_id") == 0)
+    assert long.select("n_tokens", "truncated_from", "overlong").row(0) == (128, 204, "truncate")
+    assert encoded.words.filter(pl.col("example_id") == 0, pl.col("segment") == 0).height == 124

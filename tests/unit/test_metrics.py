@@ -213,6 +213,29 @@ def test_pattern_classes_follow_the_rules():
     assert PATTERNS[pattern_classes(stats, mass, masks, strict).item()] == "vertical"
 
 
+def test_a_stripe_on_punctuation_is_vertical_unless_asked_otherwise():
+    # [CLS] a b c . d e [SEP]: every row puts 0.6 on the '.' column, 0.1 on [CLS], 0.06 on each word.
+    classes = ["cls", "other", "other", "other", "punct", "other", "other", "sep"]
+    n = len(classes)
+    masks = TokenMasks(
+        valid=torch.ones(1, n, dtype=torch.bool),
+        cls=torch.tensor([[c == "cls" for c in classes]]),
+        sep=torch.tensor([[c == "sep" for c in classes]]),
+        punct=torch.tensor([[c == "punct" for c in classes]]),
+        segment=torch.zeros(1, n, dtype=torch.long),
+    )
+    row = torch.tensor([0.1, 0.06, 0.06, 0.06, 0.6, 0.06, 0.06, 0.0])
+    stats = head_summaries(row.expand(n, n)[None, None, None], masks)
+    assert (stats["to_cls"] + stats["to_sep"]).item() == pytest.approx(0.1)
+    assert stats["to_punct"].item() == pytest.approx(0.6)
+    # previous + next per row: 0.06, 0.16, 0.12, 0.66 ('.' next), 0.12, 0.66 ('.' previous), 0.06, 0.06
+    assert (stats["to_prev"] + stats["to_next"]).item() == pytest.approx(1.9 / n)  # under every threshold
+    block = torch.zeros(1, 1, 1)
+    assert PATTERNS[pattern_classes(stats, block, masks, PatternThresholds()).item()] == "vertical"  # 0.7 >= 0.5
+    special_only = PatternThresholds(vertical_punctuation=False)  # 0.1 on [CLS]/[SEP]
+    assert PATTERNS[pattern_classes(stats, block, masks, special_only).item()] == "heterogeneous"
+
+
 # Word-level maps (Clark §4.1). Five pieces: [CLS] "play" "##ing" "ball" [SEP]; words
 # 0 = pieces 1-2 (split), 1 = piece 3.
 _PIECE_MAP = torch.tensor(

@@ -29,9 +29,12 @@ TARGETS = {
 }
 
 
-def _hits() -> pl.DataFrame:
+def _hits(without_word: int | None = None) -> pl.DataFrame:
     rows = [
-        (7, word, layer, head, target) for (layer, head), picks in TARGETS.items() for word, target in picks.items()
+        (7, word, layer, head, target)
+        for (layer, head), picks in TARGETS.items()
+        for word, target in picks.items()
+        if word != without_word
     ]
     rows.append((7, 1, 1, 1, 0))  # a word heading no mention: ignored
     return pl.DataFrame(
@@ -59,7 +62,11 @@ def _predictions() -> pl.DataFrame:
 
 
 def _fill(
-    conn: duckdb.DuckDBPyConnection, predictions: bool = True, corpora: tuple[str, ...] = (CORPUS,), pos: bool = True
+    conn: duckdb.DuckDBPyConnection,
+    predictions: bool = True,
+    corpora: tuple[str, ...] = (CORPUS,),
+    pos: bool = True,
+    unhit_word: int | None = None,
 ) -> None:
     mentions, words = document_frames()
     if not pos:  # a corpus without a POS column: every type from the word rules came out nominal
@@ -69,7 +76,7 @@ def _fill(
         [MODEL, datetime(2026, 1, 1)],
     )
     words = words.with_columns(segment=pl.lit(0, dtype=pl.Int8), char_start=0, char_end=0)
-    tables = {"coref_mentions": mentions, "words": words, "relation_hits": _hits()}
+    tables = {"coref_mentions": mentions, "words": words, "relation_hits": _hits(unhit_word)}
     if predictions:
         tables["coref_baseline_predictions"] = _predictions()
     for corpus in corpora:
@@ -129,6 +136,22 @@ def test_clark_coreference_heads_has_best_head_and_baselines(conn: duckdb.DuckDB
     }
     assert [row[2] for row in rows[::4]] == ["nearest", "head match", "rule-based", "head 1-2"]
     assert {row[6:] for row in rows if row[2] == "head 1-2"} == {(1, 2)}
+
+
+def test_heads_and_baselines_are_judged_on_the_same_mentions(conn: duckdb.DuckDBPyConnection):
+    # mention 8's head word (26) has no relation hits (no pieces): no head can be judged on it,
+    # so the baselines leave it out too
+    _fill(conn, unhit_word=26)
+    table = _accuracies(conn, "clark_coreference_heads", "system")
+    # of mentions 3, 4, 5, 7: nearest gets 4 (its pick 3 is an antecedent); head match 4, 5, 7; rule-based all
+    assert table[("nearest", "all")] == (0.25, 4)
+    assert table[("head match", "all")] == (0.75, 4)
+    assert table[("rule-based", "all")] == (1.0, 4)
+    assert table[("nearest", "nominal")] == (1.0, 1)
+    # 1-1 (3, 4, 5 right) and 1-2 (4, 5, 7) tie at 3/4; the lower layer-head ranks first
+    assert table[("head 1-1", "all")] == (0.75, 4)
+    heads = _accuracies(conn, "int_coref_head_accuracy", "layer, head")
+    assert {n for _, n in (heads[(layer, head, "all")] for layer, head in TARGETS)} == {4}
 
 
 @pytest.fixture

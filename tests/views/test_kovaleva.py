@@ -105,6 +105,18 @@ def test_cls_attention_reads_the_last_layer_cls_row(conn):
     assert scores == pytest.approx(
         {"[CLS]": 0.55, "[SEP]": 0.1, "noun": 0.2, "verb": 0.2, "pronoun": 0.3, "subject": 0.25}
     )
+    # the length-normalized reading: each example's weight over its length (4 and 3 tokens) first
+    per_length = {row["feature"]: row["score_per_length"] for row in _rows(conn, "kovaleva_cls_attention")}
+    assert per_length == pytest.approx(
+        {
+            "[CLS]": (0.5 / 4 + 0.6 / 3) / 2,
+            "[SEP]": (0.1 / 4 + 0.1 / 3) / 2,
+            "noun": 0.2 / 4,
+            "verb": 0.2 / 4,
+            "pronoun": 0.3 / 3,
+            "subject": (0.2 / 4 + 0.3 / 3) / 2,
+        }
+    )
 
 
 def _record_finetuned(conn: duckdb.DuckDBPyConnection) -> None:

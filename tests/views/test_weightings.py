@@ -73,7 +73,9 @@ def test_best_dependency_head_per_weighting(conn: duckdb.DuckDBPyConnection) -> 
     }
     assert {relation for _, relation in rows} == {"All", "det", "nsubj", "dobj"}  # 'case (UD)' etc.: 1 < 100 edges
     clark = {row["relation"]: row for row in partition_rows(conn, "clark_dependency_heads", SPEC.model_id).to_dicts()}
-    for relation, row in clark.items():  # attention's best heads are Table 1's
+    for relation, row in clark.items():  # attention's best heads are Table 1's (of 100 edges or more)
+        if row["n"] < 100:
+            continue
         got = rows["attention", relation]
         assert (got["layer"], got["head"], got["direction"], got["n"]) == (
             row["layer"],

@@ -36,7 +36,9 @@ class FactsConfig(Config):
     batch_tokens: int | None = None  # padded positions per forward batch; None: the device's default
     word_mode: str = "mean"  # a split word's row from its pieces' rows: mean | first (released code) | max
     # Kovaleva pattern-class rules (metrics.pattern_classes), recorded in the metadata.
-    pattern_vertical: float = PatternThresholds.vertical  # mean row mass to [CLS] + [SEP]
+    pattern_vertical: float = PatternThresholds.vertical  # mean row mass to [CLS] + [SEP] (+ '.'/',')
+    # whether '.'/',' columns count toward the vertical mass (the default: Kovaleva judged stripes by eye)
+    pattern_vertical_punctuation: bool = PatternThresholds.vertical_punctuation
     pattern_diagonal: float = PatternThresholds.diagonal  # mean row mass to previous + next token
     pattern_block: float = PatternThresholds.block  # mean content-row mass within its own segment
     pattern_mixed: float = PatternThresholds.mixed  # vertical+diagonal: at least this on both (0.5: both thresholds)
@@ -133,6 +135,7 @@ def build_fact_asset(spec: CorpusSpec, corpus_asset: AssetsDefinition) -> Assets
             diagonal=config.pattern_diagonal,
             block=config.pattern_block,
             mixed=config.pattern_mixed,
+            vertical_punctuation=config.pattern_vertical_punctuation,
         )
         encoder = load_encoder(source, compute.resolve())
         checked = checked_attention_facts(

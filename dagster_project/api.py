@@ -11,7 +11,7 @@ import duckdb
 import polars as pl
 
 from dagster_project import settings
-from dagster_project.storage.backend import WarehouseConfig
+from dagster_project.storage.backend import WarehouseConfig, check_read_query
 
 __all__ = ["Warehouse", "example_maps", "open_warehouse"]
 
@@ -39,7 +39,9 @@ class Warehouse:
         self._conn.close()
 
     def sql(self, query: str, params: Sequence[Any] | Mapping[str, Any] | None = None) -> pl.DataFrame:
-        """The rows of `query`, with `params` bound to its `?` or `$name` placeholders."""
+        """The rows of `query`, one SELECT (or WITH, DESCRIBE, SHOW) statement, with `params` bound
+        to its `?` or `$name` placeholders; any other statement is a ReadOnlyQueryError."""
+        check_read_query(self._conn, query)
         return self._conn.execute(query, params).pl()
 
     def views(self) -> list[str]:

@@ -1,15 +1,17 @@
 """`attn-warehouse`: run the analyses for a model (one line per asset; the full log in a file),
 reproduce the three papers, register models, query or export the warehouse, write the report, list
-the results catalogue, open the UI. One module per verb, each with HELP, add_arguments and command; VERBS lists them.
+the results catalogue, open the UI, write the starter files. One module per verb, each with HELP,
+add_arguments and command; VERBS lists them.
 
-Sets DAGSTER_HOME to the project's .dagster folder unless it is set, so partitions and
+Sets DAGSTER_HOME to the .dagster folder beside the warehouse unless it is set, so partitions and
 run history persist between commands and the UI.
 """
 
 import argparse
 import sys
+from importlib.metadata import version
 
-from dagster_project.cli import add_model, catalogue, export, pools, report, reproduce, run, scorecard, sql, ui
+from dagster_project.cli import add_model, catalogue, export, init, pools, report, reproduce, run, scorecard, sql, ui
 from dagster_project.cli.common import UsageError, one_line, use_project_instance, user_error
 
 VERBS = {
@@ -23,11 +25,13 @@ VERBS = {
     "export": export,
     "pools": pools,
     "catalogue": catalogue,
+    "init": init,
 }
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="attn-warehouse", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version('attention-warehouse')}")
     commands = parser.add_subparsers(dest="command", required=True)
     for name, verb in VERBS.items():
         verb.add_arguments(commands.add_parser(name, help=verb.HELP))

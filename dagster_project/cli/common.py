@@ -1,6 +1,7 @@
 """What every verb shares: the project's Dagster instance, one-line errors, the configured warehouse."""
 
 import os
+import shutil
 import sys
 from typing import TYPE_CHECKING
 
@@ -11,8 +12,12 @@ if TYPE_CHECKING:
 
 
 def use_project_instance() -> None:
+    """Point DAGSTER_HOME at the project's instance folder, which a new one gets the project's
+    instance settings in (one writer at a time in the warehouse_writer pool, run monitoring)."""
     home = settings.dagster_home()
     home.mkdir(parents=True, exist_ok=True)
+    if not (home / "dagster.yaml").exists():
+        shutil.copyfile(settings.INSTANCE_SETTINGS, home / "dagster.yaml")
     os.environ["DAGSTER_HOME"] = str(home)
 
 

@@ -191,6 +191,7 @@ class PreparedRun:
     keys: list  # AssetKeys to materialize, the views first and the report last
     up_to_date: list  # AssetKeys left out: materialized and not stale
     skipped: list[str]  # one line per kind of step left out because it cannot produce rows
+    unheld: str | None = None  # what the run history calls current but the warehouse lacks, re-run
 
 
 def _corpora_of_other_models(warehouse: Any, model_id: str) -> set[str]:
@@ -228,6 +229,7 @@ def prepare_run(
     from dagster_project.corpora import present_corpora
     from dagster_project.defs.assets import all_assets, paper_report, warehouse_views
     from dagster_project.defs.jobs import ANALYSES, plan_model_run
+    from dagster_project.defs.provenance import WarehouseEvidence
     from dagster_project.defs.registration import register_model
     from dagster_project.defs.resources import default_resources
     from dagster_project.defs.schedules import record_corpus_files, up_to_date_keys
@@ -245,6 +247,7 @@ def prepare_run(
     if register:
         record_corpus_files(instance, resources["data_dir"])  # changed corpus files make their examples stale
     analyses = [ANALYSES[name] for name in analysis_names]
+    evidence = WarehouseEvidence.read(resources["warehouse"])
     plan = plan_model_run(
         instance,
         analyses,
@@ -254,10 +257,14 @@ def prepare_run(
         rerun_targets=rerun_targets,
         required=required,
         others_corpora=_corpora_of_other_models(resources["warehouse"], spec.model_id),
+        evidence=evidence,
     )
-    views = [] if up_to_date_keys(instance, all_assets, [warehouse_views.key], spec.model_id) else [warehouse_views.key]
+    views_current = up_to_date_keys(instance, all_assets, [warehouse_views.key], spec.model_id, evidence)
+    views = [] if views_current else [warehouse_views.key]
     keys = [*views, *plan.keys, *([] if paper_report.key in plan.keys else [paper_report.key])]
-    return PreparedRun(spec.source, spec.model_id, corpora, analysis_names, keys, plan.up_to_date, plan.skipped)
+    return PreparedRun(
+        spec.source, spec.model_id, corpora, analysis_names, keys, plan.up_to_date, plan.skipped, evidence.note()
+    )
 
 
 def execute_run(prepared: PreparedRun, run_config: dict, verbose: bool) -> int:
@@ -309,7 +316,7 @@ def run(
     )
     if prepared.up_to_date:
         print(f"up to date, not re-run: {', '.join(key.to_user_string() for key in prepared.up_to_date)}")
-    for line in prepared.skipped:
+    for line in [*prepared.skipped, *([prepared.unheld] if prepared.unheld else [])]:
         print(line)
     if execute_run(prepared, run_config, verbose):
         return 1

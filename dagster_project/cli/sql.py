@@ -1,6 +1,7 @@
 """`attn-warehouse sql QUERY`: an ad-hoc query on the warehouse opened read-only."""
 
 import argparse
+import sys
 
 from dagster_project.cli.common import existing_warehouse, reader_error
 
@@ -23,6 +24,7 @@ def sql(query: str, max_rows: int) -> int:
     import polars as pl
     import pyarrow as pa
 
+    from dagster_project.storage.backend import ReadOnlyQueryError, check_read_query
     from dagster_project.storage.lake import LakeConfigError
 
     warehouse = existing_warehouse()
@@ -30,6 +32,7 @@ def sql(query: str, max_rows: int) -> int:
         return 2
     try:
         with warehouse.connect_read_only() as conn:
+            check_read_query(conn, query)
             reader = conn.execute(query).to_arrow_reader(max_rows + 1)
             batches, n_rows = [], 0
             for batch in reader:
@@ -38,6 +41,9 @@ def sql(query: str, max_rows: int) -> int:
                 if n_rows > max_rows:
                     break
             result = pl.from_arrow(pa.Table.from_batches(batches, schema=reader.schema))
+    except ReadOnlyQueryError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     except (duckdb.Error, LakeConfigError) as error:
         return reader_error(error, warehouse)
     assert isinstance(result, pl.DataFrame)

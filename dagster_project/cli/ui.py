@@ -26,6 +26,8 @@ def ui(port: int) -> int:
     with DagsterInstance.get() as instance:  # runs of a killed `dagster dev` stay STARTED otherwise
         for message in reclaim_dead_runs(instance):
             print(message)
-    workspace = settings.PROJECT_ROOT / "workspace.yaml"
+    workspace = settings.home() / "workspace.yaml"  # the user's (attn-warehouse init), else the shipped one
+    if not workspace.exists():
+        workspace = settings.SHIPPED_DIR / "workspace.yaml"
     dagster = str(Path(sys.executable).with_name("dagster"))  # the one installed beside this Python
     os.execv(dagster, [dagster, "dev", "-w", str(workspace), "-h", "127.0.0.1", "-p", str(port)])

@@ -54,8 +54,8 @@ class RegistryScan:
 
 
 def registry_path() -> Path:
-    """The registry file (ATTN_MODELS_REGISTRY, default models.toml in the project root)."""
-    return Path(os.environ.get("ATTN_MODELS_REGISTRY") or settings.PROJECT_ROOT / "models.toml").expanduser().resolve()
+    """The registry file (ATTN_MODELS_REGISTRY, default models.toml in the home folder)."""
+    return Path(os.environ.get("ATTN_MODELS_REGISTRY") or settings.home() / "models.toml").expanduser().resolve()
 
 
 def drop_folders() -> list[Path]:

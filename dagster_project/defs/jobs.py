@@ -17,6 +17,7 @@ from dagster_project.defs.assets import all_assets, paper_report, warehouse_view
 from dagster_project.defs.assets.charts import analysis_inputs, chart_assets_by_name
 from dagster_project.defs.assets.compare.head_matching import head_match_assets
 from dagster_project.defs.partitions import model_partitions
+from dagster_project.defs.provenance import WarehouseEvidence
 from dagster_project.defs.schedules import up_to_date_keys
 from dagster_project.defs.tags import ANALYSIS, CORPUS
 from dagster_project.presentation.chart_registry import CHARTS
@@ -123,6 +124,7 @@ def plan_model_run(
     rerun_targets: bool = False,
     required: Collection[AssetKey] = (),
     others_corpora: Collection[str] | None = None,
+    evidence: WarehouseEvidence | None = None,
 ) -> ModelRun:
     """The one run of `analyses` for `model_id` (one run per model, so two analyses never
     compute a shared asset twice). Assets materialized and not stale are left out, unless they
@@ -152,7 +154,7 @@ def plan_model_run(
             "models on the same corpus, and "
             + ("there is none yet" if not others else "none of them has examples of these corpora yet")
         )
-    current = up_to_date_keys(instance, all_assets, wanted, model_id)
+    current = up_to_date_keys(instance, all_assets, wanted, model_id, evidence)
     redo = (wanted - current) | (set(required) & wanted) | (targets & wanted if rerun_targets else set())
     redo |= set(AssetSelection.assets(*redo).downstream().resolve(all_assets)) & wanted if redo else set()
     if redo & _CHART_KEYS:

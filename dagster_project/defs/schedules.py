@@ -40,6 +40,7 @@ from dagster import (
 
 from dagster_project.corpora import CORPORA
 from dagster_project.defs.partitions import model_partitions
+from dagster_project.defs.provenance import WarehouseEvidence
 from dagster_project.defs.resources import DataDirectory
 from dagster_project.defs.versioning import (
     corpus_files_key,
@@ -156,16 +157,19 @@ def _pointer(value: str | None) -> int | None:
 class StalenessCheck:
     """Which materialized asset partitions are stale, read from the latest materializations:
     a new code version, a removed or new dependency, or a dependency
-    whose data version changed since the asset recorded it. Records are cached: one check
+    whose data version changed since the asset recorded it; with `evidence`, also a record
+    whose write the warehouse does not hold (provenance.py). Records are cached: one check
     answers for one moment."""
 
     def __init__(
         self,
         instance: DagsterInstance,
         table: AssetTable,
+        evidence: WarehouseEvidence | None = None,
     ) -> None:
         self.instance = instance
         self.table = table
+        self.evidence = evidence
         self._records: dict[tuple[AssetKey, str | None], EventLogRecord | None] = {}
 
     def latest(self, key: AssetKey, partition_key: str | None) -> EventLogRecord | None:
@@ -191,6 +195,8 @@ class StalenessCheck:
         record = self.latest(key, partition_key)
         if record is None:
             return False  # never materialized: missing, not stale
+        if self.evidence is not None and not self.evidence.holds(key, partition_key, record):
+            return True
         tags = _tags(record)
         spec = self.table.specs[key]
         deps = [dep.asset_key for dep in spec.deps]
@@ -266,11 +272,13 @@ def up_to_date_keys(
     assets: Sequence[AssetsDefinition],
     keys: Iterable[AssetKey],
     partition_key: str,
+    evidence: WarehouseEvidence | None = None,
 ) -> set[AssetKey]:
-    """Those of `keys` materialized (for `partition_key` where partitioned by model) and not stale:
-    what a run need not redo. The CLI and the registry sensor leave them out of their runs."""
+    """Those of `keys` materialized (for `partition_key` where partitioned by model) and not stale
+    (with `evidence`: and held by the warehouse): what a run need not redo. The CLI and the
+    registry sensor leave them out of their runs."""
     table = AssetTable(assets)
-    check = StalenessCheck(instance, table)
+    check = StalenessCheck(instance, table, evidence)
     current = set()
     for key in keys:
         partition = partition_key if table.partitions_def(key) == model_partitions else None

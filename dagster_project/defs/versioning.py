@@ -45,6 +45,7 @@ PLUMBING = frozenset(
         "defs.tags",
         "defs.registration",
         "defs.versioning",
+        "defs.provenance",
         "defs.jobs",
         "defs.sensors",
         "defs.schedules",

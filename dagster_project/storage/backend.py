@@ -27,6 +27,33 @@ DATA_PATH_SETTING = "ATTN_LAKE_DATA_PATH"
 BACKENDS = ("duckdb", "ducklake")
 
 
+# The one kind of statement a read-only visit runs: SELECT, and what DuckDB parses as one (WITH,
+# VALUES, FROM-first, DESCRIBE, SHOW, SUMMARIZE, PRAGMA table_info).
+READ_STATEMENTS = frozenset({duckdb.StatementType.SELECT})
+
+
+class ReadOnlyQueryError(ValueError):
+    """A query a read-only visit does not run: not one statement, or one that is not a read."""
+
+
+def check_read_query(conn: duckdb.DuckDBPyConnection, query: str) -> None:
+    """Raise ReadOnlyQueryError unless `query` is one reading statement (READ_STATEMENTS). A
+    read-only DuckLake attachment alone does not stop a statement from detaching it and attaching
+    it writable, nor COPY ... TO from writing files, on either backend."""
+    try:
+        statements = conn.extract_statements(query)
+    except duckdb.ParserException as error:
+        raise ReadOnlyQueryError(" ".join(str(error).split())) from None
+    if not statements:
+        raise ReadOnlyQueryError("the query is empty: give one SELECT (or WITH, DESCRIBE, SHOW) statement")
+    kinds = [statement.type.name for statement in statements]
+    if len(statements) > 1 or statements[0].type not in READ_STATEMENTS:
+        raise ReadOnlyQueryError(
+            f"a read-only query is one SELECT (or WITH, DESCRIBE, SHOW) statement, not {' + '.join(kinds)}; "
+            "write results to files with `attn-warehouse export`"
+        )
+
+
 def warehouse_backend(env: Mapping[str, str] = os.environ) -> str:
     """The configured backend (ATTN_WAREHOUSE_BACKEND; default duckdb), checked."""
     backend = env.get(BACKEND_SETTING, "").strip().lower() or "duckdb"

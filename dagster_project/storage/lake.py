@@ -272,6 +272,8 @@ def _attach(config: LakeConfig, read_only: bool, check_data_path: bool) -> duckd
                 f"cannot open the DuckLake catalog {mask_password(config.catalog)}: {cause}. Check "
                 "ATTN_LAKE_CATALOG (server up? database created? user and password?) and ATTN_LAKE_DATA_PATH"
             ) from None
+        if read_only:  # a reader keeps no way to attach the lake again, writable
+            conn.execute(f"DROP SECRET {_SECRET_NAME}")
         conn.execute(f"USE {LAKE_NAME}")
     except BaseException:
         conn.close()

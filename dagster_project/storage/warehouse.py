@@ -411,6 +411,8 @@ def apply_views(conn: duckdb.DuckDBPyConnection) -> list[str]:
             _write_claims(conn)
             for view in view_definitions():
                 conn.execute(view.sql)
+                # COMMENT takes no parameter; the digest is hex of this module's own making.
+                conn.execute(f"COMMENT ON VIEW {view.name} IS '{view_digest(view)}'")
                 created.append(view.name)
             written_at = _now()
             for (model_id, corpus), tables in stale_aggregates(conn).items():
@@ -429,6 +431,32 @@ def _write_claims(conn: duckdb.DuckDBPyConnection) -> None:
     frame = claims_frame(load_claims())
     conn.execute("DELETE FROM claims")
     _insert(conn, "claims", frame)
+
+
+def view_digest(view: View) -> str:
+    """The digest of a view's SQL that apply_views marks the view with."""
+    return hashlib.sha256(view.sql.encode()).hexdigest()[:16]
+
+
+def views_are_current(conn: duckdb.DuckDBPyConnection) -> bool:
+    """Whether the warehouse holds every view of sql/ as this SQL makes it (each marked with its
+    view_digest): a new or moved file has none, one restored from an older copy other ones."""
+    marked = dict(
+        conn.execute(
+            "SELECT view_name, comment FROM duckdb_views() "
+            "WHERE database_name = current_database() AND schema_name = 'main' AND NOT internal"
+        ).fetchall()
+    )
+    return all(marked.get(view.name) == view_digest(view) for view in view_definitions())
+
+
+def held_batches(conn: duckdb.DuckDBPyConnection) -> frozenset[tuple[str, str, str]]:
+    """(model_id, corpus, batch_id) of every batch the warehouse holds; none before its first write."""
+    try:
+        rows = conn.execute(f"SELECT DISTINCT model_id, corpus, batch_id FROM {BATCHES_TABLE}").fetchall()
+    except duckdb.CatalogException:
+        return frozenset()
+    return frozenset(rows)
 
 
 CARRIED_BATCH = "carried"

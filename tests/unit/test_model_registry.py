@@ -2,6 +2,7 @@ from pathlib import Path
 
 import pytest
 
+from dagster_project import settings
 from dagster_project.compute.model_registry import (
     RegistryEntry,
     RegistryError,
@@ -114,13 +115,12 @@ def test_fine_tuned_checkpoint_registers_with_the_corpora_of_its_recipe(tmp_path
     assert "unknown corpora ['glue_qqp']" in reasons["finetuned/unknown"]
 
 
-def test_project_registry_lists_the_default_model() -> None:
-    from dagster_project.compute.model_registry import registry_path
+def test_shipped_registry_lists_the_default_model() -> None:
     from dagster_project.compute.models import DEFAULT_MODEL
     from dagster_project.corpora import CORPORA as ALL_CORPORA
     from dagster_project.defs.jobs import ANALYSES as ALL_ANALYSES
 
-    scan = read_registry(registry_path(), ALL_ANALYSES, ALL_CORPORA)
+    scan = read_registry(settings.SHIPPED_DIR / "models.toml", ALL_ANALYSES, ALL_CORPORA)
     assert scan.problems == ()
     assert [entry.source for entry in scan.entries] == [DEFAULT_MODEL]
 

@@ -14,6 +14,8 @@ from dagster_project.compute.attention_facts import FRAME_LINK_COLUMNS, MENTION_
 from dagster_project.compute.attention_pass import CheckedAttentionFacts, checked_attention_facts
 from dagster_project.compute.batching import WORD_FEATURES
 from dagster_project.compute.fact_kinds import (
+    ALWAYS,
+    FACT_KINDS,
     FRAME_LINKS,
     SPACY_FEATURES,
     WORDS,
@@ -45,6 +47,14 @@ class FactsConfig(Config):
     # the maps the weighted kinds are also taken on (compute/weightings.py WEIGHTINGS, docs/methods.md §3.9):
     # attention alone by default; norm also writes value_norms
     weightings: list[str] = ["attention"]
+
+
+def owned_tables(kinds: Sequence[FactKind]) -> list[str]:
+    """Every table a pass of a corpus with `kinds` owns, whatever its weightings: its kinds', the
+    always-written ones and those written only with the norm weighting. A pass replaces each of
+    them, an empty one included, so no earlier pass's rows (value_norms of a pass with norm) outlive it."""
+    norm_kinds = [kind for kind in FACT_KINDS.values() if kind.reads_norms]
+    return sorted({*ALWAYS, *(kind.table for kind in (*kinds, *norm_kinds))})
 
 
 def _pass_rows(
@@ -154,7 +164,7 @@ def build_fact_asset(spec: CorpusSpec, corpus_asset: AssetsDefinition) -> Assets
         return write_partition(
             context,
             warehouse,
-            checked.facts.tables,
+            {table: pl.DataFrame() for table in owned_tables(kinds)} | checked.facts.tables,
             corpus,
             checked.outcomes,
             _pass_metadata(checked, encoder, config.word_mode, thresholds, weightings),

@@ -8,6 +8,7 @@ from dagster_duckdb import DuckDBResource
 from pydantic import Field
 
 from dagster_project.defs.pools import WRITER_POOL
+from dagster_project.defs.provenance import VIEWS_SQL_VERSION
 from dagster_project.settings import SQL_DIR
 from dagster_project.storage.lake import is_lake, maintain_files
 from dagster_project.storage.warehouse import apply_views, expire_replaced_batches, sql_code_version
@@ -27,6 +28,7 @@ def warehouse_views(context: AssetExecutionContext, warehouse: DuckDBResource) -
             "n_views": len(views),
             "views": MetadataValue.md("\n".join(f"- `{name}`" for name in views)),
             "sql_dir": MetadataValue.path(str(SQL_DIR)),
+            VIEWS_SQL_VERSION: sql_code_version(),
         }
     )
 

@@ -22,7 +22,8 @@ from dagster_duckdb import DuckDBResource
 from dagster_project.compute.checks import CheckOutcome
 from dagster_project.defs.partitions import model_partitions
 from dagster_project.defs.pools import GPU_PASS_OP_TAGS, GPU_PASS_POOL, WRITER_POOL
-from dagster_project.storage.warehouse import replace_partition
+from dagster_project.defs.provenance import BATCH_ID, CORPUS
+from dagster_project.storage.warehouse import new_batch_id, replace_partition
 
 PROGRESS_INTERVAL_SECONDS = 10.0
 
@@ -75,11 +76,15 @@ def write_partition(
     preview: pl.DataFrame | None = None,
 ) -> MaterializeResult:
     """Replace the (partition's model, corpus) rows of `tables` in one transaction and report
-    rows written per table, `metadata`, a preview and the check outcomes."""
+    rows written per table, `metadata`, a preview and the check outcomes. The batch id and corpus
+    are recorded so a later run can see whether the warehouse still holds this write."""
+    batch_id = new_batch_id()
     with warehouse.get_connection() as conn:
-        written = replace_partition(conn, tables, context.partition_key, corpus)
+        written = replace_partition(conn, tables, context.partition_key, corpus, batch_id)
     return MaterializeResult(
         metadata={
+            BATCH_ID: batch_id,
+            CORPUS: corpus,
             **{f"{table}_rows": rows for table, rows in written.items()},
             **(metadata or {}),
             **({"preview": table_preview(preview)} if preview is not None else {}),

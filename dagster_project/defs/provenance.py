@@ -1,0 +1,71 @@
+"""What the run history says a materialization left in the warehouse, checked against the
+warehouse itself. The history alone is not the truth: the file may be new (ATTN_WAREHOUSE moved,
+the old one deleted) or restored from an older copy while `.dagster` stays. A writing asset
+records its batch id and corpus (writing.write_partition), the views asset the SQL version it
+applied (views.warehouse_views; each view carries the digest of its SQL, storage/warehouse.py
+views_are_current); a record whose write the warehouse does not hold is not current, whatever
+its code and data versions say."""
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from dagster import AssetKey, EventLogRecord
+from dagster_duckdb import DuckDBResource
+
+from dagster_project.storage.backend import WarehouseConfig
+from dagster_project.storage.warehouse import held_batches, views_are_current
+
+BATCH_ID = "written_batch_id"
+CORPUS = "written_corpus"
+VIEWS_SQL_VERSION = "views_sql_version"
+
+
+def _metadata_text(metadata: Mapping[str, object], name: str) -> str | None:
+    value = metadata.get(name)
+    return None if value is None else str(getattr(value, "value", value))
+
+
+@dataclass
+class WarehouseEvidence:
+    """Whether the warehouse's views are this SQL's, and its batches, read once; `describe` names it."""
+
+    describe: str
+    views_current: bool
+    batches: frozenset[tuple[str, str, str]]
+    unheld: list[AssetKey] = field(default_factory=list)  # records found not held, in the order asked
+
+    @classmethod
+    def read(cls, warehouse: DuckDBResource, config: WarehouseConfig | None = None) -> "WarehouseEvidence":
+        """What `warehouse` holds (nothing where the configured warehouse does not exist yet)."""
+        config = config or WarehouseConfig.from_env()
+        if not config.exists():
+            return cls(config.describe(), False, frozenset())
+        with warehouse.get_connection() as conn:
+            return cls(config.describe(), views_are_current(conn), held_batches(conn))
+
+    def holds(self, key: AssetKey, partition_key: str | None, record: EventLogRecord) -> bool:
+        """Whether the warehouse holds what `record` (the latest materialization) wrote: the views
+        of this SQL, the batch it wrote. A record naming neither (a chart, the report) is taken at
+        its word."""
+        materialization = record.asset_materialization
+        metadata = materialization.metadata if materialization else {}
+        batch_id = _metadata_text(metadata, BATCH_ID)
+        if VIEWS_SQL_VERSION in metadata:
+            held = self.views_current
+        elif batch_id is not None:
+            held = (partition_key, _metadata_text(metadata, CORPUS), batch_id) in self.batches
+        else:
+            return True
+        if not held and key not in self.unheld:
+            self.unheld.append(key)
+        return held
+
+    def note(self) -> str | None:
+        """One line on what the run history calls current but the warehouse lacks (None: nothing)."""
+        if not self.unheld:
+            return None
+        names = ", ".join(key.to_user_string() for key in self.unheld)
+        return (
+            f"the run history has {len(self.unheld)} asset(s) that {self.describe} does not hold (a new, moved or "
+            f"older warehouse): re-running {names}"
+        )

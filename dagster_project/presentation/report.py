@@ -35,7 +35,8 @@ from dagster_project.presentation.chart_registry import (
     SECOND_MODEL,
     ChartSpec,
 )
-from dagster_project.presentation.charts.common import short_model_name
+from dagster_project.presentation.charts.common import mark_layers, short_model_name
+from dagster_project.presentation.paper_marks import mark_of_claim
 from dagster_project.presentation.scorecard import scorecard_html, scorecard_rows
 
 PAPER_TITLES = {
@@ -53,19 +54,36 @@ MAP_CORPORA = ("wiki_segments", "ud_ewt_test", "ontogum")
 @dataclass(frozen=True)
 class Headline:
     """One column of a paper's headline table: `aggregate` over heads of a chart view's
-    `column`, per layer, on the corpus the chart draws."""
+    `column`, per layer, on the corpus the chart draws; where `paper` names a claim with a paper
+    mark (paper_marks.py), a column beside it with the paper's BERT-base value at the layers the
+    paper gives it for (by relative depth)."""
 
     chart: str
     column: str
     aggregate: str  # a polars aggregation: "max", "mean"
     label: str
     where: tuple[tuple[str, str], ...] = ()  # (column, value) filters on the view rows
+    paper: str | None = None  # the claim whose paper mark gives the paper's value
 
 
 HEADLINES = (
     Headline("clark_fig2_special_tokens", "to_sep", "max", "max attention to [SEP] over heads"),
+    Headline(
+        "clark_fig2_special_tokens",
+        "to_sep",
+        "mean",
+        "mean attention to [SEP] over heads",
+        paper="clark_sep_layers_6_10",
+    ),
     Headline("clark_fig2_special_tokens", "to_cls", "max", "max attention to [CLS] over heads"),
     Headline("clark_fig4_entropy", "entropy", "mean", "mean head entropy (nats)"),
+    Headline(
+        "clark_fig4_entropy",
+        "cls_entropy",
+        "mean",
+        "mean [CLS] entropy over heads (nats)",
+        paper="clark_cls_entropy_last_layer",
+    ),
     Headline(
         "pascual_fig4_center_of_mass",
         "center_of_mass",
@@ -346,8 +364,24 @@ def _png(chart: alt.TopLevelMixin) -> bytes:
     return buffer.getvalue()
 
 
+def _paper_column(headline: Headline, rows: pl.DataFrame) -> pl.DataFrame | None:
+    """Per layer of the rows, the paper's value of the headline's claim at the layers its mark
+    spans (every layer where it spans all), null elsewhere; None without a paper mark."""
+    mark = mark_of_claim(headline.paper) if headline.paper else None
+    if mark is None:
+        return None
+    every = rows["layer"].unique().sort().to_list()
+    spanned = mark_layers(mark, rows)
+    at = set(every if spanned is None else spanned)
+    return pl.DataFrame(
+        {"layer": every, f"paper: {headline.label}": [mark.values[0] if layer in at else None for layer in every]},
+        schema_overrides={"layer": rows.schema["layer"], f"paper: {headline.label}": pl.Float64},
+    )
+
+
 def headline_table(data: ReportData, headlines: Iterable[Headline], model_id: str) -> pl.DataFrame | None:
-    """Per layer, one column per headline whose chart has rows for the model (None if none has)."""
+    """Per layer, one column per headline whose chart has rows for the model (None if none has),
+    followed by the paper's value where the headline has one (`paper: <label>`)."""
     columns = []
     for headline in headlines:
         found = data.chart_rows.get((model_id, headline.chart))
@@ -357,6 +391,9 @@ def headline_table(data: ReportData, headlines: Iterable[Headline], model_id: st
         rows = rows.filter(*(pl.col(column) == value for column, value in headline.where)) if headline.where else rows
         aggregate = getattr(pl.col(headline.column), headline.aggregate)()
         columns.append(rows.group_by("layer").agg(aggregate.alias(f"{headline.label} ({corpus})")))
+        paper = _paper_column(headline, rows)
+        if paper is not None:
+            columns.append(paper)
     if not columns:
         return None
     table = columns[0]

@@ -5,6 +5,7 @@ report is opened from disk, and `dagster dev` is started on loopback over the sa
 Dagster instance and warehouse.
 """
 
+import base64
 import dataclasses
 import json
 import os
@@ -39,6 +40,7 @@ from dagster_project.defs.assets import (
 from dagster_project.defs.assets.charts import chart_assets_by_name
 from dagster_project.defs.registration import register_model
 from dagster_project.presentation.chart_registry import CHARTS
+from dagster_project.presentation.charts.common import PAPER_COLOUR
 from dagster_project.storage.warehouse import upsert_model
 from tests.runs import materialize_model, run_resources
 from tests.tiny_models import TINY_HEADS, TINY_LAYERS
@@ -125,6 +127,18 @@ def decode_png(data: bytes) -> np.ndarray:
     return image.reshape(height, width, channels)
 
 
+def paper_label_height(image: np.ndarray) -> int:
+    """The most consecutive pixel rows of a chart image that hold the paper marks' colour: a dashed
+    rule takes one or two, a line of label text several."""
+    colour = np.array([int(PAPER_COLOUR[index : index + 2], 16) for index in (1, 3, 5)])
+    rows = (np.abs(image[..., :3].astype(int) - colour).max(axis=-1) <= 40).any(axis=1)
+    longest = run = 0
+    for found in rows:
+        run = run + 1 if found else 0
+        longest = max(longest, run)
+    return longest
+
+
 @pytest.fixture(scope="module")
 def demo_home(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
     """A Dagster instance folder, warehouse and chart folder after the demo pipeline (no HTA)
@@ -189,6 +203,13 @@ def test_report_pages_render_charts_selector_and_headlines(demo_home: dict, tmp_
     assert all(block(spec) in shown for spec in clark)
     assert len(to_sep) == TINY_LAYERS
     assert all(f"<td>{layer}</td><td>{value:.3f}</td>" in shown for layer, value in to_sep)
+    # The paper's number beside the model's: Clark's 0.5 on [SEP] in layers 6-10, in the headline
+    # table at the tiny model's last layer (BERT-base layer ceil(12 * 1.5 / 2) = 9), and drawn with
+    # its label on the Fig. 2 chart (a label's glyphs take several pixel rows in the paper colour).
+    assert "<th>paper: mean attention to [SEP] over heads</th>" in shown
+    figure = shown.split('<figure data-chart="clark_fig2_special_tokens">')[1]
+    fig2 = decode_png(base64.b64decode(re.search(r'src="data:image/png;base64,([^"]+)"', figure)[1]))
+    assert paper_label_height(fig2) >= 5
 
     # The hash picks a model; the unmaterialized one shows what to run instead of charts.
     dom = dump_dom(tmp_path / "profile", (report / "pascual.html").as_uri() + f"#{other_id}")

@@ -15,7 +15,7 @@ from dagster_project.presentation.charts.clark import (
     clark_head_distances_chart,
     clark_head_mds_chart,
 )
-from dagster_project.presentation.charts.common import short_model_name
+from dagster_project.presentation.charts.common import PATTERN_ORDER, short_model_name
 from dagster_project.presentation.charts.compare import compare_head_matches_chart, depth_curves_chart
 from dagster_project.presentation.charts.kovaleva import kovaleva_pattern_examples_chart, kovaleva_task_scores_chart
 from dagster_project.presentation.charts.pascual import (
@@ -23,6 +23,8 @@ from dagster_project.presentation.charts.pascual import (
     pascual_hta_pattern_maps_chart,
     pascual_language_center_of_mass_chart,
 )
+from dagster_project.presentation.paper_marks import all_paper_marks, paper_marks
+from dagster_project.storage.claims import load_claims
 
 SPECS = {spec.name: spec for spec in CHARTS}
 
@@ -55,18 +57,17 @@ def test_head_mds_is_coloured_by_behaviour_beside_layer() -> None:
 def test_correlation_charts_put_spearman_below_pearson() -> None:
     rows = pl.DataFrame({"layer": [1, 1], "head": [1, 2], "pearson": [0.9, 0.7], "spearman": [0.8, 0.6]})
     spec = pascual_correlation_chart(rows, "m on xnli_en").to_dict()
-    assert spec["facet"]["row"]["field"] == "coefficient"
-    assert sorted((row["coefficient"], row["head"], row["correlation"]) for row in _data(spec)) == [
-        ("Pearson", 1, 0.9),
-        ("Pearson", 2, 0.7),
-        ("Spearman", 1, 0.8),
-        ("Spearman", 2, 0.6),
+    panels = spec["vconcat"]
+    assert [panel["title"] for panel in panels] == ["Pearson", "Spearman"]
+    drawn = [
+        sorted((row["coefficient"], row["head"], row["correlation"]) for row in spec["datasets"][panel["data"]["name"]])
+        for panel in panels
     ]
-    assert spec["spec"]["layer"][1]["encoding"]["y"] == {
-        "aggregate": "median",
-        "field": "correlation",
-        "type": "quantitative",
-    }
+    assert drawn == [[("Pearson", 1, 0.9), ("Pearson", 2, 0.7)], [("Spearman", 1, 0.8), ("Spearman", 2, 0.6)]]
+    assert all(
+        panel["layer"][1]["encoding"]["y"] == {"aggregate": "median", "field": "correlation", "type": "quantitative"}
+        for panel in panels
+    )
 
 
 def test_center_of_mass_shows_every_language_and_every_model() -> None:
@@ -444,3 +445,183 @@ def test_appendix_c_draws_every_head_of_the_shortest_example_cropped() -> None:
     assert {value["example_id"] for value in values} == {3}
     assert max(value["query"] for value in values) == pascual.APPENDIX_C_TOKENS - 1
     assert len(values) == 4 * pascual.APPENDIX_C_TOKENS**2  # every head, one map kind per panel
+
+
+# The paper's numbers on the charts (presentation/paper_marks.py): fixture rows of a 12-layer model
+# per chart with marks, drawn through the registry as the report draws them.
+_LAYERS = 12
+
+
+def _heads_rows(n_layers: int = _LAYERS) -> pl.DataFrame:
+    """Every per-head column the marked charts read, two heads per layer."""
+    cells = [(layer, head) for layer in range(1, n_layers + 1) for head in (1, 2)]
+    return pl.DataFrame(
+        {
+            "model": ["m"] * len(cells),
+            "task": ["rte"] * len(cells),
+            "layer": [layer for layer, _ in cells],
+            "head": [head for _, head in cells],
+            "relative_depth": [(layer - 0.5) / n_layers for layer, _ in cells],
+            **{
+                name: [0.3] * len(cells)
+                for name in ("to_cls", "to_sep", "to_punct", "sep_to_sep", "pearson", "spearman")
+            },
+            **{name: [2.0] * len(cells) for name in ("entropy", "cls_entropy", "uniform_entropy")},
+            "mean_max_attention": [0.1] * len(cells),
+            "p99": [0.15] * len(cells),
+            "above_p99": [False] * len(cells),
+            "metric": ["accuracy"] * len(cells),
+            "score": [80.5] * len(cells),
+            "baseline_score": [80.0] * len(cells),
+            "delta_vs_baseline": [0.5] * len(cells),
+            "delta_rank": [1] * len(cells),
+            "n_heads": [len(cells)] * len(cells),
+        }
+    )
+
+
+def _marked_rows(chart: str) -> pl.DataFrame:
+    if chart == "clark_table1_dependency_heads":
+        relations = ["All", "prep", "pobj", "det", "nn", "nsubj", "amod", "dobj", "advmod", "aux", "poss"]
+        relations += ["auxpass", "ccomp", "mark", "prt"]
+        return pl.DataFrame(
+            {
+                "relation": relations,
+                "layer": [3] * 15,
+                "head": [2] * 15,
+                "direction": ["dependent->head"] * 15,
+                "accuracy": [0.6] * 15,
+                "baseline_offset": [1] * 15,
+                "baseline_accuracy": [0.4] * 15,
+                "n": list(range(200, 185, -1)),
+            }
+        )
+    if chart == "clark_table2_coreference":
+        systems = ["nearest", "head match", "rule-based", "head 5-2"]
+        cells = [(system, mention) for system in systems for mention in ("all", "pronoun", "proper", "nominal")]
+        return pl.DataFrame(
+            {
+                "corpus": ["ontogum"] * 16,
+                "system": [system for system, _ in cells],
+                "mention_type": [mention for _, mention in cells],
+                "accuracy": [0.5] * 16,
+                "n": [10] * 16,
+            }
+        )
+    if chart == "kovaleva_fig2_pattern_shares":
+        return pl.DataFrame(
+            {
+                "task": ["mrpc"] * 5,
+                "model": ["m"] * 5,
+                "role": ["pre-trained"] * 5,
+                "pattern": PATTERN_ORDER,
+                "pattern_order": list(range(5)),
+                "share": [0.2] * 5,
+                "maps": [10] * 5,
+            }
+        )
+    rows = _heads_rows()
+    return rows.filter(pl.col("head") == 1) if chart == "kovaleva_fig9_layer_ablation" else rows
+
+
+def _drawn_marks(chart) -> list[dict]:
+    """Every data row of the chart's spec that carries a paper label (the marks' own rows)."""
+    found = []
+
+    def walk(node) -> None:
+        if isinstance(node, dict):
+            if "paper_label" in node:
+                found.append(node)
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(chart.to_dict())
+    return found
+
+
+MARKED_CHARTS = sorted({mark.chart for mark in all_paper_marks()})
+# Literals equal to a claim's number of the same chart by coincidence: Pascual's Spearman threshold
+# 0.9 (Fig. 1), where pascual_fig1_pearson_above_085's paper_value 0.9 is a share of heads (90%).
+COINCIDENT_LITERALS = {("pascual_fig1_local_correlation", (0.9,))}
+
+
+def test_the_papers_numbers_are_registered_for_the_charts_the_issue_names() -> None:
+    """Clark Fig. 2's 0.5 in layers 6-10, Fig. 4's 3.89, Tables 1/2; Kovaleva Fig. 2's 32-61%,
+    Fig. 3's 0.201/0.209, Figs. 8/9; Pascual's 0.7/0.85/0.5/0.25; numbers a claim holds come from it."""
+    marks = {(mark.chart, mark.values): mark for mark in all_paper_marks()}
+    assert marks["clark_fig2_special_tokens", (0.5,)].layers == (6, 10)
+    assert marks["clark_fig2_special_tokens", (0.5,)].claim == "clark_sep_layers_6_10"
+    assert marks["clark_fig4_entropy", (3.89,)].claim == "clark_cls_entropy_last_layer"
+    table1 = {dict(mark.at)["relation"]: mark for mark in paper_marks("clark_table1_dependency_heads")}
+    assert (
+        len(table1) == 15
+        and table1["det"].values == (0.943,)
+        and table1["det"].claim == "clark_table1_det_beats_baseline"
+    )
+    table2 = {
+        dict(mark.at)["system"] + "/" + dict(mark.at)["mention_type"]: mark.values
+        for mark in paper_marks("clark_table2_coreference")
+    }
+    assert len(table2) == 16 and table2["head/all"] == (0.65,) and table2["head match/nominal"] == (0.4,)
+    assert marks["kovaleva_fig2_pattern_shares", (0.32, 0.61)].kind == "band"
+    assert {mark.values for mark in paper_marks("kovaleva_fig3_framenet_heads")} == {(0.201,), (0.209,)}
+    assert {mark.values for mark in paper_marks("kovaleva_fig8_head_ablation")} == {(0.1,), (1.2,)}
+    assert marks["kovaleva_fig9_layer_ablation", (3.2,)].relative_to == "baseline_score"
+    assert {mark.values for mark in paper_marks("pascual_fig1_local_correlation", "Pearson")} == {(0.7,), (0.85,)}
+    assert {mark.values for mark in paper_marks("pascual_fig6_global_correlation", "Pearson")} == {(0.5,), (0.25,)}
+    claims = {claim.claim: claim for claim in load_claims()}
+    for mark in all_paper_marks():
+        assert mark.chart in SPECS, mark
+        if mark.claim is not None:  # the claim's number, on the chart's scale (Tables 1/2: % on a 0-1 axis)
+            scale = 0.01 if mark.chart.startswith(("clark_table1", "clark_table2")) else 1
+            assert mark.values == (pytest.approx(claims[mark.claim].paper_value * scale),), mark
+            assert claims[mark.claim].chart == mark.chart or mark.chart == "kovaleva_sec5_framenet_ablation", mark
+        elif (mark.chart, mark.values) not in COINCIDENT_LITERALS:  # a literal only where no claim holds it
+            held = {claims[c].paper_value for c in claims if claims[c].chart == mark.chart} - {None}
+            assert not set(mark.values) & (held | {value / 100 for value in held}), mark
+
+
+@pytest.mark.parametrize("chart", MARKED_CHARTS)
+def test_each_chart_draws_its_papers_numbers_with_their_labels(chart: str) -> None:
+    spec = SPECS[chart]
+    rows = _marked_rows(chart)
+    drawn = _drawn_marks(spec.draw(rows, spec.title(rows.with_columns(model=pl.lit("m")), "c")))
+    for mark in paper_marks(chart):
+        value = mark.values[0] + (80.0 if mark.relative_to == "baseline_score" else 0)
+        found = [
+            row for row in drawn if row["paper_label"] == mark.label and row["paper_value"] == pytest.approx(value)
+        ]
+        assert found, f"{chart}: {mark.label} ({value}) not drawn; drawn: {drawn}"
+        row = found[0]
+        if mark.kind == "band":
+            assert row["paper_value2"] == mark.values[1]
+        if mark.kind == "tick":
+            at = dict(mark.at)
+            if at.get("system") == "head":  # the paper's head 5-4 stands on the model's best head
+                at["system"] = "head 5-2"
+            assert {key: row[key] for key in at} == at
+        if mark.layers is not None:  # on a 12-layer model the mark spans the paper's own layers
+            assert (row["layer"], row["layer_end"]) == mark.layers
+    assert len(drawn) >= len(paper_marks(chart))
+
+
+def test_depth_dependent_marks_span_the_layers_at_the_papers_relative_depth() -> None:
+    """Of 6 layers, layers 4 and 5 stand at BERT-base layers ceil(12 * 3.5 / 6) = 7 and
+    ceil(12 * 4.5 / 6) = 9 (Clark's layers 6-10); the last layer stands for BERT-base's 12th."""
+    six = _heads_rows(6)
+    fig2 = _drawn_marks(SPECS["clark_fig2_special_tokens"].draw(six, "m on c"))
+    assert {(row["paper_value"], row["layer"], row["layer_end"]) for row in fig2} == {(0.5, 4, 5), (0.9, 4, 5)}
+    fig4 = _drawn_marks(SPECS["clark_fig4_entropy"].draw(six, "m on c"))
+    assert {(row["paper_value"], row["layer"], row["layer_end"]) for row in fig4} == {(3.89, 6, 6)}
+    fig6 = _drawn_marks(SPECS["pascual_fig6_global_correlation"].draw(six, "m on c"))
+    # after layer 4 (BERT-base 5-12): layers 3-6 (BERT-base 5, 7, 9, 11); last four (9-12): 5-6
+    spans = {(row["paper_label"], row["layer"], row["layer_end"]) for row in fig6}
+    assert {(label.split(" below")[0], first, last) for label, first, last in spans} == {
+        ("Pascual: most heads", 3, 6),
+        ("Pascual: median", 5, 6),
+        ("Pascual: median", 2, 6),
+        ("Pascual: median", 6, 6),
+    }

@@ -28,6 +28,7 @@ from dagster_project.presentation.report import (
     read_report_data,
     write_report,
 )
+from dagster_project.storage.claims import load_claims
 from dagster_project.storage.warehouse import apply_views, record_reproduction, replace_partition, upsert_model
 
 SPEC = ModelSpec("org--tiny", "org/tiny", "/models/tiny", "abc", "bert", 2, 2, True)
@@ -50,9 +51,46 @@ def test_headline_table_aggregates_heads_per_layer():
     )
     headlines = [headline for headline in HEADLINES if headline.chart == "clark_fig2_special_tokens"]
     table = headline_table(data, headlines, SPEC.model_id)
-    assert table.rows() == [(1, 0.7, 0.5), (2, 0.4, 0.3)]
-    assert table.columns[1] == "max attention to [SEP] over heads (demo)"
+    assert table.columns == [
+        "layer",
+        "max attention to [SEP] over heads (demo)",
+        "mean attention to [SEP] over heads (demo)",
+        "paper: mean attention to [SEP] over heads",
+        "max attention to [CLS] over heads (demo)",
+    ]
+    # mean to [SEP]: (0.2 + 0.7) / 2 = 0.45, (0.4 + 0.1) / 2 = 0.25; of 2 layers, layer 2 stands at
+    # BERT-base layer ceil(12 * 1.5 / 2) = 9, within Clark's layers 6-10 ("over half ... on [SEP]": 0.5)
+    rounded = [tuple(round(value, 6) if isinstance(value, float) else value for value in row) for row in table.rows()]
+    assert rounded == [(1, 0.7, 0.45, None, 0.5), (2, 0.4, 0.25, 0.5, 0.3)]
     assert headline_table(data, headlines, "other-model") is None
+
+
+def test_headline_tables_give_the_papers_value_at_its_relative_depth():
+    """A 6-layer model: Clark's 0.5 on [SEP] (layers 6-10) at its layers 4 and 5 (BERT-base layers
+    ceil(12 * 3.5 / 6) = 7 and ceil(12 * 4.5 / 6) = 9), the [CLS] entropy of 3.89 nats at its last
+    layer; both values the claims'."""
+    claims = {claim.claim: claim for claim in load_claims()}
+    layers = list(range(1, 7))
+    rows = pl.DataFrame(
+        {
+            "layer": layers,
+            "head": [1] * 6,
+            "relative_depth": [(layer - 0.5) / 6 for layer in layers],
+            "to_sep": [0.1] * 6,
+            "to_cls": [0.2] * 6,
+            "entropy": [1.0] * 6,
+            "cls_entropy": [2.0] * 6,
+        }
+    )
+    charts = {
+        (SPEC.model_id, chart): ("wiki_segments", rows) for chart in ("clark_fig2_special_tokens", "clark_fig4_entropy")
+    }
+    data = ReportData(pl.DataFrame({"model_id": [SPEC.model_id]}), charts)
+    table = headline_table(data, [headline for headline in HEADLINES if headline.paper], SPEC.model_id)
+    sep, cls = claims["clark_sep_layers_6_10"].paper_value, claims["clark_cls_entropy_last_layer"].paper_value
+    assert (sep, cls) == (0.5, 3.89)
+    assert table["paper: mean attention to [SEP] over heads"].to_list() == [None, None, None, sep, sep, None]
+    assert table["paper: mean [CLS] entropy over heads (nats)"].to_list() == [None] * 5 + [cls]
 
 
 def test_report_command_writes_pages_with_what_to_run(

@@ -1,10 +1,14 @@
 """Charts of Clark et al. 2019: Figs. 1 and 5 head maps, Fig. 2 special tokens, Fig. 3 gradients, Fig. 4 entropy,
 Fig. 6 MDS, Tables 1-3."""
 
+import dataclasses
+import re
+
 import altair as alt
 import polars as pl
 
-from dagster_project.presentation.charts.common import in_order
+from dagster_project.presentation.charts.common import in_order, layer_paper_marks
+from dagster_project.presentation.paper_marks import paper_marks
 
 _TOKEN_TYPES = {"to_cls": "[CLS]", "to_sep": "[SEP]", "to_punct": ". or ,"}
 
@@ -23,7 +27,9 @@ def clark_special_tokens_chart(rows: pl.DataFrame, title: str) -> alt.VConcatCha
             color=alt.Color("type:N", title="token"),
             tooltip=["layer", "head", "type", alt.Tooltip("attention:Q", format=".3f")],
         )
-        .properties(width=420, height=220, title=f"{title}: attention to special tokens")
+    )
+    strip = layer_paper_marks([strip], paper_marks("clark_fig2_special_tokens", "special tokens"), rows).properties(
+        width=420, height=220, title=f"{title}: attention to special tokens"
     )
     sep = (
         alt.Chart(rows)
@@ -33,7 +39,9 @@ def clark_special_tokens_chart(rows: pl.DataFrame, title: str) -> alt.VConcatCha
             y=alt.Y("sep_to_sep:Q", title="avg. attention [SEP] → [SEP]", scale=alt.Scale(domain=[0, 1])),
             tooltip=["layer", "head", alt.Tooltip("sep_to_sep:Q", format=".3f")],
         )
-        .properties(width=420, height=160, title="attention from [SEP] to [SEP]")
+    )
+    sep = layer_paper_marks([sep], paper_marks("clark_fig2_special_tokens", "sep to sep"), rows).properties(
+        width=420, height=160, title="attention from [SEP] to [SEP]"
     )
     return alt.vconcat(strip, sep)
 
@@ -64,7 +72,9 @@ def clark_entropy_chart(rows: pl.DataFrame, title: str) -> alt.LayerChart:
         .mark_line(strokeDash=[4, 3])
         .encode(x="layer:O", y="entropy:Q", color=alt.Color("reference:N", title=None))
     )
-    return alt.layer(heads, references).properties(width=420, height=260, title=f"{title}: attention entropy")
+    return layer_paper_marks([heads, references], paper_marks("clark_fig4_entropy"), rows).properties(
+        width=420, height=260, title=f"{title}: attention entropy"
+    )
 
 
 _TARGET_TYPES = {"sep": "[SEP]", "punct": ". or ,", "other": "other"}
@@ -92,19 +102,31 @@ def clark_coreference_chart(rows: pl.DataFrame, title: str) -> alt.FacetChart:
     """Clark Table 2: antecedent selection accuracy of the baselines and the best head,
     grouped by mention type, one panel per corpus."""
     systems = rows.unique("system", maintain_order=True)["system"].to_list()  # the view's order
-    return (
-        alt.Chart(rows)
+    x = alt.X("mention_type:N", title="mention type", sort=["all", "pronoun", "proper", "nominal"])
+    offset = alt.XOffset("system:N", sort=systems)
+    bars = (
+        alt.Chart()
         .mark_bar()
         .encode(
-            x=alt.X("mention_type:N", title="mention type", sort=["all", "pronoun", "proper", "nominal"]),
-            xOffset=alt.XOffset("system:N", sort=systems),
             y=alt.Y("accuracy:Q", title="antecedent selection accuracy", scale=alt.Scale(domain=[0, 1])),
             color=alt.Color("system:N", sort=systems, title="system"),
             tooltip=["corpus", "system", "mention_type", alt.Tooltip("accuracy:Q", format=".3f"), "n"],
         )
+    )
+    # the paper's head 5-4 stands on the bar of the model's best head (its system is "head <layer>-<head>")
+    heads = [system for system in systems if re.fullmatch(r"head \d+-\d+", system)]
+    marks = [
+        dataclasses.replace(mark, at=tuple((field, heads[0] if value == "head" else value) for field, value in mark.at))
+        for mark in paper_marks("clark_table2_coreference")
+        if dict(mark.at).get("system") in systems or (dict(mark.at).get("system") == "head" and heads)
+    ]
+    # x and xOffset on the layer: the bars and the paper's ticks share them
+    return (
+        layer_paper_marks([bars], marks, data=rows)
+        .encode(x=x, xOffset=offset)
         .properties(width=420, height=260)
         .facet(column=alt.Column("corpus:N", title=None, sort=in_order(rows, "corpus")))
-        .properties(title=f"{title}: coreference antecedent selection")
+        .properties(title=f"{title}: coreference antecedent selection (ticks: Clark BERT-base, CoNLL-2012)")
     )
 
 
@@ -184,8 +206,12 @@ def clark_dependency_chart(rows: pl.DataFrame, title: str) -> alt.LayerChart:
         text="best_head:N", color=alt.value("black")
     )
     baseline = alt.Chart(rows).mark_tick(color="black", thickness=2).encode(y=y, x="baseline_accuracy:Q")
-    return alt.layer(bars, baseline, labels).properties(
-        width=420, height=alt.Step(14), title=f"{title}: best head per dependency relation"
+    relations = set(rows["relation"])
+    marks = [mark for mark in paper_marks("clark_table1_dependency_heads") if dict(mark.at)["relation"] in relations]
+    return layer_paper_marks([bars, baseline, labels], marks, y=y).properties(
+        width=420,
+        height=alt.Step(14),
+        title=f"{title}: best head per dependency relation (coloured tick: Clark BERT-base)",
     )
 
 

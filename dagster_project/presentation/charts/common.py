@@ -1,9 +1,16 @@
-"""What the per-paper chart modules share: map and heatmap marks, category order, model names, saving."""
+"""What the per-paper chart modules share: map and heatmap marks, category order, model names, saving,
+and the layer that draws the papers' numbers (presentation/paper_marks.py) on a chart."""
 
+import math
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import altair as alt
 import polars as pl
+
+if TYPE_CHECKING:
+    from dagster_project.presentation.paper_marks import PaperMark
 
 # Kovaleva's pattern classes in the paper's order (Fig. 2), shared by her charts and Pascual's Fig. 7.
 PATTERN_ORDER = ["vertical", "diagonal", "vertical+diagonal", "block", "heterogeneous"]
@@ -68,3 +75,116 @@ def save_chart(chart: alt.TopLevelMixin, folder: Path, name: str) -> tuple[Path,
     chart.save(html)
     chart.save(png, scale_factor=1.5)
     return html, png
+
+
+# The papers' numbers (presentation/paper_marks.py) in a colour no chart's data uses.
+PAPER_COLOUR = "#c51b7d"
+
+
+def bert_layers(rows: pl.DataFrame | None) -> dict[int, int] | None:
+    """Per layer of the rows, the BERT-base layer at its relative depth, ceil(12 * relative_depth
+    - 1e-9) (None without layers); rows without relative_depth hold every layer of the model."""
+    if rows is None or "layer" not in rows.columns or rows.is_empty():
+        return None
+    if "relative_depth" in rows.columns:
+        depths = rows.group_by("layer").agg(pl.col("relative_depth").first())
+    else:
+        n_layers = int(rows["layer"].max())
+        depths = rows.select(pl.col("layer").unique()).with_columns(relative_depth=(pl.col("layer") - 0.5) / n_layers)
+    pairs = depths.select("layer", "relative_depth").iter_rows()
+    return {int(layer): math.ceil(12 * depth - 1e-9) for layer, depth in pairs}
+
+
+def mark_layers(mark: "PaperMark", rows: pl.DataFrame | None) -> list[int] | None:
+    """The rows' layers a depth-dependent mark spans: those at its BERT-base layers' relative
+    depth, and the model's last layer where the mark reaches BERT-base's last (12); None where
+    the mark spans every layer or the rows have none."""
+    depth = bert_layers(rows)
+    if mark.layers is None or depth is None:
+        return None
+    first, last = mark.layers
+    shown = {layer for layer, bert in depth.items() if first <= bert <= last}
+    if last == 12:  # "the last layer(s)": the model's last, whatever its depth reads as
+        shown.add(max(depth))
+    return sorted(shown)
+
+
+def layer_paper_marks(
+    layers: list[alt.TopLevelMixin],
+    marks: Sequence["PaperMark"],
+    rows: pl.DataFrame | None = None,
+    data: pl.DataFrame | None = None,
+    layer: str = "layer",
+    **categories: alt.FieldChannelMixin,
+) -> alt.LayerChart:
+    """`layers` (and `data`, shared by them) with the paper's numbers on top: a rule per rule mark
+    with its label at its start, a shaded band with its label at its top, a tick at a category
+    (`categories`: the chart's encodings of the mark's `at` fields, e.g. y=alt.Y("relation:N"))
+    with its label as tooltip. A mark with `layers` spans the rows' layers at those BERT-base
+    layers' relative depth on the ordinal `layer` field (drawn nowhere if the model has none there);
+    `relative_to` adds the rows' first value of that column. Marks are in PAPER_COLOUR."""
+    drawn = []
+    for index, mark in enumerate(marks):
+        values = list(mark.values)
+        if mark.relative_to is not None:
+            if rows is None or rows.is_empty() or rows[mark.relative_to][0] is None:
+                continue
+            values = [value + float(rows[mark.relative_to][0]) for value in values]
+        row = {"paper_value": values[0], "paper_label": mark.label}
+        if mark.kind == "band":
+            row["paper_value2"] = values[1]
+        if mark.kind == "tick":
+            row |= dict(mark.at)
+        value_axis, other = mark.axis, "y" if mark.axis == "x" else "x"
+        value = {value_axis: alt.X("paper_value:Q") if value_axis == "x" else alt.Y("paper_value:Q")}
+        span = {}
+        shown = mark_layers(mark, rows)
+        if shown == []:  # the model has no layer at the mark's depth
+            continue
+        if shown:
+            row |= {layer: shown[0], f"{layer}_end": shown[-1]}
+            channel, channel2 = (alt.X, alt.X2) if other == "x" else (alt.Y, alt.Y2)
+            span = {other: channel(f"{layer}:O", bandPosition=0), f"{other}2": channel2(f"{layer}_end", bandPosition=1)}
+            # the label where the span starts, or ends where it starts in the right half
+            every = bert_layers(rows)
+            right = shown[0] > (min(every) + max(every)) / 2
+            start = {other: channel(f"{layer}_end:O", bandPosition=1) if right else span[other]}
+        frame = pl.DataFrame([row])
+        base = alt.Chart(frame)
+        tooltip = alt.Tooltip("paper_label:N", title="paper")
+        if mark.kind == "tick":
+            drawn.append(base.mark_tick(color=PAPER_COLOUR, thickness=2).encode(**value, **categories, tooltip=tooltip))
+            continue
+        if mark.kind == "band":
+            upper = alt.X2("paper_value2") if value_axis == "x" else alt.Y2("paper_value2")
+            drawn.append(
+                base.mark_rect(color=PAPER_COLOUR, opacity=0.15).encode(
+                    **value, **{f"{value_axis}2": upper}, tooltip=tooltip
+                )
+            )
+            at = {value_axis: alt.X("paper_value2:Q") if value_axis == "x" else alt.Y("paper_value2:Q")}
+        else:
+            drawn.append(
+                base.mark_rule(color=PAPER_COLOUR, strokeDash=[6, 3], strokeWidth=1.5).encode(
+                    **value, **span, tooltip=tooltip
+                )
+            )
+            at = value
+        if not span:
+            start, right = {other: alt.value(0)}, False
+        if value_axis == "y":
+            text = base.mark_text(
+                align="right" if right else "left",
+                baseline="bottom",
+                dx=-2 if right else 2,
+                dy=-2,
+                fontSize=10,
+                lineBreak="\n",
+                color=PAPER_COLOUR,
+            )
+        else:  # vertical rule: its label at the top, staggered so that neighbouring rules' do not overlap
+            text = base.mark_text(
+                align="left", baseline="top", dx=3, dy=2 + 12 * index, fontSize=10, lineBreak="\n", color=PAPER_COLOUR
+            )
+        drawn.append(text.encode(**at, **start, text="paper_label:N"))
+    return alt.layer(*layers, *drawn, **({"data": data} if data is not None else {}))

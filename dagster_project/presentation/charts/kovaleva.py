@@ -3,7 +3,14 @@
 import altair as alt
 import polars as pl
 
-from dagster_project.presentation.charts.common import PATTERN_ORDER, head_heatmap, in_order, map_cells
+from dagster_project.presentation.charts.common import (
+    PATTERN_ORDER,
+    head_heatmap,
+    in_order,
+    layer_paper_marks,
+    map_cells,
+)
+from dagster_project.presentation.paper_marks import paper_marks
 
 
 def _primary_metric(rows: pl.DataFrame) -> pl.DataFrame:
@@ -34,8 +41,19 @@ def kovaleva_head_ablation_chart(rows: pl.DataFrame, title: str) -> alt.LayerCha
         ],
     )
     labels = cells.mark_text(fontSize=8).encode(text=alt.Text("score:Q", format=".1f"))
-    return alt.layer(heat, labels).properties(
-        width=420, height=260, title=f"{title}: {metric} with one head disabled (baseline {baseline:.1f})"
+    # beside the map, every head's change on one axis, with the paper's best gains (STS-B, MRPC)
+    x = alt.X("delta_vs_baseline:Q", title="Δ vs baseline (points) per head")
+    changes = (
+        alt.Chart(rows)
+        .mark_tick(thickness=1.5, opacity=0.7, color="#4c78a8")
+        .encode(x=x, tooltip=["layer", "head", alt.Tooltip("delta_vs_baseline:Q", format="+.2f")])
+    )
+    zero = alt.Chart(rows.head(1)).mark_rule(color="black").encode(x=alt.datum(0))
+    strip = layer_paper_marks([changes, zero], paper_marks("kovaleva_fig8_head_ablation", "changes")).properties(
+        width=300, height=90, title="every head's change"
+    )
+    return alt.hconcat(alt.layer(heat, labels).properties(width=420, height=260), strip).properties(
+        title=f"{title}: {metric} with one head disabled (baseline {baseline:.1f})"
     )
 
 
@@ -53,16 +71,17 @@ def kovaleva_layer_ablation_chart(rows: pl.DataFrame, title: str) -> alt.LayerCh
         )
     )
     baseline = alt.Chart(rows.head(1)).mark_rule(color="orange", strokeWidth=2).encode(y="baseline_score:Q")
-    return alt.layer(bars, baseline).properties(
-        width=420, height=240, title=f"{title}: {metric} with one layer disabled"
+    return layer_paper_marks([bars, baseline], paper_marks("kovaleva_fig9_layer_ablation"), rows).properties(
+        width=420, height=240, title=f"{title}: {metric} with one layer disabled (orange: the baseline)"
     )
 
 
 def kovaleva_pattern_shares_chart(rows: pl.DataFrame, title: str) -> alt.FacetChart:
     """Kovaleva Fig. 2: stacked shares of the five pattern classes per task, the pre-trained
-    model beside the model fine-tuned on the task where there is one."""
-    return (
-        alt.Chart(rows)
+    model beside the model fine-tuned on the task where there is one. Heterogeneous is stacked at
+    the bottom, so its share reads off the axis against the paper's range (shaded)."""
+    bars = (
+        alt.Chart()
         .mark_bar()
         .encode(
             x=alt.X("role:N", title=None, sort=in_order(rows, "role")),
@@ -73,9 +92,12 @@ def kovaleva_pattern_shares_chart(rows: pl.DataFrame, title: str) -> alt.FacetCh
                 scale=alt.Scale(domain=[0, 1]),
             ),
             color=alt.Color("pattern:N", sort=PATTERN_ORDER),
-            order=alt.Order("pattern_order:Q"),
+            order=alt.Order("pattern_order:Q", sort="descending"),
             tooltip=["task", "model", "pattern", alt.Tooltip("share:Q", format=".1%"), "maps"],
         )
+    )
+    return (
+        layer_paper_marks([bars], paper_marks("kovaleva_fig2_pattern_shares"), data=rows)
         .properties(width=alt.Step(50), height=260)
         .facet(column=alt.Column("task:N", title=None, sort=in_order(rows, "task")))
         .properties(title=f"{title}: attention pattern classes")
@@ -105,9 +127,23 @@ def kovaleva_framenet_chart(rows: pl.DataFrame, title: str) -> alt.LayerChart:
         .encode(x="head:O", y=alt.Y("layer:O", sort="descending"))
     )
     p99 = rows["p99"][0]
-    return alt.layer(head_heatmap(rows, "mean_max_attention", "mean max attention", "blues"), marks).properties(
-        title=f"{title}: frame-semantic links (× above p99 = {p99:.3f})"
+    heatmap = alt.layer(head_heatmap(rows, "mean_max_attention", "mean max attention", "blues"), marks)
+    # beside the map, every head's value on one axis, with the model's p99 and the paper's two heads
+    x = alt.X("mean_max_attention:Q", title="mean max attention per head")
+    heads = (
+        alt.Chart(rows)
+        .mark_tick(thickness=1.5, opacity=0.7)
+        .encode(
+            x=x,
+            color=alt.value("#4c78a8"),
+            tooltip=["layer", "head", alt.Tooltip("mean_max_attention:Q", format=".3f")],
+        )
     )
+    threshold = alt.Chart(rows.head(1)).mark_rule(color="black").encode(x="p99:Q")
+    strip = layer_paper_marks([heads, threshold], paper_marks("kovaleva_fig3_framenet_heads", "heads")).properties(
+        width=300, height=90, title="every head (black: the model's p99)"
+    )
+    return alt.hconcat(heatmap, strip).properties(title=f"{title}: frame-semantic links (× above p99 = {p99:.3f})")
 
 
 def kovaleva_finetune_similarity_chart(rows: pl.DataFrame, title: str) -> alt.FacetChart:
@@ -208,8 +244,8 @@ def kovaleva_framenet_ablation_chart(rows: pl.DataFrame, title: str) -> alt.Face
     is disabled (y), one panel per task; the heads above the FrameNet 99th percentile stand out,
     so whether they matter for the task can be read off their height."""
     rows = rows.with_columns(head_label=pl.format("{}-{}", "layer", "head"))
-    return (
-        alt.Chart(rows)
+    points = (
+        alt.Chart()
         .mark_circle(size=45, opacity=0.8)
         .encode(
             x=alt.X("mean_max_attention:Q", title="FrameNet mean max attention"),
@@ -223,6 +259,9 @@ def kovaleva_framenet_ablation_chart(rows: pl.DataFrame, title: str) -> alt.Face
                 "n_heads",
             ],
         )
+    )
+    return (
+        layer_paper_marks([points], paper_marks("kovaleva_sec5_framenet_ablation"), data=rows)
         .properties(width=260, height=220)
         .facet(column=alt.Column("task:N", title=None, sort=in_order(rows, "task")))
         .properties(title=f"{title}: do the FrameNet heads matter for the task?")

@@ -4,7 +4,8 @@ import altair as alt
 import polars as pl
 
 from dagster_project.corpora import XNLI_LANGUAGES
-from dagster_project.presentation.charts.common import PATTERN_ORDER, in_order, map_cells
+from dagster_project.presentation.charts.common import PATTERN_ORDER, in_order, layer_paper_marks, map_cells
+from dagster_project.presentation.paper_marks import paper_marks
 
 
 def pascual_histograms_chart(rows: pl.DataFrame, title: str) -> alt.FacetChart:
@@ -88,32 +89,38 @@ def pascual_language_center_of_mass_chart(rows: pl.DataFrame, title: str) -> alt
     )
 
 
-def pascual_correlation_chart(rows: pl.DataFrame, title: str) -> alt.FacetChart:
+def pascual_correlation_chart(rows: pl.DataFrame, title: str, marks: str | None = None) -> alt.VConcatChart:
     """Pascual Fig. 1/6: each head's mean Pearson (top) and Spearman (bottom) correlation of
-    attention with a contribution, per layer, with the per-layer median (red line)."""
+    attention with a contribution, per layer, with the per-layer median (red line) and, where
+    `marks` names the chart, the paper's thresholds of each coefficient (paper_marks.py)."""
     long = rows.unpivot(
-        index=["layer", "head"], on=["pearson", "spearman"], variable_name="coefficient", value_name="correlation"
+        index=["layer", "head", *(["relative_depth"] if "relative_depth" in rows.columns else [])],
+        on=["pearson", "spearman"],
+        variable_name="coefficient",
+        value_name="correlation",
     ).with_columns(pl.col("coefficient").replace_strict({"pearson": "Pearson", "spearman": "Spearman"}))
-    heads = (
-        alt.Chart()
-        .mark_circle(size=40, opacity=0.7)
-        .encode(
-            x=alt.X("layer:O"),
-            y=alt.Y(
-                "correlation:Q",
-                title="mean row correlation",
-                scale=alt.Scale(domain=[-0.2, 1]),
-            ),
-            tooltip=["layer", "head", "coefficient", alt.Tooltip("correlation:Q", format=".3f")],
+    panels = []
+    for coefficient in ("Pearson", "Spearman"):
+        of = long.filter(pl.col("coefficient") == coefficient)
+        heads = (
+            alt.Chart()
+            .mark_circle(size=40, opacity=0.7)
+            .encode(
+                x=alt.X("layer:O", title="layer"),
+                y=alt.Y(
+                    "correlation:Q",
+                    title=f"mean row correlation ({coefficient})",
+                    scale=alt.Scale(domain=[-0.2, 1]),
+                ),
+                tooltip=["layer", "head", "coefficient", alt.Tooltip("correlation:Q", format=".3f")],
+            )
         )
-    )
-    median = alt.Chart().mark_line(color="#e45756").encode(x="layer:O", y="median(correlation):Q")
-    return (
-        alt.layer(heads, median, data=long)
-        .properties(width=420, height=200)
-        .facet(row=alt.Row("coefficient:N", title=None, sort=["Pearson", "Spearman"]))
-        .properties(title=title)
-    )
+        median = alt.Chart().mark_line(color="#e45756").encode(x="layer:O", y="median(correlation):Q")
+        drawn = paper_marks(marks, coefficient) if marks else ()
+        panels.append(
+            layer_paper_marks([heads, median], drawn, of, data=of).properties(width=420, height=200, title=coefficient)
+        )
+    return alt.vconcat(*panels).properties(title=title)
 
 
 _HTA_MAPS = {"attention": "attention", "previous_layer": "previous-layer contribution", "input": "input contribution"}

@@ -15,6 +15,7 @@ from dagster_project import settings
 from dagster_project.compute.models import ModelSpec
 from dagster_project.storage import warehouse
 from dagster_project.storage.backend import WarehouseConfig
+from dagster_project.storage.claims import JUDGMENTS_VIEW, load_claims
 from dagster_project.storage.dense_grain import DENSE_TABLES
 from dagster_project.storage.lake import LakeConfigError
 from dagster_project.storage.warehouse import (
@@ -136,7 +137,7 @@ def test_strip_sql_comments_keeps_code_and_quoted_identifiers():
 def test_partitioned_tables_come_from_the_schema_files():
     tables = schema_columns()
     assert len(tables) == len(list((Path(warehouse.SQL_DIR) / "schema").glob("*.sql")))
-    assert PARTITIONED_TABLES == set(tables) - {"models", "batches", "reproductions"}
+    assert PARTITIONED_TABLES == set(tables) - {"models", "batches", "reproductions", "claims"}
     assert all({"model_id", "corpus", "batch_id"} <= set(tables[table]) for table in PARTITIONED_TABLES)
     assert "word_index" in tables["tokens"]  # columns added by an ALTER count too
 
@@ -166,8 +167,12 @@ def test_only_staging_reads_tables_and_joins_models():
         read = _relations_read(view)
         if view.layer == "staging":
             continue
-        # intermediate and results views read staged and intermediate views, never a raw table
-        assert all(name.startswith(("stg_", "int_")) for name in read), (view.name, read)
+        # intermediate and results views read staged and intermediate views, never a raw table; the
+        # claims' judgments (generated from sql/claims) read the results views they judge, and the
+        # scorecard reads the judgments
+        results = {other.name for other in view_definitions() if other.layer == "results"}
+        judged = results if view.name == JUDGMENTS_VIEW else {JUDGMENTS_VIEW}
+        assert all(name.startswith(("stg_", "int_")) or name in judged for name in read), (view.name, read)
         assert not read & tables, (view.name, read & tables)
         assert not re.search(r"\bmodels\b", strip_sql_comments(view.sql)), view.name
         if view.layer == "intermediate":
@@ -176,7 +181,8 @@ def test_only_staging_reads_tables_and_joins_models():
 
 def test_every_view_selects_on_an_empty_warehouse(conn: duckdb.DuckDBPyConnection):
     for view in view_definitions():
-        assert conn.execute(f"SELECT count(*) FROM {view.name}").fetchone() == (0,)
+        expected = len(load_claims()) if view.name == "stg_claims" else 0  # the claims come with the views
+        assert conn.execute(f"SELECT count(*) FROM {view.name}").fetchone() == (expected,)
     assert apply_views(conn) == [view.name for view in view_definitions()]  # idempotent
 
 

@@ -41,6 +41,7 @@ from dagster_project.defs.assets.charts import chart_assets_by_name
 from dagster_project.defs.registration import register_model
 from dagster_project.presentation.chart_registry import CHARTS
 from dagster_project.presentation.charts.common import PAPER_COLOUR
+from dagster_project.storage.claims import load_claims
 from dagster_project.storage.warehouse import upsert_model
 from tests.runs import materialize_model, run_resources
 from tests.tiny_models import TINY_HEADS, TINY_LAYERS
@@ -190,6 +191,13 @@ def test_report_pages_render_charts_selector_and_headlines(demo_home: dict, tmp_
     index = dump_dom(tmp_path / "profile", (report / "index.html").as_uri())
     assert all(f'href="{paper}.html"' in index for paper in papers)
     assert model_id in index and other_id in index
+    # The first page is the scorecard: every claim per model, the first model's shown; the demo run
+    # fills none of the papers' corpora, so each claim is missing and says what it needs.
+    assert index.index("Scorecard: does each paper") < index.index("<h2>Models</h2>")
+    shown = index.split(f'<section class="model" data-model="{other_id}" hidden="">')[0]
+    assert shown.count('<tr class="verdict-') == len(load_claims())
+    assert '<tr class="verdict-missing" data-claim="clark_sep_layers_6_10">' in shown
+    assert "needs attention facts on wiki_segments (attn-warehouse run --corpus wiki_segments)" in shown
 
     dom = dump_dom(tmp_path / "profile", (report / "clark.html").as_uri())
     assert '<select id="model-select">' in dom

@@ -8,6 +8,7 @@ import pytest
 import torch
 from scipy.spatial.distance import jensenshannon, pdist, squareform
 
+from dagster_project.compute.clark import head_clustering
 from dagster_project.compute.clark.head_clustering import (
     classical_start,
     distance_matrix,
@@ -52,11 +53,23 @@ def test_js_of_disjoint_one_hot_rows_is_log_two() -> None:
     assert distances.diagonal().tolist() == [0.0, 0.0]
 
 
-def test_js_matches_scipy_with_padding() -> None:
-    attn, valid = _random_maps([6, 4, 1], layers=2, heads=3, width=6, seed=0)
-    distances = head_js_divergence(attn, valid)
+@pytest.mark.parametrize("fused", [False, True], ids=["eager", "fused"])
+def test_js_matches_scipy_with_padding(fused: bool) -> None:
+    # 2 x 5 heads: blocks of FUSED_BLOCK_HEADS = 4 heads leave a block of 2 (one pair with itself)
+    attn, valid = _random_maps([6, 4, 1], layers=2, heads=5, width=6, seed=0)
+    distances = head_js_divergence(attn, valid, fused=fused)
     np.testing.assert_allclose(distances.numpy(), _scipy_js_sums(attn, valid), rtol=1e-5, atol=1e-6)
     assert torch.equal(distances, distances.T)
+
+
+def test_fused_js_is_the_eager_loop_whatever_the_row_chunk() -> None:
+    attn, valid = _random_maps([7, 5, 2], layers=3, heads=3, width=7, seed=4)
+    eager = head_js_divergence(attn, valid, fused=False)
+    torch.testing.assert_close(head_js_divergence(attn, valid, fused=True), eager, rtol=1e-6, atol=1e-7)
+    # 2-row chunks: a chunk of 1 row would be a second compile (torch.compile specializes sizes of 1)
+    two_rows = 2 * (3 * 3 - 1) * 7 * attn.element_size()
+    torch.testing.assert_close(head_js_divergence(attn, valid, two_rows, fused=True), eager, rtol=1e-6, atol=1e-7)
+    assert not head_clustering._FUSED_BLOCK_S_LOG_S.failed  # compiled here, not the fallback
 
 
 def test_js_is_the_same_whatever_the_row_chunk() -> None:

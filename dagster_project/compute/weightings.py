@@ -48,8 +48,9 @@ LAYER_DECOMPOSITIONS = ("globenc", "alti", "value_zeroing")
 # weightings with one map per layer rather than per head: their rows carry head LAYER_MAP_HEAD
 LAYER_WEIGHTINGS = ("rollout", *LAYER_DECOMPOSITIONS)
 LAYER_MAP_HEAD = 0
-# value_norms.token_class: [CLS] and [SEP], '.' and ',' tokens, and every other real token
-TOKEN_CLASSES = ("special", "punct", "content")
+# value_norms.token_class: [CLS], [SEP], '.' and ',' tokens, and every other real token. [CLS] and [SEP]
+# apart: MiniLM's [CLS] value vectors are far shorter than its [SEP]'s, which a shared class averages away.
+TOKEN_CLASSES = ("cls", "sep", "punct", "content")
 # floats per (example, query row, key, feature) block of the layer decompositions, FFN widening included
 DECOMPOSITION_BLOCK = 2**24
 FFN_WIDENING = 4  # the families' intermediate size over their hidden size, to size the blocks
@@ -315,7 +316,8 @@ def value_norm_columns(norms: torch.Tensor, masks: TokenMasks, example_ids: torc
     example's tokens of that class and their number, as flat columns (sql/schema/value_norms.sql)."""
     special = masks.cls | masks.sep
     punct = masks.punct & ~special
-    classes = torch.stack([special, punct, masks.valid & ~special & ~punct], dim=-1).to(norms.dtype)  # (B, T, C)
+    content = masks.valid & ~special & ~punct
+    classes = torch.stack([masks.cls, masks.sep & ~masks.cls, punct, content], dim=-1).to(norms.dtype)  # (B, T, C)
     sums = torch.einsum("blht,btc->blhc", norms, classes)
     counts = classes.sum(1)  # (B, C)
     rows, layers, heads = head_grid(*norms.shape[:3], norms.device)

@@ -9,6 +9,7 @@ import torch
 
 from dagster_project.compute.attention_pass import extract_attention_facts
 from dagster_project.compute.fact_kinds import FACT_KINDS
+from dagster_project.compute.metrics import TokenMasks
 from dagster_project.compute.models import LoadedEncoder, load_encoder
 from dagster_project.compute.weightings import (
     LAYER_WEIGHTINGS,
@@ -18,6 +19,7 @@ from dagster_project.compute.weightings import (
     norm_maps,
     output_grams,
     rollout_maps,
+    value_norm_columns,
     value_norms,
 )
 from tests.tiny_models import tiny_family
@@ -170,7 +172,7 @@ def test_a_pass_with_every_weighting_keeps_the_attention_rows(
     ]
     assert float(summaries["row_sum_error"].max()) < 1e-4
     norms = weighted.tables["value_norms"]
-    assert set(norms["token_class"]) == {"special", "punct", "content"}
+    assert set(norms["token_class"]) == {"cls", "sep", "punct", "content"}
     # every example's tokens fall in one class each, in every (layer, head)
     per_head = norms.group_by("example_id", "layer", "head").agg(pl.col("n_tokens").sum())
     lengths = summaries.filter(pl.col("weighting") == "attention").select("example_id", "n_tokens").unique()
@@ -188,3 +190,22 @@ def test_norm_weighting_moves_mass_from_tokens_with_small_value_norms(tmp_path: 
     norm = norm_maps(attn, value_norms(values, output_grams(encoder.model, encoder.spec.n_heads)))
     assert attn[0, 0][..., sep].sum() > 0
     assert norm[0, 0][..., sep].abs().max() == 0
+
+
+def test_value_norm_columns_keep_cls_and_sep_apart() -> None:
+    """[CLS] a . b [SEP] (and a padded position): one row per class with tokens, their mean norm."""
+    positions = torch.tensor([[True, False, False, False, False, False]])
+    masks = TokenMasks(
+        valid=torch.tensor([[True, True, True, True, True, False]]),
+        cls=positions,
+        sep=positions.roll(4, dims=1),
+        punct=positions.roll(2, dims=1),
+    )
+    norms = torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0, 9.0]).reshape(1, 1, 1, 6)
+    columns = value_norm_columns(norms, masks, torch.tensor([7]))
+    rows = {
+        cls: (float(norm), int(n))
+        for cls, norm, n in zip(*(columns[k] for k in ("token_class", "mean_norm", "n_tokens")))
+    }
+    assert rows == {"cls": (1.0, 1), "sep": (5.0, 1), "punct": (3.0, 1), "content": (3.0, 2)}
+    assert set(columns["example_id"]) == {7} and set(columns["layer"]) == {1} and set(columns["head"]) == {1}

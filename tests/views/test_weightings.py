@@ -194,6 +194,8 @@ def test_histograms_keep_attention_in_stg_and_every_weighting_in_stg_weighted(co
         ("norm", 1, [2, 4, 2], [0.2, 1.6, 0.2]),
         ("rollout", 0, [2, 4, 2], [0.0, 1.0, 1.0]),
     ]
+    # kind is what the table measures (the maps' mass), whatever the weighting of the maps
+    assert conn.execute("SELECT DISTINCT kind FROM stg_weighted_position_histograms").fetchall() == [("attention",)]
 
 
 def test_value_norms_per_layer_and_token_class(conn: duckdb.DuckDBPyConnection) -> None:

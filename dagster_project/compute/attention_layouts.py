@@ -3,7 +3,9 @@
 HTA reads a head's context vector (before the output projection) through a forward hook on the
 output projection, the previous-layer closed form reads the Q/K/V projections, and head ablation
 hooks the probability dropout of families outside transformers' AttentionInterface; all find
-these modules here. Adding a family is one entry of ATTENTION_LAYOUTS.
+these modules here. The weightings that decompose the whole encoder layer (compute/weightings.py:
+GlobEnc, ALTI, value zeroing) also read its two LayerNorms and its feed-forward network. Adding a
+family is one entry of ATTENTION_LAYOUTS.
 """
 
 from collections.abc import Callable
@@ -33,6 +35,21 @@ class AttentionLayout:
     # families computing their probabilities outside transformers' AttentionInterface: the dropout those
     # probabilities pass through (its output multiplies the values), where head ablation hooks them
     probability_dropout: str | None = None
+    # Post-LN encoder layer, h = LN1(x + attention(x)), out = LN2(h + FFN(h)): the LayerNorms' paths
+    # relative to a layer module and FFN(h) without its residual, from the layer module; None for a
+    # family whose LayerNorms sit elsewhere, which the layer-decomposing weightings refuse.
+    residual_norm: str | None = None
+    output_norm: str | None = None
+    feed_forward: Callable[[nn.Module, torch.Tensor], torch.Tensor] | None = None
+
+
+def _bert_feed_forward(layer: nn.Module, hidden: torch.Tensor) -> torch.Tensor:
+    """BertLayer.feed_forward_chunk without the output LayerNorm and its residual (BERT, MPNet, DeBERTa-v2)."""
+    return layer.output.dense(layer.intermediate(hidden))
+
+
+def _albert_feed_forward(layer: nn.Module, hidden: torch.Tensor) -> torch.Tensor:
+    return layer.ffn_output(layer.activation(layer.ffn(hidden)))
 
 
 def _at(path: str) -> Callable[[nn.Module], list[nn.Module]]:
@@ -55,15 +72,42 @@ def _mpnet_position_bias(base: nn.Module, n_tokens: int) -> torch.Tensor:
     return base.encoder.compute_position_bias(positions)[0]
 
 
-_BERT = AttentionLayout(_at("encoder.layer"), "attention", "self.query", "self.key", "self.value", "output.dense")
+_BERT_NORMS = {
+    "residual_norm": "attention.output.LayerNorm",
+    "output_norm": "output.LayerNorm",
+    "feed_forward": _bert_feed_forward,
+}
+_BERT = AttentionLayout(
+    _at("encoder.layer"), "attention", "self.query", "self.key", "self.value", "output.dense", **_BERT_NORMS
+)
 
 ATTENTION_LAYOUTS: dict[str, AttentionLayout] = {
     "bert": _BERT,
     "roberta": _BERT,
     "xlm-roberta": _BERT,
     "electra": _BERT,
-    "distilbert": AttentionLayout(_at("transformer.layer"), "attention", "q_lin", "k_lin", "v_lin", "out_lin"),
-    "albert": AttentionLayout(_albert_layers, "attention", "query", "key", "value", "dense"),
+    "distilbert": AttentionLayout(
+        _at("transformer.layer"),
+        "attention",
+        "q_lin",
+        "k_lin",
+        "v_lin",
+        "out_lin",
+        residual_norm="sa_layer_norm",
+        output_norm="output_layer_norm",
+        feed_forward=lambda layer, hidden: layer.ffn(hidden),
+    ),
+    "albert": AttentionLayout(
+        _albert_layers,
+        "attention",
+        "query",
+        "key",
+        "value",
+        "dense",
+        residual_norm="attention.LayerNorm",
+        output_norm="full_layer_layer_norm",
+        feed_forward=_albert_feed_forward,
+    ),
     "mpnet": AttentionLayout(
         _at("encoder.layer"),
         "attention",
@@ -73,6 +117,9 @@ ATTENTION_LAYOUTS: dict[str, AttentionLayout] = {
         "attn.o",
         score_bias=_mpnet_position_bias,
         probability_dropout="attn.dropout",
+        residual_norm="attention.LayerNorm",
+        output_norm="output.LayerNorm",
+        feed_forward=_bert_feed_forward,
     ),
     # Disentangled attention: scores also hold q_j . r_(j-i) and k_i . r'_(i-j) terms.
     "deberta-v2": AttentionLayout(
@@ -84,6 +131,7 @@ ATTENTION_LAYOUTS: dict[str, AttentionLayout] = {
         "output.dense",
         closed_form=False,
         probability_dropout="self.dropout",
+        **_BERT_NORMS,
     ),
 }
 

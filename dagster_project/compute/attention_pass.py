@@ -34,7 +34,14 @@ from dagster_project.compute.fact_kinds import (
 from dagster_project.compute.metrics import PatternThresholds
 from dagster_project.compute.models import LoadedEncoder
 from dagster_project.compute.pass_timings import PassTimings, phase, timing
-from dagster_project.compute.weightings import captured_values, check_weightings, output_grams, weighted_maps
+from dagster_project.compute.weightings import (
+    LAYER_DECOMPOSITIONS,
+    captured_layers,
+    check_weightings,
+    encoder_layer_parts,
+    output_grams,
+    weighted_maps,
+)
 
 LOG = logging.getLogger(__name__)
 
@@ -99,7 +106,8 @@ def extract_attention_facts(
 
     `weightings` (compute.weightings.WEIGHTINGS; attention is always taken): the weighted kinds (head
     summaries, position histograms, relation hits) also run on each other weighting's maps, their rows
-    tagged with `weighting` (rollout's with head 0), and with norm the value_norms rows are written.
+    tagged with `weighting` (the per-layer weightings' with head 0), and with norm the value_norms rows are
+    written. globenc, alti and value_zeroing refuse a family whose LayerNorms the layout does not name.
     """
     inputs = inputs or pass_inputs(encoder, tokens)
     weightings = check_weightings(tuple(weightings))
@@ -156,6 +164,8 @@ def _pass(
             collectors[weighting, kind.table] = WeightedRows(collector, weighting) if kind.weighted else collector
     reads_norms = {kind.table for kind in kinds if kind.reads_norms}
     grams = output_grams(encoder.model, encoder.spec.n_heads) if "norm" in weightings else None
+    decomposed = bool(set(weightings) & set(LAYER_DECOMPOSITIONS))
+    parts = encoder_layer_parts(encoder.model, encoder.spec.n_heads) if decomposed else None
     started = time.perf_counter()
     done = 0
     batches = length_batches(
@@ -165,15 +175,16 @@ def _pass(
         encoder.spec.takes_token_types,
         inputs.words,
     )
-    values = captured_values(encoder.model) if "norm" in weightings else nullcontext(None)
-    with torch.inference_mode(), timing(timings), values as captured:
+    captures = "norm" in weightings or decomposed
+    states = captured_layers(encoder.model, with_norms=decomposed) if captures else nullcontext(None)
+    with torch.inference_mode(), timing(timings), states as captured:
         for batch in batches:
             with phase("forward"):
                 batch = batch.to(encoder.compute.device)
                 attn = float32_maps(encoder.model(**batch.inputs, output_attentions=True).attentions)
             with phase("statistics"):
                 weighted = weighted_maps(
-                    attn, weightings, batch.masks.valid, captured.take() if captured else [], grams
+                    attn, weightings, batch.masks.valid, captured.take() if captured else None, grams, parts
                 )
                 for weighting, maps in weighted.maps.items():
                     summaries = summary_columns(maps, batch, inputs.thresholds)

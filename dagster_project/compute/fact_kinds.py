@@ -38,7 +38,7 @@ from dagster_project.compute.checks import (
 )
 from dagster_project.compute.clark.head_clustering import distance_rows, head_js_divergence
 from dagster_project.compute.metrics import PATTERNS, PatternThresholds
-from dagster_project.compute.weightings import ROLLOUT_HEAD, value_norm_columns
+from dagster_project.compute.weightings import LAYER_MAP_HEAD, LAYER_WEIGHTINGS, value_norm_columns
 from dagster_project.corpora import CorpusSpec
 
 # What a corpus can give a kind besides its tokens (CorpusSpec.provides).
@@ -141,8 +141,8 @@ class PatternExamples:
 
 @dataclass
 class WeightedRows:
-    """A weighted kind's rows on one weighting's maps (compute/weightings.py), tagged with it; rollout's
-    rows, one map per layer, carry head ROLLOUT_HEAD."""
+    """A weighted kind's rows on one weighting's maps (compute/weightings.py), tagged with it; the rows of
+    LAYER_WEIGHTINGS, one map per layer, carry head LAYER_MAP_HEAD."""
 
     rows: Collector
     weighting: str
@@ -154,8 +154,8 @@ class WeightedRows:
         rows = self.rows.finish()
         if rows.is_empty():
             return rows
-        if self.weighting == "rollout":
-            rows = rows.with_columns(head=pl.lit(ROLLOUT_HEAD, dtype=pl.Int16))
+        if self.weighting in LAYER_WEIGHTINGS:
+            rows = rows.with_columns(head=pl.lit(LAYER_MAP_HEAD, dtype=pl.Int16))
         return rows.with_columns(weighting=pl.lit(self.weighting))
 
 
@@ -174,7 +174,7 @@ class FactKind:
     needs: frozenset[str] = frozenset()  # of WORDS, SPACY_FEATURES, FRAME_LINKS
     checks: tuple[FactCheck, ...] = ()
     # also collected on the maps of the pass's other weightings (compute/weightings.py), each row
-    # tagged with its `weighting`; rollout's one map per layer has head ROLLOUT_HEAD
+    # tagged with its `weighting`; a per-layer weighting's one map has head LAYER_MAP_HEAD
     weighted: bool = False
     # given the batch's value norms (B, L, H, T) instead of its maps; collected when the pass's
     # weightings include norm, whatever the corpus lists

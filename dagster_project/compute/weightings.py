@@ -8,18 +8,33 @@ pure torch, from the same forward pass as the attention maps.
 - `rollout` (Abnar and Zuidema 2020): per layer A_hat = 0.5 mean_h(A) + 0.5 I, rows renormalized over
   the real tokens, multiplied through the layers; one map per layer, (B, L, 1, T, T).
 
-The value vectors come from forward hooks on each layer's value projection (compute/attention_layouts.py
-says where each family keeps it). ||v W_O^h|| is sqrt(v^T G_h v) with G_h = W_O^h W_O^h^T, the (d_head,
+Three more decompose the whole post-LN encoder layer h_i = LN1(y_i), y_i = x_i + sum_j A_ij + b_O,
+A_ij = sum_h alpha^h_ij f_h(x_j), out_i = LN2(h_i + FFN(h_i)); one map per layer, rows summing to 1:
+- `globenc` (Modarressi et al. 2022): N_ij = ||LN2~(LN1~(A_ij + [i=j] x_i))||, where LNk~(z) =
+  gamma_k (z - mean(z)) / sqrt(var(the LayerNorm's real input) + eps), the LayerNorms' share of z
+  (the FFN is left out, as in the paper); the layers' N multiplied through as they are, each layer's
+  product shown with rows renormalized.
+- `alti` (Ferrando et al. 2022): T_i(x_j) = LN1~(A_ij + [i=j] x_i), c_ij = max(0, ||h_i||_1 -
+  ||h_i - T_i(x_j)||_1), rows normalized, then multiplied through the layers (rollout without I).
+- `value_zeroing` (Mohebbi et al. 2023): the cosine distance between out_i and the layer's output when
+  token j's value vector is zeroed in every head, rows normalized; per layer, not rolled out. Zeroing
+  v_j takes alpha^h_ij v_j^h out of i's context and leaves the probabilities: y_i becomes y_i - A_ij,
+  and every zeroing of a layer is one batched pass of LN1, FFN and LN2 over (example, i, j) rows.
+
+The value vectors, the layers' inputs and their LayerNorms' inputs and outputs come from forward hooks
+(compute/attention_layouts.py says where each family keeps them; a family whose LayerNorms it does not
+name is refused by the three). ||v W_O^h|| is sqrt(v^T G_h v) with G_h = W_O^h W_O^h^T, the (d_head,
 d_head) Gram matrix of the head's slice, so the norms of every (example, layer, head, token) are one
 batched product. Padding never enters: padded keys carry no attention, and padded rows are zero.
 """
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import nn
 from transformers import PreTrainedModel
 
@@ -27,10 +42,18 @@ from dagster_project.compute.attention_layouts import attention_blocks, attentio
 from dagster_project.compute.batching import flat, head_grid
 from dagster_project.compute.metrics import TokenMasks
 
-WEIGHTINGS = ("attention", "norm", "rollout")
-# value_norms.token_class: [CLS] and [SEP], '.' and ',' tokens, and every other real token
-TOKEN_CLASSES = ("special", "punct", "content")
-ROLLOUT_HEAD = 0  # rollout has one map per layer: its rows carry head 0
+WEIGHTINGS = ("attention", "norm", "rollout", "globenc", "alti", "value_zeroing")
+# the weightings that decompose the whole encoder layer, from its LayerNorms' captured states
+LAYER_DECOMPOSITIONS = ("globenc", "alti", "value_zeroing")
+# weightings with one map per layer rather than per head: their rows carry head LAYER_MAP_HEAD
+LAYER_WEIGHTINGS = ("rollout", *LAYER_DECOMPOSITIONS)
+LAYER_MAP_HEAD = 0
+# value_norms.token_class: [CLS], [SEP], '.' and ',' tokens, and every other real token. [CLS] and [SEP]
+# apart: MiniLM's [CLS] value vectors are far shorter than its [SEP]'s, which a shared class averages away.
+TOKEN_CLASSES = ("cls", "sep", "punct", "content")
+# floats per (example, query row, key, feature) block of the layer decompositions, FFN widening included
+DECOMPOSITION_BLOCK = 2**24
+FFN_WIDENING = 4  # the families' intermediate size over their hidden size, to size the blocks
 
 
 def check_weightings(weightings: list[str] | tuple[str, ...]) -> tuple[str, ...]:
@@ -42,29 +65,78 @@ def check_weightings(weightings: list[str] | tuple[str, ...]) -> tuple[str, ...]
     return tuple(name for name in WEIGHTINGS if name == "attention" or name in weightings)
 
 
+@dataclass(frozen=True)
+class LayerStates:
+    """One forward's states of every layer, (B, L, T, width) in the forward's dtype: the layer's input x
+    and its value projection x W_V + b_V; with the LayerNorms captured, the residual LayerNorm's input
+    y and output h and the output LayerNorm's input h + FFN(h) and output (the layer's output)."""
+
+    inputs: torch.Tensor
+    values: torch.Tensor
+    residual_norm_inputs: torch.Tensor | None = None
+    residual_norm_outputs: torch.Tensor | None = None
+    output_norm_inputs: torch.Tensor | None = None
+    outputs: torch.Tensor | None = None
+
+
 @dataclass
-class ValueCapture:
-    """The value projection's output of every layer of one forward, in call order."""
+class LayerCapture:
+    """Per module role, the (input, output) of each call in one forward, in call order."""
 
-    outputs: list[torch.Tensor] = field(default_factory=list)
+    calls: dict[str, list[tuple[torch.Tensor, torch.Tensor]]] = field(default_factory=dict)
 
-    def hook(self, _module: nn.Module, _args: tuple, output: torch.Tensor) -> None:
-        self.outputs.append(output)
+    def hook(self, role: str) -> Callable[[nn.Module, tuple, torch.Tensor], None]:
+        calls = self.calls.setdefault(role, [])
+        return lambda _module, args, output: calls.append((args[0], output))
 
-    def take(self) -> list[torch.Tensor]:
-        """The outputs captured since the last take, which starts the next forward's capture."""
-        taken, self.outputs = self.outputs, []
-        return taken
+    def take(self) -> LayerStates:
+        """The states captured since the last take, which starts the next forward's capture."""
+
+        def stacked(role: str, side: int) -> torch.Tensor | None:
+            return torch.stack([call[side] for call in self.calls[role]], dim=1) if role in self.calls else None
+
+        states = LayerStates(
+            stacked("value", 0),
+            stacked("value", 1),
+            stacked("residual_norm", 0),
+            stacked("residual_norm", 1),
+            stacked("output_norm", 0),
+            stacked("output_norm", 1),
+        )
+        for calls in self.calls.values():
+            calls.clear()
+        return states
+
+
+def _refuse_layer_norms(model: PreTrainedModel, weightings: tuple[str, ...]) -> None:
+    layout = attention_layout(model)
+    if layout.residual_norm is None or layout.output_norm is None or layout.feed_forward is None:
+        raise ValueError(
+            f"weightings {list(weightings)} decompose a post-LN encoder layer (LayerNorm after the attention's "
+            f"residual and after the FFN's); family {model.config.model_type!r} ({type(model).__name__}) names no "
+            "such LayerNorms in compute/attention_layouts.py. Leave these weightings out for this model, or give its "
+            "AttentionLayout residual_norm, output_norm and feed_forward if its layers are post-LN."
+        )
 
 
 @contextmanager
-def captured_values(model: PreTrainedModel) -> Iterator[ValueCapture]:
-    """Forward hooks on every layer's value projection while the block runs (one hook per module: a
-    module shared by layers, as ALBERT's, fires once per call, so the outputs stay in call order)."""
+def captured_layers(model: PreTrainedModel, with_norms: bool = False) -> Iterator[LayerCapture]:
+    """Forward hooks on every layer's value projection and, `with_norms`, its two LayerNorms while the
+    block runs (one hook per module: a module shared by layers, as ALBERT's, fires once per call, so the
+    calls stay in layer order). With norms, a family the layout gives no LayerNorms is refused."""
     layout = attention_layout(model)
-    capture = ValueCapture()
-    modules = unique_modules([block.get_submodule(layout.value) for block in attention_blocks(model)])
-    handles = [module.register_forward_hook(capture.hook) for module in modules]
+    capture = LayerCapture()
+    roles = {"value": [block.get_submodule(layout.value) for block in attention_blocks(model)]}
+    if with_norms:
+        _refuse_layer_norms(model, LAYER_DECOMPOSITIONS)
+        layers = layout.layers(model.base_model)
+        roles["residual_norm"] = [layer.get_submodule(layout.residual_norm) for layer in layers]
+        roles["output_norm"] = [layer.get_submodule(layout.output_norm) for layer in layers]
+    handles = [
+        module.register_forward_hook(capture.hook(role))
+        for role, modules in roles.items()
+        for module in unique_modules(modules)
+    ]
     try:
         yield capture
     finally:
@@ -72,48 +144,171 @@ def captured_values(model: PreTrainedModel) -> Iterator[ValueCapture]:
             handle.remove()
 
 
-def output_grams(model: PreTrainedModel, n_heads: int) -> torch.Tensor:
-    """Per layer and head the Gram matrix W_O^h W_O^h^T of the output projection's slice that reads
-    head h's context: (L, H, d_head, d_head), float32, on the model's device. nn.Linear keeps W^T
-    (out, in), so the slice of head h is weight[:, h * d_head : (h + 1) * d_head] and G_h = slice^T slice."""
+def _output_weights(model: PreTrainedModel, n_heads: int) -> torch.Tensor:
+    """Per layer the output projection's weight as (L, d_model, H, d_head), float32 (nn.Linear keeps W^T)."""
     layout = attention_layout(model)
     weights = torch.stack([block.get_submodule(layout.output).weight.float() for block in attention_blocks(model)])
     n_layers, d_model, width = weights.shape
-    per_head = weights.reshape(n_layers, d_model, n_heads, width // n_heads)
+    return weights.reshape(n_layers, d_model, n_heads, width // n_heads)
+
+
+def output_grams(model: PreTrainedModel, n_heads: int) -> torch.Tensor:
+    """Per layer and head the Gram matrix W_O^h W_O^h^T of the output projection's slice that reads
+    head h's context: (L, H, d_head, d_head), float32, on the model's device. The slice of head h is
+    weight[:, h * d_head : (h + 1) * d_head] and G_h = slice^T slice."""
+    per_head = _output_weights(model, n_heads)
     return torch.einsum("lmhd,lmhe->lhde", per_head, per_head)
 
 
-def value_norms(values: list[torch.Tensor], grams: torch.Tensor) -> torch.Tensor:
-    """||f_h(x_j)|| of every (example, layer, head, token): (B, L, H, T) float32 from each layer's value
-    projection outputs (B, T, H * d_head) and output_grams' (L, H, d_head, d_head)."""
+def value_norms(values: torch.Tensor, grams: torch.Tensor) -> torch.Tensor:
+    """||f_h(x_j)|| of every (example, layer, head, token): (B, L, H, T) float32 from the layers' value
+    projection outputs (B, L, T, H * d_head) and output_grams' (L, H, d_head, d_head)."""
     n_layers, n_heads, d_head, _ = grams.shape
-    stacked = torch.stack(values, dim=1).float()  # (B, L, T, H * d_head)
-    v = stacked.reshape(*stacked.shape[:3], n_heads, d_head)
+    v = values.float().reshape(*values.shape[:3], n_heads, d_head)
     squared = torch.einsum("blthd,lhde,blthe->blht", v, grams, v)
     return squared.clamp(min=0).sqrt()
+
+
+def _rows_normalized(weighted: torch.Tensor) -> torch.Tensor:
+    """Each row divided by its sum; a row whose every entry is 0, as a padded row is, stays 0."""
+    totals = weighted.sum(-1, keepdim=True)
+    return torch.where(totals > 0, weighted / totals.clamp(min=torch.finfo(totals.dtype).tiny), 0.0)
 
 
 def norm_maps(attn: torch.Tensor, norms: torch.Tensor) -> torch.Tensor:
     """Kobayashi's norm-weighted maps alpha_ij ||f_h(x_j)||, each row divided by its sum (a row whose
     every contribution is 0, as a padded row can be, stays 0). (B, L, H, T, T), (B, L, H, T) -> (B, L, H, T, T)."""
-    weighted = attn * norms[..., None, :]
-    totals = weighted.sum(-1, keepdim=True)
-    return torch.where(totals > 0, weighted / totals.clamp(min=torch.finfo(totals.dtype).tiny), 0.0)
+    return _rows_normalized(attn * norms[..., None, :])
+
+
+def _rolled_out(per_layer: torch.Tensor, rescale: bool = False) -> torch.Tensor:
+    """rolled_1 = M_1, rolled_l = M_l rolled_(l-1) over (B, L, T, T). `rescale`: each product is divided by
+    its example's largest entry, which keeps unnormalized maps' products finite and their rows' proportions."""
+    rolled = [per_layer[:, 0]]
+    for layer in range(1, per_layer.shape[1]):
+        product = per_layer[:, layer] @ rolled[-1]
+        if rescale:
+            product = product / product.amax((-2, -1), keepdim=True).clamp(min=torch.finfo(product.dtype).tiny)
+        rolled.append(product)
+    return torch.stack(rolled, dim=1)
+
+
+def _real_cells(valid: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    return (valid[:, :, None] & valid[:, None, :]).to(dtype)  # (B, T, T)
 
 
 def rollout_maps(attn: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
     """Abnar and Zuidema's attention rollout: per layer l, A_hat_l = 0.5 mean_h(A_l) + 0.5 I over the
     real tokens, rows renormalized over them; rollout_1 = A_hat_1, rollout_l = A_hat_l rollout_(l-1).
     (B, L, H, T, T), (B, T) -> (B, L, 1, T, T): real rows sum to 1 over real keys, padded rows are 0."""
-    cells = (valid[:, :, None] & valid[:, None, :]).to(attn.dtype)  # (B, T, T)
     identity = torch.diag_embed(valid.to(attn.dtype))
-    mixed = (0.5 * attn.mean(2) + 0.5 * identity[:, None]) * cells[:, None]  # (B, L, T, T)
-    totals = mixed.sum(-1, keepdim=True)
-    mixed = torch.where(totals > 0, mixed / totals.clamp(min=torch.finfo(totals.dtype).tiny), 0.0)
-    rolled = [mixed[:, 0]]
-    for layer in range(1, mixed.shape[1]):
-        rolled.append(mixed[:, layer] @ rolled[-1])
-    return torch.stack(rolled, dim=1)[:, :, None]
+    mixed = (0.5 * attn.mean(2) + 0.5 * identity[:, None]) * _real_cells(valid, attn.dtype)[:, None]
+    return _rolled_out(_rows_normalized(mixed))[:, :, None]
+
+
+@dataclass(frozen=True)
+class EncoderLayerParts:
+    """What the layer decompositions read of the model besides a forward's states: per layer the output
+    projection's weight (L, d_model, H, d_head) float32, the two LayerNorms and FFN(h)."""
+
+    output_weights: torch.Tensor
+    residual_norms: list[nn.LayerNorm]
+    output_norms: list[nn.LayerNorm]
+    feed_forwards: list[Callable[[torch.Tensor], torch.Tensor]]
+
+
+def encoder_layer_parts(model: PreTrainedModel, n_heads: int) -> EncoderLayerParts:
+    """The EncoderLayerParts of `model`, or the refusal of a family whose LayerNorms the layout does not name."""
+    _refuse_layer_norms(model, LAYER_DECOMPOSITIONS)
+    layout = attention_layout(model)
+    layers = layout.layers(model.base_model)
+    return EncoderLayerParts(
+        _output_weights(model, n_heads),
+        [layer.get_submodule(layout.residual_norm) for layer in layers],
+        [layer.get_submodule(layout.output_norm) for layer in layers],
+        [lambda hidden, layer=layer: layout.feed_forward(layer, hidden) for layer in layers],
+    )
+
+
+def _layer_norm(inputs: torch.Tensor, norm: nn.LayerNorm) -> torch.Tensor:
+    """The LayerNorm in float32 without calling the module (its capture hook stays quiet)."""
+    return F.layer_norm(inputs, inputs.shape[-1:], norm.weight.float(), norm.bias.float(), norm.eps)
+
+
+def _norm_share(parts: torch.Tensor, norm: nn.LayerNorm, norm_inputs: torch.Tensor) -> torch.Tensor:
+    """LN~(z) = gamma (z - mean(z)) / sqrt(var(y) + eps) of parts z (B, r, T, d) of the rows' LayerNorm
+    inputs y (B, r, d): summed over the parts, with gamma's share of the bias terms and beta, it is LN(y)."""
+    scale = torch.rsqrt(norm_inputs.var(-1, unbiased=False) + norm.eps)[:, :, None, None]
+    return norm.weight.float() * (parts - parts.mean(-1, keepdim=True)) * scale
+
+
+def _decomposed_layer(
+    attn: torch.Tensor,
+    states: LayerStates,
+    parts: EncoderLayerParts,
+    layer: int,
+    weightings: tuple[str, ...],
+) -> dict[str, torch.Tensor]:
+    """One layer's per-layer matrices (B, T, T) of the LAYER_DECOMPOSITIONS among `weightings`, before any
+    masking or normalization: GlobEnc's N_ij, ALTI's c_ij, value zeroing's cosine distances. Built in blocks
+    of query rows, each holding (example, row, key, feature) arrays of at most DECOMPOSITION_BLOCK floats."""
+    x = states.inputs[:, layer].float()
+    y, h = states.residual_norm_inputs[:, layer].float(), states.residual_norm_outputs[:, layer].float()
+    out_in, out = states.output_norm_inputs[:, layer].float(), states.outputs[:, layer].float()
+    n_batch, n_tokens, d_model = x.shape
+    weights = parts.output_weights[layer]  # (d_model, H, d_head)
+    values = states.values[:, layer].float().reshape(n_batch, n_tokens, *weights.shape[1:])
+    transformed = torch.einsum("bjhe,mhe->bjhm", values, weights)  # f_h(x_j): (B, T, H, d_model)
+    residual_norm, output_norm = parts.residual_norms[layer], parts.output_norms[layer]
+    maps = {name: x.new_zeros(n_batch, n_tokens, n_tokens) for name in weightings if name in LAYER_DECOMPOSITIONS}
+    step = max(1, DECOMPOSITION_BLOCK // (n_batch * n_tokens * d_model * FFN_WIDENING))
+    for first in range(0, n_tokens, step):
+        rows = slice(first, min(first + step, n_tokens))
+        span = torch.arange(rows.stop - rows.start, device=x.device)
+        contributions = torch.einsum("bhij,bjhm->bijm", attn[:, layer, :, rows], transformed)  # A_ij
+        if "globenc" in maps or "alti" in maps:
+            with_residual = contributions.clone()
+            with_residual[:, span, span + first] += x[:, rows]
+            after_residual_norm = _norm_share(with_residual, residual_norm, y[:, rows])
+            if "globenc" in maps:
+                after_output_norm = _norm_share(after_residual_norm, output_norm, out_in[:, rows])
+                maps["globenc"][:, rows] = after_output_norm.norm(dim=-1)
+            if "alti" in maps:
+                resultant = h[:, rows, None]
+                distance = (resultant - after_residual_norm).abs().sum(-1)
+                maps["alti"][:, rows] = (resultant.abs().sum(-1) - distance).clamp(min=0)
+        if "value_zeroing" in maps:
+            zeroed = _layer_norm(y[:, rows, None] - contributions, residual_norm)
+            forward = parts.feed_forwards[layer](zeroed.to(states.inputs.dtype)).float()
+            zeroed_out = _layer_norm(zeroed + forward, output_norm)
+            # 1 - cos(a, b) as ||a/|a| - b/|b|||^2 / 2: the difference keeps its precision where cos is near 1
+            unit_gap = F.normalize(zeroed_out, dim=-1) - F.normalize(out[:, rows, None], dim=-1)
+            maps["value_zeroing"][:, rows] = 0.5 * unit_gap.pow(2).sum(-1)
+    return maps
+
+
+def decomposition_maps(
+    attn: torch.Tensor,
+    states: LayerStates,
+    parts: EncoderLayerParts,
+    valid: torch.Tensor,
+    weightings: tuple[str, ...],
+) -> dict[str, torch.Tensor]:
+    """The maps (B, L, 1, T, T) of the LAYER_DECOMPOSITIONS among `weightings` (module docstring): real rows
+    sum to 1 over real keys, padded rows and keys are 0."""
+    per_layer = [_decomposed_layer(attn, states, parts, layer, weightings) for layer in range(attn.shape[1])]
+    cells = _real_cells(valid, attn.dtype)[:, None]
+    maps = {}
+    for name in per_layer[0]:
+        stacked = torch.stack([layer[name] for layer in per_layer], dim=1).clamp(min=0) * cells
+        if name == "globenc":
+            stacked = _rows_normalized(_rolled_out(stacked, rescale=True))
+        elif name == "alti":
+            stacked = _rolled_out(_rows_normalized(stacked))
+        else:
+            stacked = _rows_normalized(stacked)
+        maps[name] = stacked[:, :, None]
+    return maps
 
 
 def value_norm_columns(norms: torch.Tensor, masks: TokenMasks, example_ids: torch.Tensor) -> dict[str, np.ndarray]:
@@ -121,7 +316,8 @@ def value_norm_columns(norms: torch.Tensor, masks: TokenMasks, example_ids: torc
     example's tokens of that class and their number, as flat columns (sql/schema/value_norms.sql)."""
     special = masks.cls | masks.sep
     punct = masks.punct & ~special
-    classes = torch.stack([special, punct, masks.valid & ~special & ~punct], dim=-1).to(norms.dtype)  # (B, T, C)
+    content = masks.valid & ~special & ~punct
+    classes = torch.stack([masks.cls, masks.sep & ~masks.cls, punct, content], dim=-1).to(norms.dtype)  # (B, T, C)
     sums = torch.einsum("blht,btc->blhc", norms, classes)
     counts = classes.sum(1)  # (B, C)
     rows, layers, heads = head_grid(*norms.shape[:3], norms.device)
@@ -154,16 +350,20 @@ def weighted_maps(
     attn: torch.Tensor,
     weightings: tuple[str, ...],
     valid: torch.Tensor,
-    values: list[torch.Tensor],
+    states: LayerStates | None,
     grams: torch.Tensor | None,
+    parts: EncoderLayerParts | None = None,
 ) -> WeightedMaps:
     """The maps of `weightings` (check_weightings' order) for one batch: attention as it is, norm from the
-    captured value outputs and output_grams (needed only then), rollout from the attention maps."""
+    captured value outputs and output_grams, rollout from the attention maps, the layer decompositions
+    from the captured states and encoder_layer_parts (states, grams and parts needed only for those)."""
     maps = {"attention": attn}
     norms = None
     if "norm" in weightings:
-        norms = value_norms(values, grams)
+        norms = value_norms(states.values, grams)
         maps["norm"] = norm_maps(attn, norms)
     if "rollout" in weightings:
         maps["rollout"] = rollout_maps(attn, valid)
-    return WeightedMaps(maps, norms)
+    if set(weightings) & set(LAYER_DECOMPOSITIONS):
+        maps |= decomposition_maps(attn, states, parts, valid, weightings)
+    return WeightedMaps({name: maps[name] for name in weightings}, norms)

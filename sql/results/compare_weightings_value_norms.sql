@@ -1,5 +1,5 @@
 -- Kobayashi et al. 2020's reading of Clark Fig. 2 (docs/methods.md §3.9): per layer and token class
--- (special: [CLS] and [SEP]; punct: '.' and ','; content: every other token) the mean norm
+-- (cls: [CLS]; sep: [SEP]; punct: '.' and ','; content: every other token) the mean norm
 -- ||f_h(x_j)|| of the value vector through the head's output projection, over every head and every
 -- token of the class in the corpus. A token the heads attend to much (Clark's [SEP]) but whose norm
 -- is small contributes little: that is what the norm weighting of compare_weightings_special_tokens

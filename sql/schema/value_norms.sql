@@ -3,8 +3,9 @@
 -- W_O^h, the value vector through the head's slice of the output projection (its bias left out): how
 -- much a token can contribute to the head's output, before the attention weight scales it. Written by
 -- the facts asset when its run config `weightings` includes norm. Layers and heads are 1-based.
--- token_class: special ([CLS] and [SEP]), punct ('.' and ','), content (every other real token); a
--- class without tokens in the example has no row.
+-- token_class: cls ([CLS]), sep ([SEP]), punct ('.' and ','), content (every other real token); a
+-- class without tokens in the example has no row. (Rows written before [CLS] and [SEP] were apart
+-- have token_class 'special' for both.)
 CREATE TABLE IF NOT EXISTS value_norms (
     model_id VARCHAR NOT NULL,
     corpus VARCHAR NOT NULL,

@@ -9,14 +9,17 @@ import torch
 
 from dagster_project.compute.attention_pass import extract_attention_facts
 from dagster_project.compute.fact_kinds import FACT_KINDS
+from dagster_project.compute.metrics import TokenMasks
 from dagster_project.compute.models import LoadedEncoder, load_encoder
 from dagster_project.compute.weightings import (
+    LAYER_WEIGHTINGS,
     WEIGHTINGS,
-    captured_values,
+    captured_layers,
     check_weightings,
     norm_maps,
     output_grams,
     rollout_maps,
+    value_norm_columns,
     value_norms,
 )
 from tests.tiny_models import tiny_family
@@ -31,12 +34,13 @@ def family_encoder(request: pytest.FixtureRequest, tmp_path_factory: pytest.Temp
 
 
 def _forward(encoder: LoadedEncoder, texts: tuple[str, ...]) -> tuple[dict, torch.Tensor, list, tuple]:
-    """Inputs, (B, L, H, T, T) maps, the captured value outputs and the hidden states of a padded batch."""
+    """Inputs, (B, L, H, T, T) maps, the captured value outputs (B, L, T, H * dh) and the hidden states of a
+    padded batch."""
     inputs = dict(encoder.tokenizer(list(texts), return_tensors="pt", padding=True))
     inputs.pop("token_type_ids", None)
-    with torch.inference_mode(), captured_values(encoder.model) as captured:
+    with torch.inference_mode(), captured_layers(encoder.model) as captured:
         output = encoder.model(**inputs, output_attentions=True, output_hidden_states=True)
-    return inputs, torch.stack(output.attentions, dim=1), captured.take(), output.hidden_states
+    return inputs, torch.stack(output.attentions, dim=1), captured.take().values, output.hidden_states
 
 
 def _direct_norms(encoder: LoadedEncoder, hidden_states: tuple) -> torch.Tensor:
@@ -130,9 +134,12 @@ def test_padding_changes_nothing(family_encoder: LoadedEncoder) -> None:
 
 
 def test_weightings_are_checked_and_ordered() -> None:
-    assert check_weightings(["rollout", "norm"]) == WEIGHTINGS
+    assert check_weightings(["rollout", "norm"]) == ("attention", "norm", "rollout")
+    assert check_weightings(list(reversed(WEIGHTINGS))) == WEIGHTINGS
     assert check_weightings([]) == ("attention",)
-    with pytest.raises(ValueError, match=r"unknown weightings \['value'\]; known: \['attention', 'norm', 'rollout'\]"):
+    with pytest.raises(
+        ValueError, match=r"unknown weightings \['value'\]; known: \['attention', 'norm', 'rollout', 'globenc', 'alti',"
+    ):
         check_weightings(["value"])
 
 
@@ -150,18 +157,22 @@ def test_a_pass_with_every_weighting_keeps_the_attention_rows(
         rows = weighted.tables[table]
         assert rows.filter(pl.col("weighting") == "attention").equals(alone.tables[table]), table
         assert set(rows["weighting"]) == set(WEIGHTINGS)
-        rollout = rows.filter(pl.col("weighting") == "rollout")
-        assert set(rollout["head"]) == {0} and set(rollout["layer"]) == {1, 2}
+        for weighting in LAYER_WEIGHTINGS:
+            per_layer = rows.filter(pl.col("weighting") == weighting)
+            assert set(per_layer["head"]) == {0} and set(per_layer["layer"]) == {1, 2}, (table, weighting)
     assert weighted.tables["head_distances"].equals(alone.tables["head_distances"])
     summaries = weighted.tables["head_summaries"]
     assert summaries.group_by("weighting").len().sort("weighting").rows() == [
+        ("alti", 12 * 2),
         ("attention", 12 * 2 * 4),
+        ("globenc", 12 * 2),
         ("norm", 12 * 2 * 4),
         ("rollout", 12 * 2),
+        ("value_zeroing", 12 * 2),
     ]
     assert float(summaries["row_sum_error"].max()) < 1e-4
     norms = weighted.tables["value_norms"]
-    assert set(norms["token_class"]) == {"special", "punct", "content"}
+    assert set(norms["token_class"]) == {"cls", "sep", "punct", "content"}
     # every example's tokens fall in one class each, in every (layer, head)
     per_head = norms.group_by("example_id", "layer", "head").agg(pl.col("n_tokens").sum())
     lengths = summaries.filter(pl.col("weighting") == "attention").select("example_id", "n_tokens").unique()
@@ -174,8 +185,27 @@ def test_norm_weighting_moves_mass_from_tokens_with_small_value_norms(tmp_path: 
     encoder = load_encoder(str(tiny_family("bert", tmp_path)))
     inputs, attn, values, _ = _forward(encoder, TEXTS[:1])
     sep = inputs["input_ids"][0] == encoder.tokenizer.sep_token_id
-    values = [value.clone() for value in values]
-    values[0][0, sep] = 0
+    values = values.clone()
+    values[0, 0, sep] = 0
     norm = norm_maps(attn, value_norms(values, output_grams(encoder.model, encoder.spec.n_heads)))
     assert attn[0, 0][..., sep].sum() > 0
     assert norm[0, 0][..., sep].abs().max() == 0
+
+
+def test_value_norm_columns_keep_cls_and_sep_apart() -> None:
+    """[CLS] a . b [SEP] (and a padded position): one row per class with tokens, their mean norm."""
+    positions = torch.tensor([[True, False, False, False, False, False]])
+    masks = TokenMasks(
+        valid=torch.tensor([[True, True, True, True, True, False]]),
+        cls=positions,
+        sep=positions.roll(4, dims=1),
+        punct=positions.roll(2, dims=1),
+    )
+    norms = torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0, 9.0]).reshape(1, 1, 1, 6)
+    columns = value_norm_columns(norms, masks, torch.tensor([7]))
+    rows = {
+        cls: (float(norm), int(n))
+        for cls, norm, n in zip(*(columns[k] for k in ("token_class", "mean_norm", "n_tokens")))
+    }
+    assert rows == {"cls": (1.0, 1), "sep": (5.0, 1), "punct": (3.0, 1), "content": (3.0, 2)}
+    assert set(columns["example_id"]) == {7} and set(columns["layer"]) == {1} and set(columns["head"]) == {1}

@@ -196,6 +196,8 @@ def test_histograms_keep_attention_in_stg_and_every_weighting_in_stg_weighted(co
         ("norm", 1, [2, 4, 2], [0.2, 1.6, 0.2]),
         ("rollout", 0, [2, 4, 2], [0.0, 1.0, 1.0]),
     ]
+    # kind is what the table measures (the maps' mass), whatever the weighting of the maps
+    assert conn.execute("SELECT DISTINCT kind FROM stg_weighted_position_histograms").fetchall() == [("attention",)]
 
 
 def test_value_norms_per_layer_and_token_class(conn: duckdb.DuckDBPyConnection) -> None:
@@ -205,7 +207,7 @@ def test_value_norms_per_layer_and_token_class(conn: duckdb.DuckDBPyConnection) 
             "example_id": [0, 0, 1, 1, 0, 0],
             "layer": [1] * 6,
             "head": [1, 1, 1, 1, 2, 2],
-            "token_class": ["special", "content", "special", "content", "special", "content"],
+            "token_class": ["cls", "content", "cls", "content", "cls", "content"],
             "mean_norm": [1.0, 4.0, 2.0, 3.0, 0.5, 5.0],
             "n_tokens": [2, 6, 2, 10, 2, 6],
         }
@@ -215,7 +217,7 @@ def test_value_norms_per_layer_and_token_class(conn: duckdb.DuckDBPyConnection) 
         row["token_class"]: row
         for row in partition_rows(conn, "compare_weightings_value_norms", SPEC.model_id).to_dicts()
     }
-    # token-weighted over heads and examples: special (2*1 + 2*2 + 2*0.5) / 6, content (24 + 30 + 30) / 22
-    assert rows["special"]["mean_norm"] == pytest.approx(7 / 6)
+    # token-weighted over heads and examples: cls (2*1 + 2*2 + 2*0.5) / 6, content (24 + 30 + 30) / 22
+    assert rows["cls"]["mean_norm"] == pytest.approx(7 / 6)
     assert rows["content"]["mean_norm"] == pytest.approx(84 / 22)
-    assert (rows["content"]["n_examples"], rows["special"]["n_tokens"]) == (2, 3)
+    assert (rows["content"]["n_examples"], rows["cls"]["n_tokens"]) == (2, 3)

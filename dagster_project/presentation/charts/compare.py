@@ -3,6 +3,7 @@
 import altair as alt
 import polars as pl
 
+from dagster_project.compute.weightings import TOKEN_CLASSES, WEIGHTINGS
 from dagster_project.presentation.charts.common import in_order, short_model_names
 
 
@@ -121,7 +122,7 @@ def compare_head_matches_chart(rows: pl.DataFrame, title: str) -> alt.FacetChart
     )
 
 
-WEIGHTING_ORDER = ["attention", "norm", "rollout"]  # compute/weightings.py WEIGHTINGS
+WEIGHTING_ORDER = list(WEIGHTINGS)
 
 
 def weightings_by_layer_chart(rows: pl.DataFrame, title: str, values: tuple[str, ...], label: str) -> alt.FacetChart:
@@ -142,14 +143,14 @@ def weightings_by_layer_chart(rows: pl.DataFrame, title: str, values: tuple[str,
         )
         .properties(width=220, height=200)
         .facet(column=alt.Column("measure:N", title=None, sort=list(values)))
-        .properties(title=f"{title}: {label} by layer, attention vs norm vs rollout")
+        .properties(title=f"{title}: {label} by layer, per weighting of the maps")
     )
 
 
 def weightings_dependency_chart(rows: pl.DataFrame, title: str) -> alt.Chart:
-    """Clark Table 1 per weighting: each relation's best head accuracy under attention, norm and rollout,
-    a bar per weighting (its head as layer-head; rollout's head 0 is the layer's one map), the best
-    fixed-offset baseline as a tick."""
+    """Clark Table 1 per weighting: each relation's best head accuracy under each weighting of the maps, a
+    bar per weighting (its head as layer-head; head 0 of a per-layer weighting is the layer's one map), the
+    best fixed-offset baseline as a tick."""
     rows = rows.with_columns(best_head=pl.format("{}-{} {}", "layer", "head", "direction"))
     relations = in_order(rows, "relation")
     bars = (
@@ -179,7 +180,7 @@ def value_norms_chart(rows: pl.DataFrame, title: str) -> alt.Chart:
         .encode(
             x=alt.X("layer:O", title="layer"),
             y=alt.Y("mean_norm:Q", title="mean ||f(x)||"),
-            color=alt.Color("token_class:N", title="token class", sort=["special", "punct", "content"]),
+            color=alt.Color("token_class:N", title="token class", sort=list(TOKEN_CLASSES)),
             tooltip=["token_class", "layer", alt.Tooltip("mean_norm:Q", format=".3f"), "n_tokens", "n_examples"],
         )
         .properties(width=300, height=220, title=f"{title}: value-vector norms by layer and token class")

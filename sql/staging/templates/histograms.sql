@@ -1,6 +1,8 @@
 -- Staging for a relative-position histogram table in the dense grain (sql/schema/{table}.sql) in
 -- the flat grain the views read: one row per (example, scope, layer, head, offset) that a pair
--- reaches, with kind = {kind}, weight_sum (the stored mean times the pair count, see the schema
+-- reaches, with kind = {kind} (what the table measures: the maps' mass, or HTA's contributions;
+-- the same on every weighting's row, whose weighting of the maps is its own `weighting` column in
+-- the stg_weighted_ view), weight_sum (the stored mean times the pair count, see the schema
 -- for its precision) and pair_count, the run's parameters (every column after the two lists, such
 -- as hta_method), and the model's readable name and shape from `models`. storage/warehouse.py
 -- instantiates it for position_histograms and contribution_histograms; for a table with rows per

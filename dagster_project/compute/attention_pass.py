@@ -68,10 +68,15 @@ class CheckedAttentionFacts:
 
 
 def pass_inputs(
-    encoder: LoadedEncoder, tokens: pl.DataFrame, words: pl.DataFrame | None = None, **options
+    encoder: LoadedEncoder,
+    tokens: pl.DataFrame,
+    words: pl.DataFrame | None = None,
+    figure_examples: Sequence[int] = (),
+    **options,
 ) -> PassInputs:
     """The PassInputs of a pass over `tokens` (options: frame_links, word_mode, thresholds); the
-    examples whose whole maps are kept are the first HEAD_MAP_EXAMPLES by example_id."""
+    examples whose whole maps are kept are the first HEAD_MAP_EXAMPLES by example_id and
+    `figure_examples` (fact_kinds.figure_5_examples)."""
     spec = encoder.spec
     example_ids = tokens["example_id"].unique().sort()
     return PassInputs(
@@ -79,7 +84,7 @@ def pass_inputs(
         spec.n_layers,
         spec.n_heads,
         words,
-        map_examples=tuple(example_ids.head(HEAD_MAP_EXAMPLES).to_list()),
+        map_examples=tuple(sorted({*example_ids.head(HEAD_MAP_EXAMPLES).to_list(), *figure_examples})),
         **options,
     )
 
@@ -225,6 +230,7 @@ def checked_attention_facts(
     batch_tokens: int | None,
     progress: Callable[[int, int, float], None],
     weightings: Sequence[str] = ("attention",),
+    figure_examples: Sequence[int] = (),
 ) -> CheckedAttentionFacts:
     """The pass of a (model, corpus) for `kinds` (`extract_attention_facts` over `pass_inputs`),
     with the kinds' checks evaluated on its rows; the pattern shares are those of the attention maps."""
@@ -232,6 +238,7 @@ def checked_attention_facts(
         encoder,
         tokens,
         words,
+        figure_examples,
         frame_links=frame_links,
         feature_links=feature_links,
         word_mode=word_mode,

@@ -1,6 +1,7 @@
 """Checks on fact frames before they are written: pure functions, each returning whether
 the facts hold and the figures that say so. The assets attach them as asset checks."""
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import polars as pl
@@ -331,23 +332,45 @@ def cosines_in_range(cosines: pl.DataFrame) -> CheckOutcome:
 
 
 def estimate_matches_exact(
-    layer_pearson: dict[int, float], mean_abs_error: float, min_pearson: float, method: str, examples: list[int]
+    layer_pearson: dict[int, float],
+    mean_abs_error: float,
+    min_pearson: float,
+    method: str,
+    examples: list[int],
+    published_gaps: Mapping[str, Mapping[int, float]] | None = None,
+    tolerances: Mapping[str, float] | None = None,
 ) -> CheckOutcome:
     """The HTA estimator's input contributions track exact HTA on every layer it estimates: the
-    worst per-layer Pearson (layer 1 is exact in every mode and not scored) is >= min_pearson.
-    Exact HTA (no estimated layer) passes with nothing to score."""
+    worst per-layer Pearson (layer 1 is exact in every mode and not scored) is >= min_pearson,
+    and every published quantity's gap from exact (`published_gaps`: quantity -> layer -> gap) is
+    within its tolerance on every layer. Exact HTA (no estimated layer) passes with nothing to score."""
+    published_gaps, tolerances = published_gaps or {}, tolerances or {}
     worst_layer = min(layer_pearson, key=layer_pearson.__getitem__) if layer_pearson else None
     worst = layer_pearson[worst_layer] if worst_layer is not None else 1.0
+    missed = [
+        f"{name} layer {layer}: {gap:.4f} > {tolerances[name]}"
+        for name, gaps in published_gaps.items()
+        for layer, gap in sorted(gaps.items())
+        if not gap <= tolerances[name]  # NaN (a quantity the estimate lost) misses too
+    ]
     return CheckOutcome(
         "estimate_matches_exact",
-        worst >= min_pearson,
-        f"Worst per-layer Pearson of estimated vs exact input contributions (estimated layers only) >= {min_pearson}.",
+        worst >= min_pearson and not missed,
+        f"Worst per-layer Pearson of estimated vs exact input contributions (estimated layers only) >= {min_pearson}, "
+        "and per estimated layer every published quantity within its tolerance of exact HTA's.",
         {
             "worst_layer_pearson": worst,
             "worst_layer": worst_layer or 0,
             **{f"pearson_layer_{layer}": value for layer, value in sorted(layer_pearson.items())},
             "min_pearson": min_pearson,
             "mean_abs_error": mean_abs_error,
+            **{
+                f"{name}_gap_layer_{layer}": gap
+                for name, gaps in published_gaps.items()
+                for layer, gap in sorted(gaps.items())
+            },
+            **{f"{name}_tolerance": tolerance for name, tolerance in tolerances.items()},
+            "published_misses": "; ".join(missed) or "none",
             "hta_method": method,
             "examples": len(examples),
             "example_ids": ", ".join(map(str, examples)),

@@ -45,8 +45,12 @@ from dagster_project.corpora import CorpusSpec
 WORDS, SPACY_FEATURES, FRAME_LINKS = "words", "word_features", "frame_links"
 PATTERN_EXAMPLES_PER_CLASS = 3  # Kovaleva Fig. 2: example maps kept per pattern class
 # Clark Figs. 1 and 5: every head's whole map is kept for the corpus's first examples (example_id
-# order); recorded in head_example_maps.kept_examples.
+# order), and for the first example with each Fig. 5 relation (figure_5_examples); how many in all
+# is recorded in head_example_maps.kept_examples.
 HEAD_MAP_EXAMPLES = 2
+# Clark Fig. 5's named relations (SD, as clark_head_example_maps names them) by the UD relation of
+# their gold edges (int_dependency_edges reads them the same way; pobj: a UD case edge of an ADP).
+FIGURE_5_UD_RELATIONS = {"dobj": "obj", "det": "det", "poss": "nmod:poss", "auxpass": "aux:pass", "pobj": "case"}
 HISTOGRAM_CHECK = "Per example and head: histogram pair counts sum to n^2 and weights to n."
 
 
@@ -65,6 +69,7 @@ class PassInputs:
     thresholds: PatternThresholds = field(default_factory=PatternThresholds)
     pattern_examples: int = PATTERN_EXAMPLES_PER_CLASS  # example maps kept per pattern class
     # the example ids whose whole maps head_example_maps keeps: the corpus's first HEAD_MAP_EXAMPLES
+    # and figure_5_examples
     map_examples: tuple[int, ...] = ()
 
 
@@ -204,11 +209,32 @@ def _feature_links(inputs: PassInputs) -> pl.DataFrame:
     return inputs.feature_links
 
 
+def figure_5_examples(dependencies: pl.DataFrame | None, mentions: pl.DataFrame | None) -> tuple[int, ...]:
+    """The examples whose maps Clark Fig. 5 needs besides the first ones: per named relation the
+    first example (by id) with a gold edge of it (`dependencies`: example_id, relation, upos), and
+    the first with a coreferent mention, one with an earlier mention of its cluster (`mentions`:
+    example_id, cluster_id, word_start, word_end). A corpus without either gives none."""
+    found: set[int] = set()
+    if dependencies is not None:
+        named = dependencies.filter(
+            pl.col("relation").is_in(list(FIGURE_5_UD_RELATIONS.values()))
+            & ((pl.col("relation") != "case") | (pl.col("upos") == "ADP"))
+        )
+        found |= set(named.group_by("relation").agg(pl.col("example_id").min())["example_id"].to_list())
+    if mentions is not None:
+        coreferent = mentions.join(mentions, on=["example_id", "cluster_id"], suffix="_earlier").filter(
+            pl.col("word_end_earlier") <= pl.col("word_start")
+        )
+        if coreferent.height:
+            found.add(coreferent["example_id"].min())
+    return tuple(sorted(found))
+
+
 def _head_maps(inputs: PassInputs) -> BatchFrames:
     keep = torch.tensor(inputs.map_examples, dtype=torch.int64)
     return BatchFrames(
         lambda attn, batch: head_map_frame(attn, batch, keep).with_columns(
-            kept_examples=pl.lit(HEAD_MAP_EXAMPLES, dtype=pl.Int16)
+            kept_examples=pl.lit(len(inputs.map_examples), dtype=pl.Int16)
         )
     )
 
@@ -347,14 +373,15 @@ FACT_KINDS: dict[str, FactKind] = {
         ),
         FactKind(
             "head_example_maps",
-            f"Whole maps of every head for the corpus's first {HEAD_MAP_EXAMPLES} examples (example_id order), "
-            "per query row a list over the keys (Clark Figs. 1 and 5).",
+            f"Whole maps of every head for the corpus's first {HEAD_MAP_EXAMPLES} examples (example_id order) "
+            "and the first with each Clark Fig. 5 relation, per query row a list over the keys (Clark Figs. 1 "
+            "and 5).",
             _head_maps,
             checks=(
                 FactCheck(
                     "example_maps_whole",
-                    "The kept maps are those of the corpus's first examples (example_id order): n rows of n keys "
-                    "per head, every row summing to 1 (max error <= 1e-4).",
+                    "The kept maps are those of the kept examples (the first by example_id, and the first with "
+                    "each Fig. 5 relation): n rows of n keys per head, every row summing to 1 (max error <= 1e-4).",
                     lambda tables, inputs: example_maps_whole(
                         tables["head_example_maps"], _lengths(tables), list(inputs.map_examples), _heads(inputs)
                     ),

@@ -103,7 +103,8 @@ def _top(rows: pl.DataFrame, column: str, label: str, count: int = 1, where: pl.
 # The heads a result names, per chart: from the chart's rows of one model, (corpus, layer, head,
 # label) per head, the label saying what the result found the head to be.
 HEAD_LINKS: dict[str, Callable[[pl.DataFrame], pl.DataFrame]] = {
-    "clark_table1_dependency_heads": lambda rows: rows.select(
+    # a paper relation the corpus has no edge of is a row without a head
+    "clark_table1_dependency_heads": lambda rows: rows.filter(pl.col("layer").is_not_null()).select(
         "corpus", "layer", "head", label=pl.format("best head for {} ({})", "relation", "direction")
     ),
     "clark_fig2_special_tokens": lambda rows: _top(rows, "to_sep", "most attention to [SEP]"),

@@ -1,7 +1,8 @@
 -- Clark et al. Fig. 1 ("Examples of heads exhibiting the patterns discussed in Section 3") and
 -- Fig. 5 ("BERT attention heads that correspond to linguistic phenomena"): the whole maps of the
 -- heads each figure names, per (model, corpus), on the examples whose maps the pass kept
--- (stg_head_example_maps: the corpus's first kept_examples examples by example_id), with the
+-- (stg_head_example_maps: the corpus's first examples by example_id, and the first with each Fig. 5
+-- relation), with the
 -- tokens on both axes. role says what the head is named for, score its value:
 --   Fig. 1, from the head means (int_head_attention_means, mean_over = 'examples'): 'broad', the
 --     largest mean row entropy (nats); 'next token', the largest to_next; '[SEP]', the largest

@@ -14,7 +14,8 @@ CREATE TABLE IF NOT EXISTS hta_correlations (
     spearman FLOAT,
     hta_method VARCHAR NOT NULL
 );
--- The example's query rows (its length n): a corpus mean weights each example's mean by it, so
+-- The example's query rows with a correlation (a constant or NaN row has none and is left out of
+-- the example's mean, not the example): a corpus mean weights each example's mean by them, so
 -- that every attention-contribution row pair of the corpus counts once (Pascual: "the mean of the
 -- correlation values"). Null on rows written before it was recorded, which the means leave out.
 ALTER TABLE hta_correlations ADD COLUMN IF NOT EXISTS n_rows SMALLINT;

@@ -57,19 +57,14 @@ def test_demo_pipeline_end_to_end(tiny_model_dir: Path, resources: dict, tmp_pat
     _run_demo(instance, resources, spec.model_id)
     _run_demo(instance, resources, spec.model_id)  # a second run must not duplicate rows
 
-    # An estimator below the run's threshold on an estimated layer stops the run before it writes.
-    failed = materialize(
-        all_assets,
-        selection=AssetSelection.assets(hta_assets_by_corpus["demo"]),
-        partition_key=spec.model_id,
-        instance=instance,
-        resources=resources,
-        run_config={"ops": {"demo_hta_facts": {"config": {"hta_method": "estimate(1)", "check_min_pearson": 0.99}}}},
-        raise_on_error=False,
-    )
+    # An estimator below the run's threshold on an estimated layer, without the fallback to exact
+    # HTA, stops the run before it writes.
+    failed = _run_hta(instance, resources, spec.model_id, {"hta_method": "estimate(1)", "fallback_to_exact": False})
     assert not failed.success
     [failure] = [event for event in failed.all_events if event.is_step_failure]
-    assert "estimate(1) misses exact HTA: layer 2 has Pearson" in str(failure.event_specific_data.error)
+    message = str(failure.event_specific_data.error)
+    assert "estimate(1) misses exact HTA on 16 examples: layer 2 has Pearson" in message
+    assert "published quantities out of tolerance: " in message and "histogram_mass layer 2" in message
 
     conn = duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True)
     count = lambda table: conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]  # noqa: E731
@@ -78,7 +73,8 @@ def test_demo_pipeline_end_to_end(tiny_model_dir: Path, resources: dict, tmp_pat
     assert count("head_summaries") == 24 * TINY_LAYERS * TINY_HEADS
     assert count("hta_correlations") == 2 * 24 * TINY_LAYERS * TINY_HEADS  # previous-layer and input
     assert conn.execute("SELECT DISTINCT hta_method FROM hta_correlations").fetchall() == [("estimate(32)",)]
-    # every correlation row carries its example's length, the weight of its mean in the corpus mean
+    # every correlation row carries the query rows it averages, the weight of its mean in the corpus
+    # mean: here all of its example's (no row of the random model is constant)
     assert conn.execute(
         "SELECT count(*) FROM hta_correlations AS c JOIN (SELECT example_id, count(*) AS n FROM tokens GROUP BY ALL) "
         "USING (example_id) WHERE c.n_rows IS DISTINCT FROM n"
@@ -123,6 +119,34 @@ def test_demo_pipeline_end_to_end(tiny_model_dir: Path, resources: dict, tmp_pat
     materialization = instance.get_latest_materialization_event(fact_assets_by_corpus["demo"].key).asset_materialization
     assert materialization.metadata["head_summaries_rows"].value == 24 * TINY_LAYERS * TINY_HEADS
     assert "|" in materialization.metadata["preview"].value  # a markdown table
+
+    # By default the same estimator's miss makes the run compute exact HTA: the written facts are
+    # within tolerance, and both methods are recorded.
+    fallback = _run_hta(instance, resources, spec.model_id, {"hta_method": "estimate(1)"})
+    assert fallback.success
+    [check] = [
+        check for check in fallback.get_asset_check_evaluations() if check.check_name == "estimate_matches_exact"
+    ]
+    assert check.passed and not check.metadata["estimator_within_tolerance"].value
+    assert check.metadata["hta_method_used"].value == "exact"
+    metadata = instance.get_latest_materialization_event(
+        hta_assets_by_corpus["demo"].key
+    ).asset_materialization.metadata
+    assert (metadata["hta_method"].value, metadata["hta_method_used"].value) == ("estimate(1)", "exact")
+    with duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True) as conn:
+        assert conn.execute("SELECT DISTINCT hta_method FROM hta_correlations").fetchall() == [("exact",)]
+
+
+def _run_hta(instance: DagsterInstance, resources: dict, model_id: str, config: dict):
+    return materialize(
+        all_assets,
+        selection=AssetSelection.assets(hta_assets_by_corpus["demo"]),
+        partition_key=model_id,
+        instance=instance,
+        resources=resources,
+        run_config={"ops": {"demo_hta_facts": {"config": config}}},
+        raise_on_error=False,
+    )
 
 
 def test_missing_corpus_file_fails_with_the_path(tiny_model_dir: Path, resources: dict, tmp_path: Path):

@@ -281,11 +281,11 @@ def test_hta(compute, tiny_model_dir: Path, encoder, demo_tokens):
     tokens = demo_tokens.filter(pl.col("example_id").is_in(demo_tokens["example_id"].unique().sort()[:2].implode()))
     method = HtaMethod.parse("estimate(2)")
     reference = extract_hta_facts(encoder, tokens, method)
-    reference_check, _ = estimate_check_error(encoder, demo_tokens, method, 3)
+    reference_check = estimate_check_error(encoder, demo_tokens, method, 3).error
     placed = load_encoder(str(tiny_model_dir), compute)
     with placement_checked():
         facts = extract_hta_facts(placed, tokens, method)
-        check, _ = estimate_check_error(placed, demo_tokens, method, 3)
+        check = estimate_check_error(placed, demo_tokens, method, 3).error
     assert check.layer_pearson == pytest.approx(reference_check.layer_pearson, abs=TOLERANCE)
     assert check.mean_abs_error == pytest.approx(reference_check.mean_abs_error, abs=TOLERANCE)
     keys = ["example_id", "layer", "head", "kind"]

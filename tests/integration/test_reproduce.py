@@ -76,8 +76,9 @@ def test_reproduce_quick_fills_every_result_it_can(shared_data_dir: Path, small_
     assert "estimated:" in planned.stdout and "xnli_en_hta_facts" in planned.stdout
     assert not (tmp_path / "warehouse.duckdb").exists()  # a dry run writes nothing
 
-    # The default estimator is tuned on MiniLM; on random weights it misses exact HTA, and its check
-    # stops the run (as it should), so this model's HTA is exact: 32 pieces x 64 dims is cheap.
+    # The default estimator is tuned on MiniLM; on random weights it misses exact HTA, and the run
+    # would fall back to exact after its check, so this model's HTA is exact from the start: 32
+    # pieces x 64 dims is cheap.
     exact = [f"--set=xnli_{language}_hta_facts.hta_method=exact" for language in ("en", "de", "ar")]
     first = _cli(["reproduce", str(small_mlm_dir), "--quick", *exact], env)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]

@@ -228,3 +228,19 @@ def test_estimate_check_takes_the_worst_estimated_layer():
     assert estimate_matches_exact(layers, 0.01, 0.97, "estimate(8)", [1]).passed  # the run config's threshold
     exact = estimate_matches_exact({}, 0.0, 0.99, "exact", [1, 2])
     assert exact.passed and exact.metadata["worst_layer_pearson"] == 1.0
+
+
+def test_estimate_check_gates_every_published_quantity_per_layer():
+    # contributions track exact (Pearson 0.995), but layer 3's center of mass moves 0.03 tokens
+    layers = {2: 0.995, 3: 0.995}
+    tolerances = {"center_of_mass": 0.02, "histogram_mass": 0.01}
+    gaps = {"center_of_mass": {2: 0.01, 3: 0.03}, "histogram_mass": {2: 0.004, 3: 0.009}}
+    outcome = estimate_matches_exact(layers, 0.01, 0.99, "hutchpp(16,8)", [1], gaps, tolerances)
+    assert not outcome.passed and outcome.metadata["published_misses"] == "center_of_mass layer 3: 0.0300 > 0.02"
+    assert (
+        outcome.metadata["center_of_mass_gap_layer_3"] == 0.03 and outcome.metadata["histogram_mass_tolerance"] == 0.01
+    )
+    within = {"center_of_mass": {2: 0.01, 3: 0.02}, "histogram_mass": {2: 0.004, 3: 0.009}}
+    assert estimate_matches_exact(layers, 0.01, 0.99, "hutchpp(16,8)", [1], within, tolerances).passed
+    lost = {"center_of_mass": {2: float("nan"), 3: 0.0}}  # a quantity the estimate lost is a miss
+    assert not estimate_matches_exact(layers, 0.01, 0.99, "hutchpp(16,8)", [1], lost, tolerances).passed

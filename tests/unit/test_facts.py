@@ -10,7 +10,7 @@ import torch
 from dagster_project.compute.attention_facts import feature_pair_links, head_map_frame, relation_hit_rows
 from dagster_project.compute.attention_pass import AttentionFacts, extract_attention_facts, pass_inputs
 from dagster_project.compute.batching import Batch, histogram_rows, length_batches
-from dagster_project.compute.fact_kinds import FACT_KINDS, HEAD_MAP_EXAMPLES
+from dagster_project.compute.fact_kinds import FACT_KINDS, HEAD_MAP_EXAMPLES, figure_5_examples
 from dagster_project.compute.metrics import TokenMasks
 from dagster_project.corpora import encode_corpus, read_demo_pairs
 from tests.tiny_models import TINY_HEADS, TINY_LAYERS
@@ -350,6 +350,41 @@ def test_head_map_frame_keeps_the_whole_unpadded_maps_of_the_kept_examples():
     ]
     assert rows.schema["attention"] == pl.List(pl.Float32)
     assert head_map_frame(maps, batch, torch.tensor([1, 2])).height == 0
+
+
+def test_figure_5_examples_are_the_first_with_each_relation():
+    # example 3: det and the possessive's case (PART: not pobj); 5: obj and a preposition's case
+    # (pobj); 8: aux:pass and another obj; nmod:poss nowhere
+    dependencies = pl.DataFrame(
+        {
+            "example_id": [3, 3, 5, 5, 8, 8],
+            "relation": ["det", "case", "obj", "case", "aux:pass", "obj"],
+            "upos": ["DET", "PART", "NOUN", "ADP", "AUX", "NOUN"],
+        }
+    )
+    assert figure_5_examples(dependencies, None) == (3, 5, 8)
+    # coreference: example 2's mentions are of two clusters; in example 6, mention (4, 5) follows
+    # (0, 1) of its cluster, and in example 9 too, but 6 comes first
+    mentions = pl.DataFrame(
+        {
+            "example_id": [2, 2, 6, 6, 9, 9],
+            "cluster_id": ["a", "b", "c", "c", "d", "d"],
+            "word_start": [0, 3, 0, 4, 0, 2],
+            "word_end": [1, 4, 1, 5, 1, 3],
+        }
+    )
+    assert figure_5_examples(None, mentions) == (6,)
+    assert figure_5_examples(dependencies, mentions) == (3, 5, 6, 8) and figure_5_examples(None, None) == ()
+
+
+def test_head_example_maps_keep_the_figure_examples_too(encoder, demo_tokens):
+    ids = sorted(demo_tokens["example_id"].unique().to_list())
+    facts = extract(encoder, demo_tokens, ("head_example_maps",), figure_examples=(ids[-1], ids[0]))
+    maps = facts.tables["head_example_maps"]
+    kept = [*ids[:HEAD_MAP_EXAMPLES], ids[-1]]
+    assert sorted(maps["example_id"].unique()) == kept and set(maps["kept_examples"]) == {len(kept)}
+    [check] = FACT_KINDS["head_example_maps"].checks
+    assert check.evaluate(facts.tables, pass_inputs(encoder, demo_tokens, figure_examples=(ids[-1],))).passed
 
 
 def test_head_example_maps_are_the_first_examples_whole_maps(encoder, demo_tokens):

@@ -4,16 +4,20 @@ import math
 
 import polars as pl
 import pytest
+import scipy.stats
 import torch
 from transformers import BertConfig, BertModel
 
 from dagster_project.compute.pascual.hta import (
     HtaMethod,
     attention_weights,
-    estimate_error,
+    average_ranks,
+    compare_contributions,
     input_norms,
     normalize_rows,
     previous_layer_norms,
+    published_gaps,
+    published_quantities,
     row_correlations,
 )
 from dagster_project.compute.pascual.hta_facts import check_sample
@@ -156,6 +160,16 @@ def test_bf16_probes_stay_close_to_float32(model, hidden):
     assert ((half - full).abs() / full)[1:].median() < 0.02  # same probes: only rounding differs
 
 
+def estimate_error(model, embeddings: list[torch.Tensor], method: HtaMethod, seeds: list[int]):
+    """Estimated (probes seeded per example, as the run draws them) vs exact input contributions."""
+    exact = [normalize_rows(input_norms(model, e0, HtaMethod(None))) for e0 in embeddings]
+    estimated = [
+        normalize_rows(input_norms(model, e0, method, torch.Generator().manual_seed(seed)))
+        for e0, seed in zip(embeddings, seeds, strict=True)
+    ]
+    return compare_contributions(exact, estimated)
+
+
 def test_more_probes_track_exact_better(model, hidden):
     few = estimate_error(model, [hidden[0][0]], HtaMethod(1), [0])
     some = estimate_error(model, [hidden[0][0]], HtaMethod(8), [0])
@@ -184,18 +198,42 @@ def test_estimate_error_scores_estimated_layers_one_by_one(model, hidden):
         torch.stack([torch.cat([m.flatten() for m in exact]), torch.cat([m.flatten() for m in estimated])])
     )[0, 1]
     assert float(pooled) > error.layer_pearson[2]  # what the old pooled check reported
-    assert estimate_error(model, [e0], HtaMethod(None), [0]).layer_pearson == {}
 
 
 def test_row_correlations_on_known_rows():
     attention = torch.tensor([[0.7, 0.2, 0.1], [0.1, 0.3, 0.6]])
-    pearson, spearman = row_correlations(attention, attention)
-    assert pearson.item() == pytest.approx(1.0) and spearman.item() == pytest.approx(1.0)
+    pearson, spearman, rows = row_correlations(attention, attention)
+    assert pearson.item() == pytest.approx(1.0) and spearman.item() == pytest.approx(1.0) and rows.item() == 2
     reversed_rows = torch.tensor([[0.1, 0.2, 0.7], [0.6, 0.3, 0.1]])
-    _, spearman = row_correlations(attention, reversed_rows)
+    _, spearman, _ = row_correlations(attention, reversed_rows)
     assert spearman.item() == pytest.approx(-1.0)
-    pearson, _ = row_correlations(torch.tensor([[0.5, 0.3, 0.2]]), torch.tensor([[0.6, 0.3, 0.1]]))
+    pearson, _, _ = row_correlations(torch.tensor([[0.5, 0.3, 0.2]]), torch.tensor([[0.6, 0.3, 0.1]]))
     assert pearson.item() == pytest.approx(0.9972, abs=1e-4)  # 0.07667 / (0.21602 * 0.35590)
+
+
+def test_spearman_shares_ranks_between_ties():
+    # ranks (2, 0.5, 0.5) against (2, 1, 0): centered (1, -0.5, -0.5) and (1, 0, -1), so
+    # 1.5 / (sqrt(1.5) sqrt(2)) = sqrt(3) / 2; ties broken by position gave 1.0 or 0.5
+    attention, contribution = torch.tensor([[0.5, 0.25, 0.25]]), torch.tensor([[0.6, 0.3, 0.1]])
+    _, spearman, _ = row_correlations(attention, contribution)
+    assert spearman.item() == pytest.approx(math.sqrt(3) / 2)
+    assert spearman.item() == pytest.approx(scipy.stats.spearmanr(attention[0], contribution[0]).statistic)
+    assert average_ranks(torch.tensor([0.3, 0.1, 0.3, 0.3, 0.2])).tolist() == [3.0, 0.0, 3.0, 3.0, 1.0]
+
+
+def test_a_row_without_a_correlation_is_dropped_not_its_map():
+    # one head's map, three query rows: the second row's attention is constant (no correlation),
+    # the third row's contribution has a NaN; the first row alone gives the map's means
+    attention = torch.tensor([[[0.7, 0.2, 0.1], [1 / 3, 1 / 3, 1 / 3], [0.1, 0.3, 0.6]]])
+    contribution = torch.tensor([[[0.5, 0.3, 0.2], [0.2, 0.3, 0.5], [0.1, float("nan"), 0.6]]])
+    pearson, spearman, rows = row_correlations(attention, contribution)
+    first, _, _ = row_correlations(attention[:, :1], contribution[:, :1])
+    assert rows.tolist() == [1] and pearson.item() == pytest.approx(first.item())
+    assert spearman.item() == pytest.approx(1.0)  # the first rows rank alike
+    assert pearson.item() == pytest.approx(scipy.stats.pearsonr([0.7, 0.2, 0.1], [0.5, 0.3, 0.2]).statistic, abs=1e-6)
+    # a map with no such row has no correlation
+    pearson, spearman, rows = row_correlations(attention[:, 1:2], contribution[:, 1:2])
+    assert rows.item() == 0 and pearson.isnan().item() and spearman.isnan().item()
 
 
 def test_method_names():
@@ -219,3 +257,36 @@ def test_check_sample_spans_the_length_range():
         1,
         2,
     ]  # all of a small corpus
+
+
+def test_published_quantities_of_hand_made_maps():
+    # one layer, one head, two tokens. Contribution rows (0.75, 0.25) and (0.5, 0.5): offsets -1, 0,
+    # +1 hold 0.5, (0.75 + 0.5) / 2 pairs and 0.25, i.e. 4/11, 5/11, 2/11 of the histogram;
+    # center of mass (-4 + 2) / 11. The second row is constant: its correlation is left out, and
+    # the first rows both fall, so Pearson and Spearman are 1.
+    attention = torch.tensor([[[[0.6, 0.4], [0.3, 0.7]]]])
+    contribution = torch.tensor([[[[0.75, 0.25], [0.5, 0.5]]]])
+    quantities = published_quantities([attention], [contribution])
+    assert quantities.histograms[0, 0].tolist() == pytest.approx([4 / 11, 5 / 11, 2 / 11])
+    assert quantities.center_of_mass.tolist() == pytest.approx([-2 / 11])
+    assert quantities.pearson.tolist() == pytest.approx([1.0]) and quantities.spearman.tolist() == pytest.approx([1.0])
+    # a second, longer example pools its pairs with the first one's per offset: offsets -2..2
+    longer = torch.full((1, 1, 3, 3), 1 / 3)
+    pooled = published_quantities([attention, torch.eye(3)[None, None]], [contribution, longer])
+    # per offset: -2: (1/3) / 1, -1: (0.5 + 2/3) / 3, 0: (1.25 + 1) / 5, +1: (0.25 + 2/3) / 3, +2: (1/3) / 1
+    expected = torch.tensor([1 / 3, 3.5 / 9, 0.45, 2.75 / 9, 1 / 3])
+    assert pooled.histograms[0, 0].tolist() == pytest.approx((expected / expected.sum()).tolist())
+
+
+def test_published_gaps_per_estimated_layer():
+    # layer 1 alike (exact in every mode); on layer 2 the estimate sharpens the diagonal: histograms
+    # 2/7, 3/7, 2/7 (exact) against 0.2, 0.6, 0.2 move 0.5 (2 * 0.4/7 + 1.2/7) = 6/35 of the mass;
+    # both are symmetric (center of mass 0) and rank alike (correlations equal)
+    attention = torch.tensor([[[[0.6, 0.4], [0.3, 0.7]]], [[[0.9, 0.1], [0.2, 0.8]]]])
+    first = torch.tensor([[[0.75, 0.25], [0.5, 0.5]]])
+    exact = torch.stack([first, torch.tensor([[[0.6, 0.4], [0.4, 0.6]]])])
+    estimated = torch.stack([first, torch.tensor([[[0.75, 0.25], [0.25, 0.75]]])])
+    gaps = published_gaps(published_quantities([attention], [exact]), published_quantities([attention], [estimated]))
+    assert gaps["histogram_mass"] == {2: pytest.approx(6 / 35)}
+    assert gaps["center_of_mass"] == {2: pytest.approx(0.0, abs=1e-7)}
+    assert gaps["pearson"] == {2: pytest.approx(0.0, abs=1e-6)} and gaps["spearman"] == {2: pytest.approx(0.0)}

@@ -191,6 +191,7 @@ def test_hta_facts_of_a_loaded_family_record_the_fallback_cost(tmp_path, name):
     sums = facts.example_maps.group_by("layer", "head", "query").agg(pl.col("previous_layer", "input").sum())
     assert sums.height == TINY_LAYERS * TINY_HEADS * shortest[1]
     assert (sums["previous_layer"] - 1).abs().max() < 1e-5 and (sums["input"] - 1).abs().max() < 1e-5
-    error, chosen = estimate_check_error(encoder, tokens, HtaMethod(32), 1)
+    check = estimate_check_error(encoder, tokens, HtaMethod(32), 1)
     # 32 orthonormal probes per token span D = 32: the estimate is exact on layer 2.
-    assert chosen == [shortest[0]] and error.layer_pearson[2] == pytest.approx(1.0, abs=1e-5)
+    assert check.examples == [shortest[0]] and check.error.layer_pearson[2] == pytest.approx(1.0, abs=1e-5)
+    assert max(check.published_gaps["center_of_mass"].values()) < 1e-4

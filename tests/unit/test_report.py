@@ -16,6 +16,7 @@ from dagster_project.cli import main
 from dagster_project.compute.models import ModelSpec
 from dagster_project.presentation.chart_registry import CHARTS
 from dagster_project.presentation.report import (
+    HEAD_LINKS,
     HEADLINES,
     QUICK_NOTE,
     ReportData,
@@ -336,3 +337,18 @@ def test_a_quick_reproduction_is_labelled_on_its_model_only(tmp_path: Path) -> N
     base_section = clark[clark.index(f'data-model="{base.model_id}"') : clark.index(f'data-model="{tuned.model_id}"')]
     tuned_section = clark[clark.index(f'data-model="{tuned.model_id}"') :]
     assert QUICK_NOTE in base_section and QUICK_NOTE not in tuned_section
+
+
+def test_table1_names_only_the_relations_with_a_head():
+    # Table 1 shows every paper relation; one without an edge in the corpus has no head to link
+    rows = pl.DataFrame(
+        {
+            "corpus": ["ud_ewt_test"] * 2,
+            "relation": ["det", "auxpass"],
+            "layer": [3, None],
+            "head": [9, None],
+            "direction": ["dependent->head", None],
+        }
+    )
+    named = HEAD_LINKS["clark_table1_dependency_heads"](rows)
+    assert named.rows() == [("ud_ewt_test", 3, 9, "best head for det (dependent->head)")]

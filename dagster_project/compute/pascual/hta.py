@@ -360,18 +360,98 @@ def input_norms(
     return norms
 
 
-def row_correlations(attn: torch.Tensor, contributions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Mean over query rows of the Pearson and Spearman correlation of attention and
-    contribution rows. (..., n, n) each -> two (...) tensors."""
+def average_ranks(values: torch.Tensor) -> torch.Tensor:
+    """0-based ranks along the last dimension, tied values sharing the mean of their ranks
+    (scipy.stats.rankdata's 'average'): between the count of smaller values and that of values
+    not larger, minus one."""
+    ordered = values.sort(-1).values.contiguous()
+    below = torch.searchsorted(ordered, values.contiguous(), side="left")
+    not_above = torch.searchsorted(ordered, values.contiguous(), side="right")
+    return (below + not_above - 1).to(values.dtype) / 2
+
+
+def row_correlations(
+    attn: torch.Tensor, contributions: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Mean over query rows of the Pearson and Spearman (average ranks for ties, as scipy's)
+    correlation of attention and contribution rows, and the number of rows averaged. A row
+    without a correlation (constant, or NaN in either row) is left out of its map's mean, the
+    other rows kept; a map with none gets NaN. (..., n, n) each -> three (...) tensors."""
 
     def pearson(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         a, b = a - a.mean(-1, keepdim=True), b - b.mean(-1, keepdim=True)
-        return ((a * b).sum(-1) / (a.norm(dim=-1) * b.norm(dim=-1))).mean(-1)
+        return (a * b).sum(-1) / (a.norm(dim=-1) * b.norm(dim=-1))
 
-    def ranks(x: torch.Tensor) -> torch.Tensor:
-        return x.argsort(-1).argsort(-1).to(x.dtype)
+    by_value = pearson(attn, contributions)
+    by_rank = pearson(average_ranks(attn), average_ranks(contributions))
+    defined = by_value.isfinite() & by_rank.isfinite()
+    rows = defined.sum(-1)
 
-    return pearson(attn, contributions), pearson(ranks(attn), ranks(contributions))
+    def mean(values: torch.Tensor) -> torch.Tensor:
+        return torch.where(defined, values, 0).sum(-1) / rows
+
+    return mean(by_value), mean(by_rank), rows
+
+
+# How far an estimator may move each quantity Pascual publishes from the input contributions, per
+# layer, from exact HTA's value on the same examples (docs/methods.md §3.6): the mean row Pearson
+# and Spearman of Fig. 6 (whose lines are 0.25 and 0.5 apart), the center of mass of Figs. 4-5 in
+# tokens, and the share of a head's Fig. 3 histogram that moves (total variation, worst head).
+PUBLISHED_TOLERANCES = {"pearson": 0.01, "spearman": 0.01, "center_of_mass": 0.02, "histogram_mass": 0.01}
+
+
+@dataclass(frozen=True)
+class PublishedQuantities:
+    """What Pascual publishes from the input contributions of some examples, per layer (dim 0)."""
+
+    pearson: torch.Tensor  # (L,) mean over heads of the head's row Pearson over every row pair (Fig. 6)
+    spearman: torch.Tensor  # (L,) the same for Spearman
+    center_of_mass: torch.Tensor  # (L,) mean over heads of the head's histogram center of mass (Figs. 4-5)
+    histograms: torch.Tensor  # (L, H, 2m + 1) each head's histogram over offsets -m..m, scaled to sum 1 (Fig. 3)
+
+
+def published_quantities(attention: list[torch.Tensor], contributions: list[torch.Tensor]) -> PublishedQuantities:
+    """Pascual's published quantities of examples' attention and input-contribution maps
+    ((L, H, n, n) each, n per example): row correlations pooled over the examples' rows (3.6),
+    and the relative-position histogram of every (query, key) pair (scope all), each offset's sum
+    divided by its pair count (3.2)."""
+    reach = max(maps.shape[-1] for maps in contributions) - 1
+    layers, heads = contributions[0].shape[:2]
+    sums = contributions[0].new_zeros(layers, heads, 2 * reach + 1)
+    counts = contributions[0].new_zeros(2 * reach + 1)
+    correlation_sums = contributions[0].new_zeros(2, layers, heads)
+    rows = contributions[0].new_zeros(layers, heads)
+    for attn, contribution in zip(attention, contributions, strict=True):
+        pearson, spearman, n_rows = row_correlations(attn, contribution)
+        correlation_sums += torch.stack([pearson, spearman]).nan_to_num() * n_rows
+        rows += n_rows
+        n = contribution.shape[-1]
+        positions = torch.arange(n, device=contribution.device)
+        offsets = (positions[None, :] - positions[:, None] + reach).flatten()  # key - query, shifted to >= 0
+        sums.index_add_(-1, offsets, contribution.flatten(-2))
+        counts += torch.bincount(offsets, minlength=counts.numel()).to(counts.dtype)
+    histograms = sums / counts.clamp(min=1)
+    histograms = histograms / histograms.sum(-1, keepdim=True)
+    offsets = torch.arange(-reach, reach + 1, device=sums.device, dtype=sums.dtype)
+    correlations = (correlation_sums / rows).mean(-1)
+    return PublishedQuantities(correlations[0], correlations[1], (histograms * offsets).sum(-1).mean(-1), histograms)
+
+
+def published_gaps(exact: PublishedQuantities, estimated: PublishedQuantities) -> dict[str, dict[int, float]]:
+    """Per quantity of PUBLISHED_TOLERANCES, per estimated layer 2..L (1-based; layer 1 is exact
+    in every mode), how far the estimate lies from exact: the absolute difference, and for the
+    histograms the largest share of a head's histogram that moves (half the L1 distance)."""
+    moved = 0.5 * (estimated.histograms - exact.histograms).abs().sum(-1).amax(-1)
+    gaps = {
+        "pearson": (estimated.pearson - exact.pearson).abs(),
+        "spearman": (estimated.spearman - exact.spearman).abs(),
+        "center_of_mass": (estimated.center_of_mass - exact.center_of_mass).abs(),
+        "histogram_mass": moved,
+    }
+    return {
+        name: {layer: float(value) for layer, value in enumerate(gap.tolist()[1:], start=2)}
+        for name, gap in gaps.items()
+    }
 
 
 @dataclass(frozen=True)
@@ -395,17 +475,3 @@ def compare_contributions(exact: list[torch.Tensor], estimated: list[torch.Tenso
         {layer: float(value) for layer, value in enumerate(pearson.tolist(), start=2)},
         float((exact_cells - estimated_cells).abs().mean()) if exact_cells.numel() else 0.0,
     )
-
-
-def estimate_error(
-    model: PreTrainedModel, embeddings: list[torch.Tensor], method: HtaMethod, seeds: list[int]
-) -> EstimateError:
-    """Estimated (probes seeded per example, as the run draws them) vs exact input contributions
-    of the examples' embedding outputs ((n, D) each), per estimated layer 2..L."""
-    if method.probes is None:
-        return EstimateError({}, 0.0)
-    exact, estimated = [], []
-    for e0, seed in zip(embeddings, seeds, strict=True):
-        exact.append(normalize_rows(input_norms(model, e0, HtaMethod(None))))
-        estimated.append(normalize_rows(input_norms(model, e0, method, torch.Generator().manual_seed(seed))))
-    return compare_contributions(exact, estimated)

@@ -28,12 +28,15 @@ from dagster_project.compute.metrics import (
 )
 from dagster_project.compute.models import LoadedEncoder
 from dagster_project.compute.pascual.hta import (
+    PUBLISHED_TOLERANCES,
     EstimateError,
     HtaMethod,
-    estimate_error,
+    compare_contributions,
     input_norms,
     layer_input_norms,
     normalize_rows,
+    published_gaps,
+    published_quantities,
     row_correlations,
 )
 
@@ -86,6 +89,7 @@ class CheckedHtaFacts:
 
     facts: HtaFacts
     outcomes: list[CheckOutcome]  # the contributions' sums, then the estimator against exact HTA
+    method: HtaMethod  # the method the facts were computed by: the run's, or exact where it missed its check
 
 
 @dataclass(frozen=True)
@@ -167,12 +171,14 @@ def extract_hta_facts(
         maps = example_maps(encoder, batch.inputs, method, seed + int(batch.example_ids[0]))
         previous_layer_cost += maps.previous_layer_cost
         for kind in CONTRIBUTION_KINDS:
-            pearson, spearman = row_correlations(maps.attention, getattr(maps, kind))
-            columns = head_columns({"pearson": pearson[None], "spearman": spearman[None]}, batch.example_ids)
-            rows = len(columns["layer"])
-            # the example's query rows: the corpus mean weights its mean by them (every row pair once)
-            n_rows = np.full(rows, maps.attention.shape[-1], dtype=np.int16)
-            correlation_parts.append({**columns, "kind": np.full(rows, kind), "n_rows": n_rows})
+            pearson, spearman, n_rows = row_correlations(maps.attention, getattr(maps, kind))
+            # n_rows, the query rows with a correlation: the corpus mean weights the example's
+            # mean by them, so every attention-contribution row pair counts once
+            columns = head_columns(
+                {"pearson": pearson[None], "spearman": spearman[None], "n_rows": n_rows[None].to(torch.int16)},
+                batch.example_ids,
+            )
+            correlation_parts.append({**columns, "kind": np.full(len(columns["layer"]), kind)})
         histogram_parts.append(histogram_frame(maps.input[None], batch.masks, batch.example_ids))
         attention = maps.attention[None]
         classes = pattern_classes(
@@ -185,7 +191,10 @@ def extract_hta_facts(
             progress(done, total, time.perf_counter() - started)
     example_rows = [_map_rows(maps, example_id, pattern) for pattern, (_, example_id, maps) in best.items()]
     return HtaFacts(
-        correlations=frame(correlation_parts).with_columns(hta_method=pl.lit(str(method))),
+        # a map without a row with a correlation has none (NULL, left out of the means)
+        correlations=frame(correlation_parts).with_columns(
+            pl.col("pearson", "spearman").fill_nan(None), hta_method=pl.lit(str(method))
+        ),
         histograms=pl.concat(histogram_parts).with_columns(hta_method=pl.lit(str(method))),
         example_maps=pl.concat(example_rows).with_columns(hta_method=pl.lit(str(method))),
         n_examples=total,
@@ -206,32 +215,52 @@ def check_sample(tokens: pl.DataFrame, n_examples: int, seed: int) -> list[int]:
     return lengths["example_id"].gather(rows).to_list()
 
 
+@dataclass(frozen=True)
+class EstimateCheck:
+    """The run's estimator against exact HTA on the check examples: the contributions' Pearson
+    per layer and the published quantities' gaps (hta.published_gaps)."""
+
+    error: EstimateError
+    published_gaps: dict[str, dict[int, float]]
+    examples: list[int]
+
+
 def estimate_check_error(
     encoder: LoadedEncoder, tokens: pl.DataFrame, method: HtaMethod, n_examples: int, seed: int = 0
-) -> tuple[EstimateError, list[int]]:
+) -> EstimateCheck:
     """The run's estimator against exact HTA on `check_sample`'s examples, with the probes the
-    run draws for them (seed + example id). Returns the error and the example ids."""
+    run draws for them (seed + example id)."""
     chosen = check_sample(tokens, n_examples, seed)
     if method.probes is None:
-        return EstimateError({}, 0.0), chosen
+        return EstimateCheck(EstimateError({}, 0.0), {}, chosen)
     sample = tokens.filter(pl.col("example_id").is_in(chosen))
-    embeddings, seeds = [], []
-    with torch.no_grad():
-        for batch in length_batches(sample, encoder.tokenizer.pad_token_id or 0, 1, encoder.spec.takes_token_types):
-            batch = batch.to(encoder.compute.device)
-            # e^0 is the first layer's input, whatever the family puts before it (ALBERT's and
-            # ELECTRA's projections of smaller embeddings included).
-            embeddings.append(encoder.model(**batch.inputs, output_hidden_states=True).hidden_states[0][0])
-            seeds.append(seed + int(batch.example_ids[0]))
-    return estimate_error(encoder.model, embeddings, method, seeds), chosen
+    attention, exact, estimated = [], [], []
+    for batch in length_batches(sample, encoder.tokenizer.pad_token_id or 0, 1, encoder.spec.takes_token_types):
+        batch = batch.to(encoder.compute.device)
+        example_seed = seed + int(batch.example_ids[0])
+        exact_maps = example_maps(encoder, batch.inputs, HtaMethod(None), example_seed)
+        attention.append(exact_maps.attention)
+        exact.append(exact_maps.input)
+        estimated.append(example_maps(encoder, batch.inputs, method, example_seed).input)
+    gaps = published_gaps(published_quantities(attention, exact), published_quantities(attention, estimated))
+    return EstimateCheck(compare_contributions(exact, estimated), gaps, chosen)
 
 
 def estimate_check(
     encoder: LoadedEncoder, tokens: pl.DataFrame, method: HtaMethod, n_examples: int, seed: int, min_pearson: float
 ) -> CheckOutcome:
-    """The run's estimator against exact HTA, per estimated layer (passes with nothing to score for exact)."""
-    error, sample = estimate_check_error(encoder, tokens, method, n_examples, seed)
-    return estimate_matches_exact(error.layer_pearson, error.mean_abs_error, min_pearson, str(method), sample)
+    """The run's estimator against exact HTA, per estimated layer: the contributions' Pearson and
+    every published quantity within PUBLISHED_TOLERANCES (passes with nothing to score for exact)."""
+    check = estimate_check_error(encoder, tokens, method, n_examples, seed)
+    return estimate_matches_exact(
+        check.error.layer_pearson,
+        check.error.mean_abs_error,
+        min_pearson,
+        str(method),
+        check.examples,
+        check.published_gaps,
+        PUBLISHED_TOLERANCES,
+    )
 
 
 def checked_hta_facts(
@@ -243,22 +272,33 @@ def checked_hta_facts(
     seed: int,
     check_examples: int,
     check_min_pearson: float,
+    fallback_to_exact: bool,
     progress: Callable[[int, int, float], None],
     checked: Callable[[CheckOutcome], None],
 ) -> CheckedHtaFacts:
     """HTA facts of the first `max_examples` examples by id (None: all) of a corpus's `tokens`,
     their contributions' sums checked. First the estimator is checked against exact HTA on
-    `check_examples` of the whole corpus (`estimate_check`); `checked` receives that outcome
-    before any fact is computed, so it can stop the run."""
+    `check_examples` of the whole corpus (`estimate_check`); where it misses, the facts are
+    computed by exact HTA when `fallback_to_exact`, the check's metadata saying so
+    (`hta_method_used`). `checked` receives the estimator's outcome before any fact is computed,
+    so it can stop the run."""
     selected = tokens
     if max_examples:
         keep = selected["example_id"].unique().sort()[:max_examples]
         selected = selected.filter(selected["example_id"].is_in(keep.implode()))
     estimate = estimate_check(encoder, tokens, method, check_examples, seed, check_min_pearson)
     checked(estimate)
-    facts = extract_hta_facts(encoder, selected, method, seed, progress)
+    used = method if estimate.passed or not fallback_to_exact else HtaMethod(None)
+    # the written facts are within tolerance when the estimator is, or when they are exact
+    estimate = CheckOutcome(
+        estimate.name,
+        estimate.passed or used.probes is None,
+        estimate.description + " Where it misses, the run falls back to exact HTA (run config fallback_to_exact).",
+        estimate.metadata | {"estimator_within_tolerance": estimate.passed, "hta_method_used": str(used)},
+    )
+    facts = extract_hta_facts(encoder, selected, used, seed, progress)
     lengths = selected.group_by("example_id").agg(n_tokens=pl.len())
     sums = histogram_masses(
         histogram_rows(facts.histograms, "contribution"), lengths, "contributions_sum_to_one", CONTRIBUTION_CHECK
     )
-    return CheckedHtaFacts(facts, [sums, estimate])
+    return CheckedHtaFacts(facts, [sums, estimate], used)

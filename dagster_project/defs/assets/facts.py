@@ -21,6 +21,7 @@ from dagster_project.compute.fact_kinds import (
     WORDS,
     FactKind,
     corpus_fact_kinds,
+    figure_5_examples,
     kind_checks,
 )
 from dagster_project.compute.metrics import WORD_MODES, PatternThresholds
@@ -93,6 +94,24 @@ def _pass_rows(
     return words, feature_links, frame_links
 
 
+def _figure_examples(
+    warehouse: DuckDBResource, model_id: str, spec: CorpusSpec, kinds: Sequence[FactKind]
+) -> tuple[int, ...]:
+    """The examples whose whole maps Clark Fig. 5 needs besides the first ones (figure_5_examples),
+    from the corpus's gold dependencies and coreference mentions; none without head_example_maps."""
+    if "head_example_maps" not in {kind.table for kind in kinds}:
+        return ()
+    with warehouse.get_connection() as conn:
+
+        def gold(table: str, columns: tuple[str, ...]) -> pl.DataFrame | None:
+            return partition_rows(conn, table, model_id, spec.name, columns) if table in spec.provides else None
+
+        return figure_5_examples(
+            gold("dependencies", ("example_id", "relation", "upos")),
+            gold("coref_mentions", ("example_id", "cluster_id", "word_start", "word_end")),
+        )
+
+
 def _pass_metadata(
     checked: CheckedAttentionFacts,
     encoder: LoadedEncoder,
@@ -160,6 +179,7 @@ def build_fact_asset(spec: CorpusSpec, corpus_asset: AssetsDefinition) -> Assets
             batch_tokens=config.batch_tokens,
             progress=progress_logger(context, corpus),
             weightings=weightings,
+            figure_examples=_figure_examples(warehouse, model_id, spec, kinds),
         )
         return write_partition(
             context,

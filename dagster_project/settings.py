@@ -66,3 +66,11 @@ def compute_device() -> str:
 def compute_dtype() -> str:
     """Forward dtype of forward-only passes (ATTN_DTYPE): float32 (default), bfloat16, float16."""
     return os.environ.get("ATTN_DTYPE", "").strip() or "float32"
+
+
+def source_repository() -> tuple[str, str] | None:
+    """The repository host page of this code (ATTN_GIT_URL, e.g. https://github.com/org/repo, on
+    GitHub or GitLab) and its branch (ATTN_GIT_BRANCH, default main); None when unset. The Dagster
+    UI then links each asset to its code there instead of to the local file."""
+    url = os.environ.get("ATTN_GIT_URL", "").strip().rstrip("/")
+    return (url, os.environ.get("ATTN_GIT_BRANCH", "").strip() or "main") if url else None

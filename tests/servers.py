@@ -1,7 +1,11 @@
 """Real servers for tests, started by the tests: PostgreSQL from the machine's binaries (Debian's
 `postgresql` package) in a temporary directory, and an S3 endpoint from moto's threaded server.
 Both listen on a free port of 127.0.0.1 and are stopped by the caller (the fixtures in
-tests/conftest.py). No mocks: DuckLake and the Dagster instance talk to them over the network."""
+tests/conftest.py). No mocks: DuckLake and the Dagster instance talk to them over the network.
+
+Start-ups wait for a readiness signal (wait_until_ready) with a deadline counted in quiet-machine
+seconds: on a loaded machine (load average above the core count) the wait stretches with the load,
+so a busy 2-core machine does not fail a test whose server is merely slow to boot."""
 
 import glob
 import logging
@@ -14,18 +18,68 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 from urllib.parse import quote
 
 POSTGRES_USER = "attn"
 POSTGRES_PASSWORD = "attn-test-pw"
 # Debian's postgresql package keeps pg_ctl and initdb off PATH, under /usr/lib/postgresql/<major>/bin.
 _DEBIAN_BINARIES = "/usr/lib/postgresql/*/bin"
+# A start-up waits at most this many times its quiet-machine deadline, however loaded the machine.
+MAX_STRETCH = 8.0
+
+Ready = TypeVar("Ready")
 
 
 class ServerUnavailable(RuntimeError):
     """A server could not be started here; the message says why (tests skip with it)."""
+
+
+def load_factor() -> float:
+    """How many times more runnable work the machine has than cores (1-minute load average over
+    the core count), at least 1: a quiet machine is 1, 2 cores at load 8 are 4."""
+    return max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))
+
+
+def stretched(seconds: float) -> float:
+    """A timeout of `seconds` on a quiet machine, stretched by the load now (at most MAX_STRETCH)."""
+    return seconds * min(load_factor(), MAX_STRETCH)
+
+
+def wait_until_ready(
+    ready: Callable[[], Ready | None],
+    *,
+    what: str,
+    quiet_seconds: float,
+    process: subprocess.Popen | None = None,
+    log: Path | None = None,
+    interval: float = 0.5,
+) -> Ready:
+    """Poll `ready()` until it returns something other than None, and return that. Each wall
+    second counts 1 / load_factor() quiet seconds, so the deadline (`quiet_seconds`) stretches
+    with the load measured while waiting, up to MAX_STRETCH times. Raises ServerUnavailable at
+    once when `process` exits, or at the deadline, saying what was awaited, for how long, the
+    load average and the end of `log`."""
+    start = previous = time.monotonic()
+    counted = 0.0
+    while (value := ready()) is None:
+        now = time.monotonic()
+        counted += (now - previous) / load_factor()
+        previous = now
+        exited = process is not None and process.poll() is not None
+        if exited or counted > quiet_seconds or now - start > quiet_seconds * MAX_STRETCH:
+            cause = f"exited with code {process.returncode}" if exited else "timed out"
+            tail = log.read_text(errors="replace")[-3000:] if log is not None and log.exists() else ""
+            raise ServerUnavailable(
+                f"{what} was not ready: {cause} after {now - start:.1f} s (deadline {quiet_seconds:g} s on a quiet "
+                f"machine, at most {MAX_STRETCH:.0f}x that under load; load average now "
+                f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)" + (f"; log {log}:\n{tail}" if log else "")
+            )
+        time.sleep(interval)
+    return value
 
 
 def free_port() -> int:
@@ -122,8 +176,10 @@ def start_postgres() -> PostgresServer:
             owner,
         )
         options = f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200"
+        # pg_ctl waits for readiness itself; its deadline (60 s by default) stretched by the load.
+        wait = ["-w", "-t", str(round(stretched(60)))]
         _as_owner(
-            [str(binaries / "pg_ctl"), "start", "-D", str(data_dir), "-o", options, "-l", str(root / "log"), "-w"],
+            [str(binaries / "pg_ctl"), "start", "-D", str(data_dir), "-o", options, "-l", str(root / "log"), *wait],
             owner,
         )
     except subprocess.CalledProcessError as error:
@@ -216,13 +272,19 @@ def start_s3_process(check_credentials: bool = False) -> S3Server:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    deadline = time.monotonic() + 30
-    while True:
+
+    def listening() -> bool | None:
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return S3Server(port=port, server=_MotoProcess(process))
+            return True
         except OSError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                process.kill()
-                raise ServerUnavailable(f"moto's server did not start on port {port}") from None
-            time.sleep(0.1)
+            return None
+
+    try:
+        wait_until_ready(
+            listening, what=f"moto's server on port {port}", quiet_seconds=30, process=process, interval=0.1
+        )
+    except ServerUnavailable:
+        process.kill()
+        raise
+    return S3Server(port=port, server=_MotoProcess(process))

@@ -23,12 +23,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
 
-from dagster import AssetKey, AssetsDefinition, AssetSpec
+from dagster import AssetKey, AssetsDefinition, AssetSpec, CodeReferencesMetadataValue, LocalFileCodeReference
 
 from dagster_project.corpora import CORPORA, CorpusSpec
+from dagster_project.defs.asset_display import ASSET_MODULES, code_references_api
 
 PROJECT = "dagster_project"
-ASSET_MODULES = f"{PROJECT}.defs.assets"
 # Plumbing (modules, or packages with everything under them) that asset modules import: a
 # change there does not change what an asset computes. Other asset modules are left out too:
 # an asset module imports its siblings for their asset definitions, not to compute with them.
@@ -240,7 +240,24 @@ def corpus_files_key(corpus: str) -> AssetKey:
     return AssetKey(f"{corpus}{FILES_SUFFIX}")
 
 
+def reader_reference(spec: CorpusSpec) -> CodeReferencesMetadataValue:
+    """Where the code that reads the corpus's files is (its reader, unwrapped from a partial)."""
+    reader = inspect.unwrap(getattr(spec.read, "func", spec.read))
+    with code_references_api():
+        return CodeReferencesMetadataValue(
+            code_references=[
+                LocalFileCodeReference(
+                    file_path=inspect.getsourcefile(reader),
+                    line_number=inspect.getsourcelines(reader)[1],
+                    label="reader",
+                )
+            ]
+        )
+
+
 # External assets: the refresh schedule reports their versions (schedules.record_corpus_files).
+# Their kind and the link to their reader are declared here, as they have no function of their own
+# (defs/asset_display.py gives the computed assets theirs).
 corpus_files_assets = [
     AssetsDefinition(
         specs=[
@@ -249,6 +266,8 @@ corpus_files_assets = [
                 group_name="corpora",
                 description=f"The input files of corpus '{name}' in the data directory; its data version is their "
                 "fingerprint (name, size, mtime), reported by the refresh schedule.",
+                kinds={"file"},
+                metadata={"dagster/code_references": reader_reference(spec)},
             )
         ]
     )

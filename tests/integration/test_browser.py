@@ -12,11 +12,9 @@ import os
 import re
 import shutil
 import signal
-import socket
 import struct
 import subprocess
 import sys
-import time
 import urllib.request
 import zlib
 from collections.abc import Iterator
@@ -44,6 +42,7 @@ from dagster_project.presentation.charts.common import PAPER_COLOUR
 from dagster_project.storage.claims import load_claims
 from dagster_project.storage.warehouse import upsert_model
 from tests.runs import materialize_model, run_resources
+from tests.servers import ServerUnavailable, free_port, wait_until_ready
 from tests.tiny_models import TINY_HEADS, TINY_LAYERS
 
 CHROMIUM = next(
@@ -248,12 +247,6 @@ NO_RUNS_INSTANCE = """run_coordinator:
 """
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def dagster_server(
     demo_home: dict, tmp_path_factory: pytest.TempPathFactory
@@ -320,13 +313,19 @@ def code_location_error(url: str) -> str | None:
 
 @pytest.fixture
 def dagster_ui(dagster_server: tuple[str, subprocess.Popen, Path]) -> str:
-    """The server's base URL once its code location is loaded."""
+    """The server's base URL once its code location is loaded (the wait stretches with the
+    machine's load: tests/servers.py wait_until_ready)."""
     url, server, log_path = dagster_server
-    deadline = time.monotonic() + 120
-    while (error := code_location_error(url)) is None:
-        if server.poll() is not None or time.monotonic() > deadline:
-            pytest.fail(f"dagster dev did not answer on {url}; log:\n{log_path.read_text()[-3000:]}")
-        time.sleep(0.5)
+    try:
+        error = wait_until_ready(
+            lambda: code_location_error(url),
+            what=f"dagster dev on {url} (its code location loaded)",
+            quiet_seconds=120,
+            process=server,
+            log=log_path,
+        )
+    except ServerUnavailable as unavailable:
+        pytest.fail(str(unavailable))
     if error:
         pytest.fail(f"dagster dev could not load the definitions: {error}")
     return url

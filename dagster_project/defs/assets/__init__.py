@@ -1,3 +1,4 @@
+from dagster_project.defs.asset_display import displayed_assets
 from dagster_project.defs.assets.charts import chart_assets
 from dagster_project.defs.assets.clark.coreference import coreference_baselines_assets, coreference_baselines_by_corpus
 from dagster_project.defs.assets.clark.gradients import grad_importance
@@ -35,8 +36,9 @@ all_assets = [
     *chart_assets,
     paper_report,
 ]
-# Code versions and corpus-file inputs let the refresh schedule find what is stale (versioning.py).
-all_assets = versioned_assets(all_assets)
+# Code versions and corpus-file inputs let the refresh schedule find what is stale (versioning.py);
+# kinds and code references say in the UI what computes each asset and where (asset_display.py).
+all_assets = displayed_assets(versioned_assets(all_assets))
 
 __all__ = [
     "all_assets",

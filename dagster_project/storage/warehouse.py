@@ -462,6 +462,10 @@ _LOCK_HOLDER = re.compile(r"Conflicting lock is held in (?P<program>.*?) \(PID (
 _NO_SPACE = re.compile(r"no space left|disk (is )?full|out of (disk )?space|not enough space|ENOSPC", re.IGNORECASE)
 
 
+# What DuckDB says where a file the catalog names is not there.
+_MISSING_FILE = re.compile(r"Cannot open file .*No such file or directory", re.IGNORECASE)
+
+
 class WarehouseLockedError(RuntimeError):
     """Another process held the warehouse file for longer than the lock timeout."""
 
@@ -600,6 +604,14 @@ def _lake_write_failure(
             free = f"; {_megabytes(shutil.disk_usage(data_path).free)} free there now"
         except OSError:
             pass
+    missing = _MISSING_FILE.search(cause)
+    if missing:
+        return WarehouseFullError(
+            f"could not write partition ({model_id}, {corpus}): the DuckLake references a Parquet file that is gone "
+            f"({cause}). A committed batch lost its files (deleted by hand, or as orphans by a maintenance pass "
+            "beside its writer): this is not disk space. Re-run the assets that wrote that file's partition (its "
+            "path names model_id and corpus) to write it anew, then run `warehouse_maintenance`."
+        )
     if _NO_SPACE.search(cause) or (data_path and data_path.rstrip("/") in cause):
         where = f"the DuckLake data path {data_path or '(ATTN_LAKE_DATA_PATH)'}"
         reason = "the disk is full" if _NO_SPACE.search(cause) else "the data path refused the write"

@@ -11,7 +11,7 @@ import duckdb
 import polars as pl
 
 from dagster_project import settings
-from dagster_project.storage.backend import WarehouseConfig, check_read_query
+from dagster_project.storage.backend import READ_LOCK_WAIT_SECONDS, WarehouseConfig, check_read_query
 
 __all__ = ["Warehouse", "example_maps", "open_warehouse"]
 
@@ -101,7 +101,8 @@ def open_warehouse(path: str | Path | None = None) -> Warehouse:
         if "could not set lock" not in str(error).lower():
             raise
         raise RuntimeError(
-            f"the warehouse {config.database} is being written by another process (a run?): try again when it ends"
+            f"the warehouse {config.database} is being written by another process (a run?) and stayed locked for "
+            f"{READ_LOCK_WAIT_SECONDS:.0f} s: try again when it ends"
         ) from error
     return Warehouse(conn, config.describe())
 

@@ -67,10 +67,12 @@ def existing_warehouse() -> "WarehouseConfig | None":
 
 def reader_error(error: Exception, warehouse: "WarehouseConfig") -> int:
     """Say in one line why a read-only visit to the warehouse failed; exit status 2."""
+    from dagster_project.storage.backend import READ_LOCK_WAIT_SECONDS
+
     if "could not set lock" in str(error).lower():
         print(
-            f"error: the warehouse {warehouse.database} is being written by another process (a run?): "
-            "try again when it ends",
+            f"error: the warehouse {warehouse.database} is being written by another process (a run?) and stayed "
+            f"locked for {READ_LOCK_WAIT_SECONDS:.0f} s: try again when it ends",
             file=sys.stderr,
         )
     else:

@@ -88,14 +88,24 @@ def export_all(file_format: str, folder: Path, model_id: str | None) -> int:
     warehouse = existing_warehouse()
     if warehouse is None:
         return 2
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        # The manifest says the folder is whole: the old one goes first and the new one last, so
+        # an export that stops midway (a full disk) leaves no manifest beside a mix of files.
+        (folder / MANIFEST).unlink(missing_ok=True)
+    except OSError as error:
+        return _folder_error(folder, error)
     try:
         with warehouse.connect_read_only() as conn:
             manifest = write_results(conn, folder, file_format, model_id)
     except (duckdb.Error, LakeConfigError) as error:
         return reader_error(error, warehouse)
     manifest = {"warehouse": warehouse.describe(), **manifest}
-    (folder / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+    try:
+        (folder / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+    except OSError as error:
+        (folder / MANIFEST).unlink(missing_ok=True)
+        return _folder_error(folder, error)
     rows = sum(entry["rows"] for entry in manifest["files"])
     print(
         f"{folder}: {len(manifest['files'])} results views, {rows} rows"
@@ -103,6 +113,13 @@ def export_all(file_format: str, folder: Path, model_id: str | None) -> int:
     )
     print(f"{folder / MANIFEST}: what each file holds")
     return 0
+
+
+def _folder_error(folder: Path, error: OSError) -> int:
+    """Say in one line why `folder` cannot hold the export; exit status 2."""
+    reason = "it is a file" if isinstance(error, FileExistsError | NotADirectoryError) else error.strerror or error
+    print(f"error: cannot export into the folder {folder}: {reason}; choose another --out", file=sys.stderr)
+    return 2
 
 
 def write_results(

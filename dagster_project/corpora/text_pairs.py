@@ -1,6 +1,7 @@
 """Text-pair corpora: WikiText paragraph pairs, XNLI, GLUE, and the built-in demo pairs."""
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,6 +65,18 @@ def read_wikitext_pairs(path: Path) -> CorpusData:
     )
 
 
+def _integers(frame: pl.DataFrame, column: str, path: Path, allowed: Mapping[int, str] | None = None) -> pl.Series:
+    """A column of a headed TSV as integers (of `allowed` where given); the first value that is
+    not one names the file and line."""
+    numbers = frame[column].cast(pl.Int64, strict=False)
+    bad = numbers.is_null() if allowed is None else numbers.is_null() | ~numbers.is_in(list(allowed))
+    if bad.any():
+        row = bad.arg_true()[0]
+        expected = f"one of {sorted(allowed)}" if allowed else "an integer"
+        raise CorpusError(f"{path}, line {row + 2}: {column} {frame[column][row]!r} is not {expected}")
+    return numbers
+
+
 def read_xnli_pairs(data_dir: Path, language: str = "en") -> CorpusData:
     """XNLI premise/hypothesis pairs (validation, then test) for one language.
 
@@ -72,17 +85,19 @@ def read_xnli_pairs(data_dir: Path, language: str = "en") -> CorpusData:
     """
     frames = []
     for split, offset in (("validation", 0), ("test", XNLI_TEST_ID_OFFSET)):
-        frame = read_tsv(data_dir / "xnli" / f"xnli_{split}_{language}.tsv", ["id", "premise", "hypothesis", "label"])
+        path = data_dir / "xnli" / f"xnli_{split}_{language}.tsv"
+        frame = read_tsv(path, ["id", "premise", "hypothesis", "label"])
+        ids, labels = _integers(frame, "id", path), _integers(frame, "label", path, XNLI_LABELS)
         frames.append(
             frame.select(
-                example_id=pl.col("id").cast(pl.Int32) + offset,
+                example_id=ids.cast(pl.Int32) + offset,
                 source_ref=pl.lit(f"{split}:") + pl.col("id"),
                 text_a=pl.col("premise"),
                 text_b=pl.col("hypothesis"),
                 split=pl.lit(split),
-                label=pl.col("label").cast(pl.Float64),
-                label_text=pl.col("label").cast(pl.Int64).replace_strict(XNLI_LABELS, return_dtype=pl.String),
-                group_id=pl.col("id").cast(pl.Int32) + offset,
+                label=labels.cast(pl.Float64),
+                label_text=labels.replace_strict(XNLI_LABELS, return_dtype=pl.String),
+                group_id=ids.cast(pl.Int32) + offset,
             )
         )
     return CorpusData(texts=pl.concat(frames))

@@ -12,6 +12,7 @@ warehouse.py work on either.
 """
 
 import os
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,9 @@ BACKEND_SETTING = "ATTN_WAREHOUSE_BACKEND"
 CATALOG_SETTING = "ATTN_LAKE_CATALOG"
 DATA_PATH_SETTING = "ATTN_LAKE_DATA_PATH"
 BACKENDS = ("duckdb", "ducklake")
+# How long a reader of the DuckDB file waits for a writer's lock, and how often it tries.
+READ_LOCK_WAIT_SECONDS = 5.0
+READ_LOCK_POLL_SECONDS = 0.05
 
 
 # The one kind of statement a read-only visit runs: SELECT, and what DuckDB parses as one (WITH,
@@ -98,9 +102,17 @@ class WarehouseConfig:
             return self.lake.missing_message()
         return f"no warehouse at {self.database}: run `attn-warehouse run` first (or set ATTN_WAREHOUSE)"
 
-    def connect_read_only(self) -> duckdb.DuckDBPyConnection:
+    def connect_read_only(self, wait_seconds: float = READ_LOCK_WAIT_SECONDS) -> duckdb.DuckDBPyConnection:
         """A read-only connection: the DuckDB file opened read-only, or the lake attached READ_ONLY
-        (LakeMissingError where there is no lake yet)."""
+        (LakeMissingError where there is no lake yet). A writer holds the DuckDB file's lock
+        for each write, so a reader beside it tries again for up to `wait_seconds`."""
         if self.lake is not None:
             return connect_lake(self.lake, read_only=True)
-        return duckdb.connect(self.database, read_only=True)
+        deadline = time.monotonic() + wait_seconds
+        while True:
+            try:
+                return duckdb.connect(self.database, read_only=True)
+            except duckdb.IOException as error:
+                if "could not set lock" not in str(error).lower() or time.monotonic() >= deadline:
+                    raise
+            time.sleep(READ_LOCK_POLL_SECONDS)

@@ -306,14 +306,24 @@ def retry_on_conflict(
     raise AssertionError("unreachable")
 
 
-def maintain_files(conn: duckdb.DuckDBPyConnection, keep: timedelta) -> dict[str, int]:
+# Files younger than this are never deleted as orphans, whatever `keep` says: a writer writes its
+# Parquet files before it commits them, and a file deleted in between leaves a committed batch
+# without its rows. Longer than any one write (a conflict's retries included).
+ORPHAN_FLOOR = timedelta(hours=1)
+
+
+def maintain_files(
+    conn: duckdb.DuckDBPyConnection, keep: timedelta, orphan_floor: timedelta = ORPHAN_FLOOR
+) -> dict[str, int]:
     """DuckLake's file maintenance: delete orphans older than `keep` (files of writers killed
     or failed before committing: first, so a data path that a failed write filled has room for
     the rest), merge small adjacent Parquet files, rewrite files that deletes left mostly empty,
     expire snapshots older than `keep` (time travel before that is gone; the merges and rewrites
     are snapshots too, so their replaced files expire in this same pass when `keep` is 0), then
     delete the files expired snapshots no longer reference. Returns what each step reported
-    (deleted orphans, merged files, rewritten files, expired snapshots, deleted files)."""
+    (deleted orphans, merged files, rewritten files, expired snapshots, deleted files). Orphans
+    younger than `orphan_floor` are kept, however small `keep` is: they may be a writer's
+    uncommitted files (the asset's config cannot lower it; tests of orphans long dead do)."""
     steps = {
         "deleted_orphaned_files": ("ducklake_delete_orphaned_files", True),
         "merged_files": ("ducklake_merge_adjacent_files", False),
@@ -327,7 +337,8 @@ def maintain_files(conn: duckdb.DuckDBPyConnection, keep: timedelta) -> dict[str
         cutoff = ", older_than => now() - to_seconds(?::DOUBLE)" if takes_cutoff else ""
         query = f"SELECT count(*) FROM {function}('{LAKE_NAME}'{cutoff})"
         # fetchall: a result left streaming (fetchone) keeps the function's transaction from committing
-        done[name] = conn.execute(query, [keep.total_seconds()] if takes_cutoff else []).fetchall()[0][0]
+        age = max(keep, orphan_floor) if name == "deleted_orphaned_files" else keep
+        done[name] = conn.execute(query, [age.total_seconds()] if takes_cutoff else []).fetchall()[0][0]
     return done
 
 

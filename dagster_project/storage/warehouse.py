@@ -481,6 +481,10 @@ _LOCK_HOLDER = re.compile(r"Conflicting lock is held in (?P<program>.*?) \(PID (
 _NO_SPACE = re.compile(r"no space left|disk (is )?full|out of (disk )?space|not enough space|ENOSPC", re.IGNORECASE)
 
 
+# What DuckDB says where a file the catalog names is not there.
+_MISSING_FILE = re.compile(r"Cannot open file .*No such file or directory", re.IGNORECASE)
+
+
 class WarehouseLockedError(RuntimeError):
     """Another process held the warehouse file for longer than the lock timeout."""
 
@@ -545,22 +549,53 @@ def _megabytes(n_bytes: float) -> str:
 def _write_failure(
     error: duckdb.Error, database: Path | None, frames: dict[str, pl.DataFrame], model_id: str, corpus: str
 ) -> WarehouseFullError:
-    needed = sum(frame.to_arrow().nbytes for frame in frames.values())
+    rows = sum(frame.to_arrow().nbytes for frame in frames.values())
     where = f"the warehouse {database}" if database else "the in-memory warehouse"
-    free = ""
-    if database is not None:
-        try:
-            free = f", {_megabytes(shutil.disk_usage(database.parent).free)} free there now"
-        except OSError:
-            pass
+    log = _log_bytes(database)
     cause = " ".join(str(error).split())
     reason = "the disk is full" if _NO_SPACE.search(cause) else "the disk refused the write"
     return WarehouseFullError(
         f"could not write partition ({model_id}, {corpus}) to {where}: {reason} ({cause}). "
-        f"The new rows take about {_megabytes(needed)} in memory (Arrow), and DuckDB needs about that much disk "
-        f"again for its write-ahead log{free}. Nothing was written: the partition keeps its previous rows. "
+        f"The new rows take about {_megabytes(rows)} (Arrow) and go to the write-ahead log first, which holds "
+        f"{_megabytes(log)} now; merging it into the file needs that much again: about {_megabytes(rows + log)} "
+        f"in all{_free_space(database)}. Nothing was written: the partition keeps its previous rows. "
         "Free space on that disk (or point ATTN_WAREHOUSE to a file on a larger one) and re-run."
     )
+
+
+def _log_bytes(database: Path | None) -> int:
+    """The size of the DuckDB file's write-ahead log (0 where there is none)."""
+    try:
+        return Path(f"{database}.wal").stat().st_size if database else 0
+    except OSError:
+        return 0
+
+
+def _free_space(database: Path | None) -> str:
+    try:
+        return f", {_megabytes(shutil.disk_usage(database.parent).free)} free there now" if database else ""
+    except OSError:
+        return ""
+
+
+def _checkpoint(conn: duckdb.DuckDBPyConnection, database: Path | None, model_id: str, corpus: str) -> None:
+    """Merge the write-ahead log into the DuckDB file after a write: a finished run never leaves
+    it unmerged (closing merges it too, but a failure there is silent). Another transaction of
+    this process still open defers it to DuckDB's own next checkpoint."""
+    log = _log_bytes(database)
+    try:
+        conn.execute("CHECKPOINT")
+    except duckdb.TransactionException:
+        return
+    except duckdb.Error as error:
+        cause = " ".join(str(error).split())
+        if not (isinstance(error, duckdb.IOException) or _NO_SPACE.search(cause)):
+            raise
+        raise WarehouseFullError(
+            f"partition ({model_id}, {corpus}) is committed to the write-ahead log of {database}, but merging the "
+            f"log ({_megabytes(log)}) into the file failed ({cause}){_free_space(database)}. Free about "
+            f"{_megabytes(log)} on that disk: the next open of the warehouse merges it."
+        ) from error
 
 
 def _lake_data_path(conn: duckdb.DuckDBPyConnection) -> str | None:
@@ -588,6 +623,14 @@ def _lake_write_failure(
             free = f"; {_megabytes(shutil.disk_usage(data_path).free)} free there now"
         except OSError:
             pass
+    missing = _MISSING_FILE.search(cause)
+    if missing:
+        return WarehouseFullError(
+            f"could not write partition ({model_id}, {corpus}): the DuckLake references a Parquet file that is gone "
+            f"({cause}). A committed batch lost its files (deleted by hand, or as orphans by a maintenance pass "
+            "beside its writer): this is not disk space. Re-run the assets that wrote that file's partition (its "
+            "path names model_id and corpus) to write it anew, then run `warehouse_maintenance`."
+        )
     if _NO_SPACE.search(cause) or (data_path and data_path.rstrip("/") in cause):
         where = f"the DuckLake data path {data_path or '(ATTN_LAKE_DATA_PATH)'}"
         reason = "the disk is full" if _NO_SPACE.search(cause) else "the data path refused the write"
@@ -664,6 +707,7 @@ def replace_partition(
         retry_on_conflict(write, log=_log.warning)
     else:
         write()
+        _checkpoint(conn, database, model_id, corpus)
     return {table: frame.height for table, frame in frames.items()}
 
 

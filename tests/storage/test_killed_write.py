@@ -106,7 +106,7 @@ def test_a_write_killed_midway_leaves_no_partial_batch(warehouse, tmp_path: Path
             bucket = config.lake.data_path.split("/")[2]
             # the killed writer's Parquet files are on S3, referenced by nothing; maintenance removes them
             assert len(s3_server.keys(bucket, "lake/main/position_histograms/")) == 1
-            assert maintain_files(conn, keep=timedelta(0))["deleted_orphaned_files"] >= 2
+            assert maintain_files(conn, keep=timedelta(0), orphan_floor=timedelta(0))["deleted_orphaned_files"] >= 2
             assert s3_server.keys(bucket, "lake/main/position_histograms/") == []
         frame = pl.DataFrame({"example_id": [7], "layer": 1, "head": 1, "n_tokens": 3})
         assert replace_partition(conn, {"head_summaries": frame}, "org--m", "demo") == {"head_summaries": 1}

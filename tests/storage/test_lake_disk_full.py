@@ -91,7 +91,7 @@ def test_a_full_data_path_rolls_the_write_back_and_says_what_to_do(catalog: str,
         assert _state(conn) == before
         # the half-written file is left behind, referenced by nothing: maintenance deletes it
         assert len(_parquet(data, "demo") - files_before) == 1
-        assert maintain_files(conn, keep=timedelta(0))["deleted_orphaned_files"] == 1
+        assert maintain_files(conn, keep=timedelta(0), orphan_floor=timedelta(0))["deleted_orphaned_files"] == 1
         assert _parquet(data, "demo") == files_before
 
         # with the room back, the same connection writes the partition

@@ -162,6 +162,43 @@ def test_export_writes_a_view(env: Path, capsys: pytest.CaptureFixture):
     assert "no view or table 'modles' (did you mean models?)" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("under", ["a file", "below a file"])
+def test_export_all_into_a_file_is_one_line(env: Path, under: str, capsys: pytest.CaptureFixture) -> None:
+    with duckdb.connect(str(env)) as conn:
+        upsert_model(conn, SPEC)
+    (env.parent / "taken").write_text("mine\n")
+    out = env.parent / "taken" if under == "a file" else env.parent / "taken" / "sub"
+    assert main(["export", "--all", "--out", str(out)]) == 2
+    assert capsys.readouterr().err == (
+        f"error: cannot export into the folder {out}: it is a file; choose another --out\n"
+    )
+    assert (env.parent / "taken").read_text() == "mine\n"
+
+
+def test_export_all_removes_the_old_manifest_first_and_writes_the_new_one_last(
+    env: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dagster_project.cli import export
+    from dagster_project.storage.warehouse import apply_views
+
+    with duckdb.connect(str(env)) as conn:
+        apply_views(conn)
+        upsert_model(conn, SPEC)
+    folder = env.parent / "results"
+    assert main(["export", "--all", "--out", str(folder)]) == 0
+    capsys.readouterr()
+    assert (folder / "manifest.json").is_file()
+
+    def full_disk(conn, folder: Path, file_format: str, model_id: str | None) -> None:
+        (folder / "clark_entropy.parquet").write_bytes(b"half")
+        raise duckdb.IOException("IO Error: Could not write file: No space left on device")
+
+    monkeypatch.setattr(export, "write_results", full_disk)
+    assert main(["export", "--all", "--out", str(folder)]) == 2
+    assert capsys.readouterr().err == "error: IO Error: Could not write file: No space left on device\n"
+    assert not (folder / "manifest.json").exists()  # the folder says it is not whole
+
+
 def test_the_console_reads_the_progress_lines_of_the_passes():
     messages: list[str] = []
     progress_logger(SimpleNamespace(log=SimpleNamespace(info=messages.append)), "demo pass")(30, 120, 12.0)

@@ -68,6 +68,23 @@ def test_xnli_languages_share_example_ids(tmp_path: Path):
     assert english["label_text"].to_list()[:2] == ["contradiction", "entailment"]
 
 
+@pytest.mark.parametrize(
+    ("rows", "message"),
+    [
+        ("0\tP.\tH.\t2\n1\tP.\tH.\tneutral\n", "line 3: label 'neutral' is not one of [0, 1, 2]"),
+        ("0\tP.\tH.\t7\n", "line 2: label '7' is not one of [0, 1, 2]"),
+        ("0\tP.\tH.\t1\nx1\tP.\tH.\t1\n", "line 3: id 'x1' is not an integer"),
+    ],
+)
+def test_xnli_values_that_are_not_numbers_name_the_file_and_line(tmp_path: Path, rows: str, message: str) -> None:
+    path = tmp_path / "xnli" / "xnli_validation_en.tsv"
+    path.parent.mkdir()
+    path.write_text("id\tpremise\thypothesis\tlabel\n" + rows)
+    with pytest.raises(CorpusError) as error:
+        read_xnli_pairs(tmp_path)
+    assert str(error.value) == f"{path}, {message}"
+
+
 def _glue_tsv(root: Path, folder: str, text: str) -> Path:
     path = root / "glue" / "glue_style_tsv" / folder / "dev.tsv"
     path.parent.mkdir(parents=True)

@@ -81,6 +81,24 @@ def test_unknown_id_is_a_clear_error():
         inspect_model("no-such-org/no-such-model")
 
 
+@pytest.mark.parametrize("written", ["{tmp}/missing", "./missing-checkpoint", "~/missing-checkpoint", "a/b/c"])
+def test_a_missing_local_path_is_said_before_any_hub_call(
+    written: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_hub(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the hub was asked")
+
+    monkeypatch.setattr(models.AutoConfig, "from_pretrained", no_hub)
+    source = written.format(tmp=tmp_path)
+    with pytest.raises(ModelLoadError) as error:
+        inspect_model(source)
+    assert str(error.value).startswith(f"no model folder at {Path(source).expanduser().resolve()} (from '{source}')")
+
+
+def test_hub_ids_are_not_paths() -> None:
+    assert not any(models.written_as_path(source) for source in ("bert-base-uncased", "org/name", DEFAULT_MODEL))
+
+
 def test_folder_without_a_model_is_a_clear_error(tmp_path: Path):
     with pytest.raises(ModelLoadError, match=f"Could not load model '{tmp_path}'"):
         inspect_model(str(tmp_path))

@@ -282,7 +282,7 @@ class _DiskFullConnection:
         self._conn, self._table = conn, table
 
     def execute(self, query: str, *args):
-        if query.startswith(f"INSERT INTO {self._table} "):
+        if query.startswith(f"INSERT INTO {self._table} ") or query == self._table:
             raise duckdb.IOException('Could not write file "warehouse.duckdb.wal": No space left on device')
         return self._conn.execute(query, *args)
 
@@ -301,8 +301,10 @@ def test_a_full_disk_names_the_file_and_the_space_and_rolls_back(tmp_path: Path)
         message = str(raised.value)
         assert f"to the warehouse {database}: the disk is full (" in message
         assert "No space left on device" in message
-        needed = sum(frame.to_arrow().nbytes for frame in frames.values())
-        assert f"about {needed / 1e6:,.1f} MB" in message
+        rows = sum(frame.to_arrow().nbytes for frame in frames.values())
+        log = (tmp_path / "warehouse.duckdb.wal").stat().st_size if (tmp_path / "warehouse.duckdb.wal").exists() else 0
+        assert f"take about {rows / 1e6:,.1f} MB (Arrow)" in message
+        assert f"holds {log / 1e6:,.1f} MB now" in message and f"about {(rows + log) / 1e6:,.1f} MB in all" in message
         assert "Free space on that disk" in message and "re-run" in message
         assert "\n" not in message
         assert isinstance(raised.value.__cause__, duckdb.IOException)
@@ -311,6 +313,26 @@ def test_a_full_disk_names_the_file_and_the_space_and_rolls_back(tmp_path: Path)
         assert conn.execute("SELECT count(*) FROM position_histograms").fetchone() == (0,)
         # once there is space again, the same write goes through
         assert replace_partition(conn, frames, "org--m", "demo") == {"head_summaries": 2, "position_histograms": 3}
+
+
+def test_a_write_merges_the_log_into_the_file(tmp_path: Path):
+    database = tmp_path / "warehouse.duckdb"
+    with duckdb.connect(str(database)) as conn:
+        replace_partition(conn, {"head_summaries": _summaries(0, 10, 0.2, 1.0)}, "org--m", "demo")
+        wal = tmp_path / "warehouse.duckdb.wal"
+        assert not wal.exists() or wal.stat().st_size == 0
+
+
+def test_a_log_that_cannot_be_merged_fails_the_write_saying_so(tmp_path: Path):
+    database = tmp_path / "warehouse.duckdb"
+    with duckdb.connect(str(database)) as conn:
+        frames = {"head_summaries": _summaries(0, 10, 0.2, 1.0)}
+        with pytest.raises(warehouse.WarehouseFullError) as raised:
+            replace_partition(_DiskFullConnection(conn, "CHECKPOINT"), frames, "org--m", "demo")
+        message = str(raised.value)
+        assert message.startswith(f"partition (org--m, demo) is committed to the write-ahead log of {database}, but")
+        assert "the next open of the warehouse merges it" in message and "\n" not in message
+        assert conn.execute("SELECT count(*) FROM head_summaries").fetchone() == (2,)  # committed, in the log
 
 
 def test_neighbour_means_weight_rows_by_all_tokens(conn):

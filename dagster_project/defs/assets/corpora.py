@@ -41,8 +41,15 @@ def head_dimension(config: PretrainedConfig) -> int:
 
 
 def _run_sampling(name: str, spec: CorpusSpec, config: CorpusConfig) -> tuple[int | None, int, str]:
-    """size, seed and overlong of a run: the run config's where it sets them, else the corpus's."""
-    size = config.size or spec.size
+    """size, seed and overlong of a run: the run config's where it sets them, else the corpus's.
+    A size or max_len under 1 is an error, not "unset" (a negative size would slice off examples)."""
+    for setting in ("size", "max_len"):
+        value = getattr(config, setting)
+        if value is not None and value < 1:
+            raise ValueError(
+                f"{name}: run config {setting} must be at least 1, got {value} (leave it out for the corpus's default)"
+            )
+    size = spec.size if config.size is None else config.size
     seed = spec.seed if config.seed is None else config.seed
     overlong = config.overlong or spec.overlong
     allowed = DOCUMENT_OVERLONG if spec.prepare else OVERLONG
@@ -106,7 +113,9 @@ def build_corpus_asset(spec: CorpusSpec) -> AssetsDefinition:
         with warehouse.get_connection() as conn:
             source = model_source(conn, context.partition_key)
         encoder = load_encoder(source)
-        max_len = config.max_len or spec.default_max_len(head_dimension(encoder.model.config))
+        max_len = (
+            config.max_len if config.max_len is not None else spec.default_max_len(head_dimension(encoder.model.config))
+        )
         corpus = corpus_tables(spec, data_dir.root, encoder.tokenizer, max_len, size, seed, overlong, context.log)
         examples = corpus.tables["examples"]
         return write_partition(

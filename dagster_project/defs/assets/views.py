@@ -38,7 +38,8 @@ class MaintenanceConfig(Config):
         default=24.0,
         ge=0,
         description="DuckLake snapshots (time travel) and unreferenced files younger than this are kept: "
-        "longer than any query that may still read them.",
+        "longer than any query that may still read them. Orphaned files (referenced by no snapshot) are kept at "
+        "least an hour whatever this says: a running writer's files look the same until it commits.",
     )
 
 

@@ -84,6 +84,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
 def test_run_is_quiet_takes_run_config_and_logs_every_event_to_a_file(env: Path, tiny_model_dir: Path):
     config = env.parent / "run.yaml"
     config.write_text("ops:\n  demo_examples:\n    config:\n      size: 7\n      seed: 3\n")
@@ -115,6 +116,7 @@ def test_run_is_quiet_takes_run_config_and_logs_every_event_to_a_file(env: Path,
         )
 
 
+@pytest.mark.slow
 def test_a_failing_asset_prints_its_one_line_cause_and_the_log(env: Path, tiny_model_dir: Path):
     bad = env.parent / "data" / "ud_english_ewt" / "en_ewt-ud-test.conllu"
     bad.parent.mkdir(parents=True)

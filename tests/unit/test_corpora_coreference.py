@@ -210,6 +210,7 @@ def test_gap_offsets_become_word_spans(tmp_path: Path):
         read_gap(_write(tmp_path, "bad.tsv", GAP_HEADER + bad))
 
 
+@pytest.mark.slow
 def test_real_coreference_counts(shared_data_dir: Path):
     gap = CORPORA["gap_development"].read(shared_data_dir)
     assert gap.texts.height == 2000  # SOURCES.md: GAP dev 2000 rows

@@ -137,6 +137,7 @@ def test_uniform_attention_with_identity_values_is_uniform():
     torch.testing.assert_close(normalize_rows(norms), torch.full((1, 1, tokens, tokens), 1 / tokens))
 
 
+@pytest.mark.slow
 def test_estimator_is_unbiased(model, hidden):
     exact = input_norms(model, hidden[0][0], HtaMethod(None)) ** 2
     single = input_norms(model, hidden[0][0], HtaMethod(2)) ** 2

@@ -167,6 +167,7 @@ def _peak_growth(mode: str) -> dict:
     return json.loads(done.stdout.splitlines()[-1])
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(sys.platform != "linux", reason="reads the peak RSS from /proc/self/status")
 def test_peak_memory_is_one_chunk_not_every_output():
     chunked, every = _peak_growth("chunked"), _peak_growth("all")

@@ -27,7 +27,7 @@ Imports only the compute layer and the corpora (torch, transformers, numpy, pola
 the bare GPU bundle (../shared/tools/gpu_bundle).
 
 Usage: OMP_WAIT_POLICY=PASSIVE python -m bench.device_check [--device cuda] [--quick] [--tiny]
---quick: 8 examples per protocol and corpus (HTA and ablation: the shortest of 64), and on a CPU a 16-piece
+--quick: 8 examples per protocol and corpus (HTA and ablation: one 8-piece sentence), and on a CPU an 8-piece
 example for the HTA line (--tiny likewise).
 """
 
@@ -78,12 +78,13 @@ SIZES = {
     # d_head 32: xnli_en, cut at d_head pieces as its asset cuts it, still has examples that fit
     "tiny": {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 128},
 }
-# HTA and ablation take the shortest of this many xnli_en examples (17 pieces): exact HTA pushes n x D tangents
-# through n pieces, ablation runs 1 + L x H + L forwards
-SHORT_POOL = 64
+# HTA and ablation take the shortest sentence of at least SHORT_PIECES pieces among SHORT_POOL of
+# ud_ewt_test: exact HTA pushes n x D tangents through n pieces (bert-base at 17 pieces: minutes on 2
+# cores), ablation runs 1 + L x H + L forwards
+SHORT_POOL, SHORT_PIECES = 64, 8
 TOLERANCE = 1e-4  # tests/device/test_passes_on_device.py: device kernels differ in the last bits
 HTA_PIECES = 64  # the exact-HTA line's example, at bert-base's size
-QUICK_CPU_HTA_PIECES = 16  # --quick or --tiny on a CPU: bert-base at 64 pieces takes many minutes on 2 cores
+QUICK_CPU_HTA_PIECES = 8  # --quick or --tiny on a CPU: bert-base at 64 pieces takes many minutes on 2 cores
 
 
 @dataclass
@@ -95,7 +96,7 @@ class Inputs:
     other: Path  # a second one (seed 1): the fine-tuned side of similarity and head matching
     classifier: Path  # the first with a random MRPC head, for ablation
     tokens: pl.DataFrame  # xnli_en pieces of the protocols' examples
-    short_tokens: pl.DataFrame  # the shortest of SHORT_POOL examples: HTA and ablation
+    short_tokens: pl.DataFrame  # one short ud_ewt_test sentence: HTA and ablation
     words: pl.DataFrame  # their words with made-up spaCy flags and heads
     wiki_tokens: pl.DataFrame
 
@@ -153,15 +154,15 @@ def size_inputs(size: str, root: Path, examples: int) -> Inputs:
     AutoTokenizer.from_pretrained(folder).save_pretrained(root / "classifier")
     tokenizer = AutoTokenizer.from_pretrained(folder)
     xnli, wiki = CORPORA["xnli_en"], CORPORA["wiki_segments"]
-    pool = encode_corpus(xnli.read(data_dir()), tokenizer, 128, max(examples, SHORT_POOL), xnli.seed, xnli.overlong)
-    kept = pl.col("example_id").is_in(pool.tokens["example_id"].unique().sort().head(examples).implode())
-    shortest = pool.tokens.group_by("example_id").len().sort("len", "example_id")["example_id"].head(1)
-    short_tokens = pool.tokens.filter(pl.col("example_id").is_in(shortest.implode()))
-    words = made_up_words(pool.words.filter(kept))
+    encoded = encode_corpus(xnli.read(data_dir()), tokenizer, 128, examples, xnli.seed, xnli.overlong)
     wiki_tokens = encode_corpus(wiki.read(data_dir()), tokenizer, wiki.max_len, examples, wiki.seed, wiki.overlong)
-    return Inputs(
-        size, folder, other, root / "classifier", pool.tokens.filter(kept), short_tokens, words, wiki_tokens.tokens
-    )
+    ud = CORPORA["ud_ewt_test"]
+    sentences = encode_corpus(ud.read(data_dir()), tokenizer, 128, SHORT_POOL, ud.seed, ud.overlong).tokens
+    lengths = sentences.group_by("example_id").len().filter(pl.col("len") >= SHORT_PIECES)
+    shortest = lengths.sort("len", "example_id")["example_id"].head(1)
+    short_tokens = sentences.filter(pl.col("example_id").is_in(shortest.implode()))
+    words = made_up_words(encoded.words)
+    return Inputs(size, folder, other, root / "classifier", encoded.tokens, short_tokens, words, wiki_tokens.tokens)
 
 
 # --- Protocols: each runs on one device and returns what is compared, floats on the CPU ---

@@ -79,8 +79,8 @@ SIZES = {
     "tiny": {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 128},
 }
 # HTA and ablation take the shortest sentence of at least SHORT_PIECES pieces among SHORT_POOL of
-# ud_ewt_test: exact HTA pushes n x D tangents through n pieces (bert-base at 17 pieces: minutes on 2
-# cores), ablation runs 1 + L x H + L forwards
+# ud_ewt_test: exact HTA pushes n x D tangents through n pieces (bert-base at 8 pieces: 6 minutes on 2
+# busy cores), ablation runs 1 + L x H + L forwards
 SHORT_POOL, SHORT_PIECES = 64, 8
 TOLERANCE = 1e-4  # tests/device/test_passes_on_device.py: device kernels differ in the last bits
 HTA_PIECES = 64  # the exact-HTA line's example, at bert-base's size

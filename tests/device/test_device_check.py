@@ -48,7 +48,7 @@ def test_the_tiny_check_passes_and_ends_with_its_three_lines() -> None:
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     last = run.stdout.strip().splitlines()[-3:]
     assert re.fullmatch(r"worst fact-pass ratio \d+\.\d\d", last[0]), last
-    assert re.fullmatch(r"HTA exact s/example \d+\.\d\d \(tiny, (16|64) pieces\)", last[1]), last
+    assert re.fullmatch(r"HTA exact s/example \d+\.\d\d \(tiny, (8|64) pieces\)", last[1]), last
     assert last[2] == "protocols failing 0", run.stdout[-3000:]
     protocol_lines = [line for line in run.stdout.splitlines() if line.startswith("tiny ") and line.endswith(" ok")]
     assert len(protocol_lines) == 10, run.stdout

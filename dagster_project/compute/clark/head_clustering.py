@@ -48,6 +48,30 @@ FUSED_BLOCK_HEADS = 4
 FUSED_MIN_TERMS = 2**28
 
 
+def _add_fused_pair_sums(lifted: torch.Tensor, pair_s_log_s: torch.Tensor) -> None:
+    """Add each pair's sum of s log s over `lifted` (rows, heads, keys) into the upper triangle of
+    `pair_s_log_s`: one compiled call per block of heads against the heads from the block on (the block's
+    pairs with itself also land on and below the diagonal, which is not read)."""
+    n_heads = lifted.shape[1]
+    for start in range(0, n_heads - 1, FUSED_BLOCK_HEADS):
+        block = slice(start, start + FUSED_BLOCK_HEADS)
+        pair_s_log_s[block, start:] += _FUSED_BLOCK_S_LOG_S(lifted[:, block], lifted[:, start:])
+
+
+def _add_eager_pair_sums(
+    lifted: torch.Tensor, pair_s_log_s: torch.Tensor, sums_buffer: torch.Tensor, log_buffer: torch.Tensor
+) -> None:
+    """As _add_fused_pair_sums, one head at a time against the heads after it, through the buffers."""
+    rows, n_heads, width = lifted.shape
+    for head in range(n_heads - 1):
+        shape = (rows, n_heads - head - 1, width)
+        s = sums_buffer[: math.prod(shape)].view(shape)
+        logs = log_buffer[: s.numel()].view(shape)
+        torch.add(lifted[:, head + 1 :], lifted[:, head : head + 1], out=s)
+        torch.log(s, out=logs)
+        pair_s_log_s[head, head + 1 :] += logs.mul_(s).sum(-1).sum(0, dtype=pair_s_log_s.dtype)
+
+
 def head_js_divergence(
     attn: torch.Tensor, valid: torch.Tensor, chunk_bytes: int | None = None, fused: bool | None = None
 ) -> torch.Tensor:
@@ -102,18 +126,9 @@ def head_js_divergence(
         head_mass += rows.sum((0, 2), dtype=total)
         lifted = rows + lift
         if fused:
-            for start_head in range(0, n_heads - 1, FUSED_BLOCK_HEADS):
-                block = slice(start_head, start_head + FUSED_BLOCK_HEADS)
-                # The block's pairs with itself land on and below the diagonal too; only the upper triangle is read.
-                pair_s_log_s[block, start_head:] += _FUSED_BLOCK_S_LOG_S(lifted[:, block], lifted[:, start_head:])
-            continue
-        for head in range(n_heads - 1):
-            shape = (rows.shape[0], n_heads - head - 1, width)
-            s = sums_buffer[: math.prod(shape)].view(shape)
-            logs = log_buffer[: s.numel()].view(shape)
-            torch.add(lifted[:, head + 1 :], lifted[:, head : head + 1], out=s)
-            torch.log(s, out=logs)
-            pair_s_log_s[head, head + 1 :] += logs.mul_(s).sum(-1).sum(0, dtype=total)
+            _add_fused_pair_sums(lifted, pair_s_log_s)
+        else:
+            _add_eager_pair_sums(lifted, pair_s_log_s, sums_buffer, log_buffer)
 
     first, second = torch.triu_indices(n_heads, n_heads, offset=1, device=attn.device)
     mixture_entropy = -0.5 * (pair_s_log_s[first, second] - math.log(2.0) * (head_mass[first] + head_mass[second]))

@@ -512,8 +512,8 @@ def _depth_curves(
     )
 
 
-# Attention, norm-weighted maps and rollout side by side (docs/methods.md §3.9), from a facts run
-# whose config `weightings` names norm and rollout.
+# The weightings of the maps side by side (docs/methods.md §3.9), from a facts run whose config
+# `weightings` names more than attention.
 _WEIGHTINGS_EMPTY = (
     "run the corpus's attention facts with run config weightings: [attention, norm, rollout] "
     "(attn-warehouse run --set <corpus>_attention_facts.weightings='[attention,norm,rollout]')"
@@ -523,7 +523,7 @@ CHARTS += (
     ChartSpec(
         "compare_weightings_special_tokens",
         "compare",
-        "attention vs norm vs rollout: special tokens",
+        "attention and its weightings: special tokens",
         "compare_weightings_special_tokens",
         ("wiki_segments", "ud_ewt_test", "demo"),
         partial(
@@ -536,7 +536,7 @@ CHARTS += (
     ChartSpec(
         "compare_weightings_dependency_heads",
         "compare",
-        "attention vs norm vs rollout: dependency heads",
+        "attention and its weightings: dependency heads",
         "compare_weightings_dependency_heads",
         ("ud_ewt_test",),
         compare.weightings_dependency_chart,

@@ -138,7 +138,8 @@ td, th { border: 1px solid #ccc; padding: 2px 8px; text-align: right; }
 .few { background: #fdecea; border: 1px solid #e0877d; padding: 0.3em 1em; }
 .source, .apart, .heads { color: #555; font-size: 0.9em; }
 .verdict-holds b { color: #1a7f37; } .verdict-fails b { color: #c0392b; } \
-.verdict-missing b, .verdict-not-comparable b { color: #777; }
+.verdict-missing b, .verdict-not-comparable b { color: #777; } \
+table.scorecard td, table.scorecard th { text-align: left; }
 nav a { margin-right: 1em; }
 """
 

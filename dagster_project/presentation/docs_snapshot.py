@@ -20,7 +20,7 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
-from dagster_project.presentation.scorecard import scorecard_rows, summary_line
+from dagster_project.presentation.scorecard import markdown_table, scorecard_rows, summary_line
 from dagster_project.settings import PROJECT_ROOT
 from dagster_project.storage.backend import WarehouseConfig
 from dagster_project.storage.warehouse import sql_code_version
@@ -53,13 +53,6 @@ def read_snapshot(folder: Path = SNAPSHOT_DIR) -> tuple[pl.DataFrame, dict]:
     return rows, json.loads((folder / META_FILE).read_text())
 
 
-def _cell(value: object) -> str:
-    if value is None:
-        return ""
-    text = f"{value:.4g}" if isinstance(value, float) else str(value)
-    return text.replace("|", "\\|")
-
-
 def render_block(key: str, rows: pl.DataFrame, meta: dict) -> str:
     """The Markdown of a block: `key` is a paper ("clark") or a paper and a result ("clark Table 1")."""
     paper, _, result = key.partition(" ")
@@ -73,12 +66,17 @@ def render_block(key: str, rows: pl.DataFrame, meta: dict) -> str:
         f"{meta['model']}, {label}, {meta['made_at']}: {summary_line(chosen)} "
         "(generated from docs/snapshot/ by `python -m dagster_project.presentation.docs_snapshot`).",
         "",
-        "| claim | corpus | paper (BERT-base) | MiniLM | verdict | why |",
-        "|---|---|---|---|---|---|",
+        markdown_table(
+            chosen.select(
+                "claim",
+                "corpus",
+                pl.col("paper_text").alias("paper (BERT-base)"),
+                pl.col("model_value").alias("MiniLM"),
+                "verdict",
+                pl.col("reason").alias("why"),
+            )
+        ),
     ]
-    for row in chosen.iter_rows(named=True):
-        cells = (row["claim"], row["corpus"], row["paper_text"], row["model_value"], row["verdict"], row["reason"])
-        lines.append("| " + " | ".join(_cell(value) for value in cells) + " |")
     return "\n".join(lines) + "\n"
 
 

@@ -59,7 +59,7 @@ def format_scorecard(rows: pl.DataFrame, output: str) -> str:
         title = f"{model} ({profile} profile): {summary_line(model_rows)}"
         shown = _shown(model_rows).drop("profile")
         if output == "markdown":
-            blocks.append(f"### {title}\n\n{_markdown_table(shown)}")
+            blocks.append(f"### {title}\n\n{markdown_table(shown)}")
         else:
             with pl.Config(
                 tbl_rows=-1, tbl_cols=-1, tbl_width_chars=240, fmt_str_lengths=90, tbl_hide_dataframe_shape=True
@@ -75,7 +75,8 @@ def _cell(value: object) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def _markdown_table(rows: pl.DataFrame) -> str:
+def markdown_table(rows: pl.DataFrame) -> str:
+    """`rows` as a Markdown table: floats to 4 significant digits, pipes escaped, NULL empty."""
     lines = ["| " + " | ".join(rows.columns) + " |", "|" + "---|" * len(rows.columns)]
     lines += ["| " + " | ".join(_cell(value) for value in row) + " |" for row in rows.iter_rows()]
     return "\n".join(lines)

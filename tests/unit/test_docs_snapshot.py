@@ -1,11 +1,17 @@
 """The docs' MiniLM numbers come from the committed snapshot (presentation/docs_snapshot.py): every
 generated block of every page is what the snapshot renders, the snapshot covers every claim of the
-registry, and a block renders the rows it names."""
+registry, a block renders the rows it names, and a chart image keeps its size in few colours."""
 
+import io
+
+import altair as alt
 import polars as pl
+import pytest
 
 from dagster_project.presentation.docs_snapshot import (
+    CHART_COLOURS,
     pages_with_blocks,
+    palette_png,
     read_snapshot,
     render_block,
     render_page,
@@ -62,3 +68,18 @@ def test_the_snapshot_judges_every_claim_of_the_registry() -> None:
     rows, meta = read_snapshot()
     missing = {claim.claim for claim in load_claims()} - set(rows["claim"])
     assert not missing, f"docs/snapshot has no row for {sorted(missing)}: {FIX} --model {meta['model']}"
+
+
+def test_a_chart_image_keeps_its_size_in_few_colours() -> None:
+    """A 20 x 20 heatmap on a continuous scale: hundreds of colours drawn, at most CHART_COLOURS kept."""
+    image = pytest.importorskip("PIL.Image")
+    cells = pl.DataFrame({"x": [i % 20 for i in range(400)], "y": [i // 20 for i in range(400)], "v": range(400)})
+    chart = alt.Chart(cells).mark_rect().encode(x="x:O", y="y:O", color="v:Q")
+    full = io.BytesIO()
+    chart.save(full, format="png")
+    drawn = image.open(full).convert("RGB")
+    small = image.open(io.BytesIO(palette_png(chart)))
+    assert len(drawn.getcolors(1 << 24)) > 4 * CHART_COLOURS
+    assert small.mode == "P"
+    assert small.size == drawn.size
+    assert len(small.getcolors()) <= CHART_COLOURS

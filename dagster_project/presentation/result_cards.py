@@ -7,7 +7,7 @@ docs/catalogue.md is every card, grouped by paper. Each paper page section that 
 carries its card between `<!-- card: CHART -->` and `<!-- /card -->`; refresh_docs writes them (at
 the end of the section, in catalogue order), and tests/unit/test_result_cards.py fails when a page
 differs from what it writes. Links to repository files are relative paths, which GitHub follows
-and the docs site's hook (docs/hooks/repository_links.py) points at the repository host; links to
+and the docs site's hook (docs/hooks/github_view.py) points at the repository host; links to
 functions go to their entries in the API pages (docs/api/<layer>.md)."""
 
 import os

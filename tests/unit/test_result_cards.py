@@ -4,7 +4,6 @@ something: a repository file, a heading of the catalogue, a documented function 
 and, in the built site, that function's anchor and the repository host."""
 
 import importlib
-import importlib.util
 import re
 from pathlib import Path
 
@@ -134,23 +133,6 @@ def test_every_card_link_leads_to_something() -> None:
 
 def test_every_snapshot_image_is_a_chart_of_the_registry() -> None:
     assert {path.stem for path in CHART_IMAGES.glob("*.png")} <= {row.chart for row in ROWS}
-
-
-def _hook():
-    spec = importlib.util.spec_from_file_location("repository_links", DOCS / "hooks" / "repository_links.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_the_hook_points_repository_files_at_the_host() -> None:
-    url = _hook().repository_file_url
-    assert (
-        url("https://github.com/o/r/", "edit/main/docs/", "sql/x.sql") == "https://github.com/o/r/blob/main/sql/x.sql"
-    )
-    assert url("https://gitlab.com/o/r", "-/edit/dev/docs/", "a.py") == "https://gitlab.com/o/r/-/blob/dev/a.py"
-    with pytest.raises(ValueError, match="edit/<branch>/docs/"):
-        url("https://github.com/o/r", "src/docs/", "a.py")
 
 
 @pytest.mark.slow

@@ -19,6 +19,7 @@ import argparse
 import io
 import json
 import re
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -26,7 +27,7 @@ import altair as alt
 import duckdb
 import polars as pl
 
-from dagster_project.presentation.chart_registry import CHARTS
+from dagster_project.presentation.chart_registry import CHARTS, ChartSpec
 from dagster_project.presentation.result_cards import CHART_IMAGES, refresh_docs
 from dagster_project.presentation.scorecard import markdown_table, scorecard_rows, summary_line
 from dagster_project.settings import PROJECT_ROOT
@@ -57,13 +58,15 @@ def palette_png(chart: alt.TopLevelMixin) -> bytes:
     return small.getvalue()
 
 
-def write_chart_images(conn: duckdb.DuckDBPyConnection, model: str, folder: Path = CHART_IMAGES) -> list[Path]:
-    """Draw every chart of the registry that has rows for `model` (hub id, path or model_id) into
-    `folder` as <chart>.png, removing the images of charts without rows; returns those written."""
+def write_chart_images(
+    conn: duckdb.DuckDBPyConnection, model: str, folder: Path = CHART_IMAGES, charts: Iterable[ChartSpec] = CHARTS
+) -> list[Path]:
+    """Draw each of `charts` that has rows for `model` (hub id, path or model_id) into `folder` as
+    <chart>.png, removing the images of those without rows; returns the images written."""
     model_id = scorecard_rows(conn, model)["model_id"][0]
     folder.mkdir(parents=True, exist_ok=True)
     written = []
-    for spec in CHARTS:
+    for spec in charts:
         path = folder / f"{spec.name}.png"
         found = spec.rows(conn, model_id)
         if found is None:

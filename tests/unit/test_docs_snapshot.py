@@ -1,13 +1,18 @@
 """The docs' MiniLM numbers come from the committed snapshot (presentation/docs_snapshot.py): every
 generated block of every page is what the snapshot renders, the snapshot covers every claim of the
-registry, a block renders the rows it names, and a chart image keeps its size in few colours."""
+registry, a block renders the rows it names; a chart image keeps its size in few colours, and the
+snapshot has the image of every chart with rows and no other."""
 
 import io
+from pathlib import Path
 
 import altair as alt
+import duckdb
 import polars as pl
 import pytest
 
+from dagster_project.compute.models import ModelSpec
+from dagster_project.presentation.chart_registry import CHARTS
 from dagster_project.presentation.docs_snapshot import (
     CHART_COLOURS,
     pages_with_blocks,
@@ -15,9 +20,12 @@ from dagster_project.presentation.docs_snapshot import (
     read_snapshot,
     render_block,
     render_page,
+    write_chart_images,
 )
 from dagster_project.settings import PROJECT_ROOT
 from dagster_project.storage.claims import PAPERS, load_claims
+from dagster_project.storage.warehouse import apply_views, replace_partition, upsert_model
+from tests.unit.test_report import _summaries
 
 FIX = "python -m dagster_project.presentation.docs_snapshot"
 META = {"model": "org/m", "profile": "quick", "made_at": "2026-11-27"}
@@ -83,3 +91,21 @@ def test_a_chart_image_keeps_its_size_in_few_colours() -> None:
     assert small.mode == "P"
     assert small.size == drawn.size
     assert len(small.getcolors()) <= CHART_COLOURS
+
+
+def test_the_snapshot_draws_the_charts_with_rows_and_drops_the_others(tmp_path: Path) -> None:
+    """One model with head summaries on demo: Clark Fig. 4 (entropy) is drawn; Table 3 (probes)
+    has no rows, and its image of an earlier snapshot goes."""
+    pytest.importorskip("PIL")
+    conn = duckdb.connect(":memory:")
+    apply_views(conn)
+    upsert_model(conn, ModelSpec("org--tiny", "org/tiny", "/models/tiny", "abc", "bert", 2, 2, True))
+    replace_partition(conn, {"head_summaries": _summaries(2)}, "org--tiny", "demo")
+    (tmp_path / "clark_table3_probes.png").write_bytes(b"an earlier snapshot's image")
+    charts = [
+        spec for spec in CHARTS if spec.name in {"clark_fig4_entropy", "clark_table3_probes", "clark_fig1_head_maps"}
+    ]
+    written = {path.name for path in write_chart_images(conn, "org/tiny", tmp_path, charts)}
+    assert "clark_fig4_entropy.png" in written
+    assert {"clark_table3_probes.png", "clark_fig1_head_maps.png"}.isdisjoint(written)
+    assert {path.name for path in tmp_path.iterdir()} == written

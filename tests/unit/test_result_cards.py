@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from dagster_project.cli import main
 from dagster_project.presentation.catalogue import CARD_BLOCK, catalogue, heading_anchor
 from dagster_project.presentation.result_cards import (
     API_PAGES,
@@ -52,6 +53,15 @@ def test_every_card_sits_in_the_section_that_describes_its_result() -> None:
             if found := re.fullmatch(r"<!-- card: (\w+) -->", line):
                 placed[found[1]] = f"{page}#{anchor}"
     assert placed == {row.chart: row.docs for row in ROWS}
+
+
+def test_the_command_prints_the_page_and_leaves_current_docs_alone(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["catalogue", "--markdown"]) == 0
+    assert capsys.readouterr().out == (DOCS / CATALOGUE_PAGE).read_text(encoding="utf-8")
+    before = {path: path.stat().st_mtime_ns for path in [DOCS / CATALOGUE_PAGE, *(DOCS / "papers").glob("*.md")]}
+    assert main(["catalogue", "--write-docs"]) == 0
+    assert capsys.readouterr().out == ""
+    assert {path: path.stat().st_mtime_ns for path in before} == before
 
 
 def test_writing_the_cards_twice_changes_nothing() -> None:

@@ -162,7 +162,7 @@ def test_the_built_site_has_every_card_link(tmp_path: Path) -> None:
     clark = (tmp_path / "papers" / "clark" / "index.html").read_text()
     anchors = re.findall(r'href="\.\./\.\./(api/\w+)/#(dagster_project\.[\w.]+)"', clark)
     assert anchors and all(anchor in ids[f"{page}.md"] for page, anchor in anchors)
-    repository = f"{config['repo_url']}/blob/main/"
+    repository = f"{config['repo_url'].rstrip('/')}/blob/main/"
     table1 = next(row for row in ROWS if row.chart == "clark_table1_dependency_heads")
     assert f'href="{repository}sql/results/{table1.view}.sql"' in clark
     assert not re.search(r'href="(\.\./)+(sql|tests)/', clark)

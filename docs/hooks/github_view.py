@@ -4,9 +4,10 @@
   which GitHub follows; on the site it becomes that file's page on the repository host (mkdocs.yml
   `repo_url`, on the branch of `edit_uri`). A link to a path that does not exist is left alone, so
   `mkdocs build --strict` fails on it.
-- An include of a README section is written inside an HTML comment, `<!-- --8<-- "README.md:NAME" -->`
-  on a line of its own, which GitHub does not show (a bare `--8<--` line it shows as text); here
-  it becomes the pymdownx.snippets line that includes the section."""
+- An include of a README section and an API page's mkdocstrings directive are written inside an
+  HTML comment on a line of their own, `<!-- --8<-- "README.md:NAME" -->` and
+  `<!-- ::: dagster_project.compute -->`, which GitHub does not show (the bare lines it shows as
+  text); here they become the pymdownx.snippets and mkdocstrings lines they wrap."""
 
 import re
 from pathlib import Path, PurePosixPath
@@ -14,7 +15,7 @@ from pathlib import Path, PurePosixPath
 LINK = re.compile(r"\]\((?P<target>[^()\s#]+)(?P<anchor>#[^()\s]*)?\)")
 # edit_uri names the branch: edit/<branch>/docs/ on GitHub, -/edit/<branch>/docs/ on GitLab.
 EDIT_URI = re.compile(r"^(?P<prefix>(?:-/)?)edit/(?P<branch>[^/]+)/docs/?$")
-HIDDEN_INCLUDE = re.compile(r'^<!-- (--8<-- "[^"\n]+") -->$', re.MULTILINE)
+HIDDEN_FROM_GITHUB = re.compile(r'^<!-- (--8<-- "[^"\n]+"|::: [\w.]+) -->$', re.MULTILINE)
 
 
 def repository_file_url(repo_url: str, edit_uri: str, path: str) -> str:
@@ -41,7 +42,7 @@ def site_markdown(markdown: str, page_path: Path, docs_dir: Path, repo_url: str,
         relative = PurePosixPath(path.relative_to(root).as_posix())
         return f"]({repository_file_url(repo_url, edit_uri, str(relative))}{match['anchor'] or ''})"
 
-    return HIDDEN_INCLUDE.sub(r"\1", LINK.sub(rewrite, markdown))
+    return HIDDEN_FROM_GITHUB.sub(r"\1", LINK.sub(rewrite, markdown))
 
 
 def on_page_markdown(markdown: str, *, page, config, files) -> str:

@@ -1,7 +1,9 @@
 """The docs hook (docs/hooks/github_view.py): pages written for GitHub become the site's pages,
-links to repository files pointing at the repository host and hidden README includes unwrapped."""
+links to repository files pointing at the repository host, hidden README includes and API
+directives unwrapped."""
 
 import importlib.util
+import re
 
 import pytest
 
@@ -35,6 +37,16 @@ def test_a_link_to_a_missing_file_stays_for_the_strict_build_to_fail_on() -> Non
 def test_a_hidden_include_is_unwrapped_on_its_own_line_only() -> None:
     page = '<!-- --8<-- "README.md:intro" -->\ntext <!-- --8<-- "README.md:intro" -->\n'
     assert _site(page, "index.md") == '--8<-- "README.md:intro"\ntext <!-- --8<-- "README.md:intro" -->\n'
+
+
+def test_a_hidden_api_directive_is_unwrapped() -> None:
+    assert _site("<!-- ::: dagster_project.compute -->\n", "api/compute.md") == "::: dagster_project.compute\n"
+
+
+def test_no_page_has_a_directive_github_would_show() -> None:
+    """A bare `::: module` line (mkdocstrings) shows on GitHub as text; the README's includes: test_readme_includes."""
+    pages = sorted(DOCS.rglob("*.md"))
+    assert [str(page) for page in pages if re.search(r"^:::", page.read_text(encoding="utf-8"), re.M)] == []
 
 
 def test_the_host_url_follows_the_branch_of_edit_uri() -> None:

@@ -32,24 +32,25 @@ PAPER_TITLES = {
 }
 
 
-def _relative(target: Path, page: str, docs_dir: Path) -> str:
-    """The link from the docs page `page` (relative to `docs_dir`) to `target`, '/'-separated."""
-    return Path(os.path.relpath(target, (docs_dir / page).parent)).as_posix()
+def _relative(target: Path, page: str) -> str:
+    """The link from the docs page `page` (relative to docs/) to `target`, '/'-separated."""
+    return Path(os.path.relpath(target, (DOCS_DIR / page).parent)).as_posix()
 
 
-def _file_link(path: Path, page: str, docs_dir: Path) -> str:
-    return f"[`{path.relative_to(PROJECT_ROOT).as_posix()}`]({_relative(path, page, docs_dir)})"
+def _file_link(path: Path, page: str) -> str:
+    return f"[`{path.relative_to(PROJECT_ROOT).as_posix()}`]({_relative(path, page)})"
 
 
-def _api_link(name: str, page: str, docs_dir: Path) -> str:
+def _api_link(name: str, page: str) -> str:
     """A link to the API entry of `name` ("compute.metrics.head_summaries"): mkdocstrings anchors
     each documented object at its full dotted path."""
-    api_page = _relative(docs_dir / API_PAGES[name.split(".")[0]], page, docs_dir)
+    api_page = _relative(DOCS_DIR / API_PAGES[name.split(".")[0]], page)
     return f"[`{name}`]({api_page}#dagster_project.{name})"
 
 
 def result_title(row: CatalogueRow) -> str:
-    """ "Clark et al. Fig. 2"; a comparison chart by its name alone ("Models compared: Fig. 2" says nothing)."""
+    """The result as its paper names it, "Clark et al. Fig. 2"; a comparison by its chart's name
+    ("Models compared: Fig. 2" would say nothing)."""
     return f"{PAPER_AUTHORS[row.paper]} {row.result}" if row.paper != "compare" else f"`{row.chart}`"
 
 
@@ -58,19 +59,19 @@ def catalogue_anchor(row: CatalogueRow) -> str:
     return heading_anchor(f"{row.result} {row.chart}")
 
 
-def card_markdown(row: CatalogueRow, page: str, docs_dir: Path = DOCS_DIR) -> str:
-    """The card of `row` as it appears on the docs page `page` (relative to `docs_dir`): on the
+def card_markdown(row: CatalogueRow, page: str) -> str:
+    """The card of `row` as it appears on the docs page `page` (relative to docs/): on the
     catalogue it links to the paper page's section, on a paper page to the catalogue."""
 
     def files(folder: str, names: Iterable[str]) -> str:
-        return ", ".join(_file_link(SQL_FOLDER / folder / f"{name}.sql", page, docs_dir) for name in names)
+        return ", ".join(_file_link(SQL_FOLDER / folder / f"{name}.sql", page) for name in names)
 
     if page == CATALOGUE_PAGE:
         section, anchor = row.docs.partition("#")[::2]
-        other = f"{_relative(docs_dir / section, page, docs_dir)}#{anchor}"
+        other = f"{_relative(DOCS_DIR / section, page)}#{anchor}"
         where = f"[{PAPER_TITLES[row.paper]}, the section that describes it]({other})"
     else:
-        other = f"{_relative(docs_dir / CATALOGUE_PAGE, page, docs_dir)}#{catalogue_anchor(row)}"
+        other = f"{_relative(DOCS_DIR / CATALOGUE_PAGE, page)}#{catalogue_anchor(row)}"
         where = f"[this result in the catalogue]({other})"
     lines = [
         f"**{result_title(row)}, from the chart to the math** ({where})",
@@ -80,21 +81,21 @@ def card_markdown(row: CatalogueRow, page: str, docs_dir: Path = DOCS_DIR) -> st
         f"| view | {files('results', [row.view])} |",
         f"| aggregates | {files('aggregates', row.aggregates) or 'none: the view reads the facts'} |",
         f"| facts | {files('schema', row.facts)} |",
-        f"| compute | {', '.join(_api_link(name, page, docs_dir) for name in row.compute)} |",
-        f"| chart | `{row.chart}`, drawn by {_api_link(row.chart_function, page, docs_dir)} |",
-        f"| tests | {', '.join(_file_link(PROJECT_ROOT / name, page, docs_dir) for name in row.tests)} |",
+        f"| compute | {', '.join(_api_link(name, page) for name in row.compute)} |",
+        f"| chart | `{row.chart}`, drawn by {_api_link(row.chart_function, page)} |",
+        f"| tests | {', '.join(_file_link(PROJECT_ROOT / name, page) for name in row.tests)} |",
         f"| fill it | `{row.command}` |",
         "",
     ]
     image = CHART_IMAGES / f"{row.chart}.png"
     if image.exists():
-        lines.append(f"![MiniLM, {result_title(row).strip('`')}]({_relative(image, page, docs_dir)})")
+        lines.append(f"![MiniLM, {result_title(row).strip('`')}]({_relative(image, page)})")
     else:
         lines.append("*No MiniLM chart in the docs snapshot: its run had no rows for this view.*")
     return "\n".join(lines) + "\n"
 
 
-def catalogue_markdown(rows: Sequence[CatalogueRow], docs_dir: Path = DOCS_DIR) -> str:
+def catalogue_markdown(rows: Sequence[CatalogueRow]) -> str:
     """The catalogue page: every card, grouped by paper in the order of PAPER_AUTHORS."""
     lines = [
         "# Results catalogue",
@@ -111,11 +112,11 @@ def catalogue_markdown(rows: Sequence[CatalogueRow], docs_dir: Path = DOCS_DIR) 
     for paper in PAPER_AUTHORS:
         lines += [f"## {PAPER_TITLES[paper]}", ""]
         for row in (row for row in rows if row.paper == paper):
-            lines += [f"### {row.result} `{row.chart}`", "", card_markdown(row, CATALOGUE_PAGE, docs_dir)]
+            lines += [f"### {row.result} `{row.chart}`", "", card_markdown(row, CATALOGUE_PAGE)]
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
-def page_with_cards(text: str, page: str, rows: Sequence[CatalogueRow], docs_dir: Path = DOCS_DIR) -> str:
+def page_with_cards(text: str, page: str, rows: Sequence[CatalogueRow]) -> str:
     """The paper page `text` (at `page`) with the card of each row it describes at the end of that
     row's section, in catalogue order, and no other card."""
     sections = re.split(r"(?m)^(?=## )", CARD_BLOCK.sub("", text))
@@ -124,7 +125,7 @@ def page_with_cards(text: str, page: str, rows: Sequence[CatalogueRow], docs_dir
         heading = section.partition("\n")[0]
         anchor = heading_anchor(heading[3:]) if heading.startswith("## ") else ""
         cards = [
-            f"<!-- card: {row.chart} -->\n{card_markdown(row, page, docs_dir)}<!-- /card -->\n"
+            f"<!-- card: {row.chart} -->\n{card_markdown(row, page)}<!-- /card -->\n"
             for row in rows
             if anchor and row.docs == f"{page}#{anchor}"
         ]
@@ -132,13 +133,13 @@ def page_with_cards(text: str, page: str, rows: Sequence[CatalogueRow], docs_dir
     return "\n".join(rendered)
 
 
-def refresh_docs(rows: Sequence[CatalogueRow] | None = None, docs_dir: Path = DOCS_DIR) -> list[Path]:
+def refresh_docs(rows: Sequence[CatalogueRow] | None = None) -> list[Path]:
     """Write the catalogue page and every paper page's cards; returns the pages that changed."""
     rows = catalogue() if rows is None else rows
-    wanted = {docs_dir / CATALOGUE_PAGE: catalogue_markdown(rows, docs_dir)}
-    for path in sorted((docs_dir / "papers").glob("*.md")):
-        page = path.relative_to(docs_dir).as_posix()
-        wanted[path] = page_with_cards(path.read_text(encoding="utf-8"), page, rows, docs_dir)
+    wanted = {DOCS_DIR / CATALOGUE_PAGE: catalogue_markdown(rows)}
+    for path in sorted((DOCS_DIR / "papers").glob("*.md")):
+        page = path.relative_to(DOCS_DIR).as_posix()
+        wanted[path] = page_with_cards(path.read_text(encoding="utf-8"), page, rows)
     changed = [path for path, text in wanted.items() if not path.exists() or path.read_text(encoding="utf-8") != text]
     for path in changed:
         path.write_text(wanted[path], encoding="utf-8")

@@ -55,7 +55,11 @@ def test_every_card_sits_in_the_section_that_describes_its_result() -> None:
     assert placed == {row.chart: row.docs for row in ROWS}
 
 
-def test_the_command_prints_the_page_and_leaves_current_docs_alone(capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.slow  # the CLI's parser imports every verb's modules, the Dagster definitions among them
+def test_the_command_prints_the_page_and_leaves_current_docs_alone(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("dagster_project.presentation.catalogue.catalogue", lambda: ROWS)  # built once, above
     assert main(["catalogue", "--markdown"]) == 0
     assert capsys.readouterr().out == (DOCS / CATALOGUE_PAGE).read_text(encoding="utf-8")
     before = {path: path.stat().st_mtime_ns for path in [DOCS / CATALOGUE_PAGE, *(DOCS / "papers").glob("*.md")]}

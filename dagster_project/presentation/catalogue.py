@@ -3,9 +3,10 @@ every results view of sql/results), what builds it, from the chart down to the m
 the materialized aggregates and the staged fact tables it reads (followed through the views, as
 storage/warehouse.py orders them), the compute functions that produce those facts, the tests
 that name the view and the docs section that describes it. `attn-warehouse catalogue` prints it;
-docs/catalogue.md is its Markdown, kept current by tests/unit/test_catalogue.py. The Python API
-finds a result by the name a person gives it ("table 1", "fig. 2") with results_named."""
+docs/catalogue.md shows it as cards (presentation/result_cards.py). The Python API finds a result
+by the name a person gives it ("table 1", "fig. 2") with results_named."""
 
+import functools
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -55,6 +56,8 @@ TABLE_COMPUTATIONS: Mapping[str, Callable] = {
 }
 DOCS_DIR = PROJECT_ROOT / "docs"
 TESTS_DIR = PROJECT_ROOT / "tests"
+# A result's card in a docs page (presentation/result_cards.py writes the body between the marks).
+CARD_BLOCK = re.compile(r"<!-- card: (?P<chart>\w+) -->\n(?P<body>.*?)<!-- /card -->\n", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -68,17 +71,28 @@ class CatalogueRow:
     compute: tuple[str, ...]
     tests: tuple[str, ...]
     docs: str  # page#anchor of the docs section that names the view
+    chart_function: str  # the function that draws the chart, as `compute`'s names are written
+    command: str  # the run that fills the view for the chart's first corpus
 
     def missing(self) -> list[str]:
         """The columns this row has nothing in (aggregates may be empty: some views read the facts directly)."""
-        return [name for name in ("chart", "view", "facts", "compute", "tests", "docs") if not getattr(self, name)]
+        columns = ("chart", "view", "facts", "compute", "tests", "docs", "chart_function", "command")
+        return [name for name in columns if not getattr(self, name)]
 
 
 def _qualified(function: Callable) -> str:
+    """The function's dotted name below dagster_project (a partial's underlying function)."""
+    if isinstance(function, functools.partial):
+        function = function.func
     return f"{function.__module__.removeprefix('dagster_project.')}.{function.__qualname__}"
 
 
-def _slug(heading: str) -> str:
+def fill_command(spec: ChartSpec) -> str:
+    """The `attn-warehouse run` that fills the chart's view for its first corpus."""
+    return f"attn-warehouse run --analysis {spec.analysis} --corpus {spec.corpora[0]}"
+
+
+def heading_anchor(heading: str) -> str:
     """The anchor mkdocs (Python-Markdown's toc) gives a heading."""
     return re.sub(r"[-\s]+", "-", re.sub(r"[^\w\s-]", "", heading).strip().lower())
 
@@ -89,9 +103,11 @@ def docs_sections(docs_dir: Path = DOCS_DIR) -> dict[str, str]:
     found: dict[str, dict[str, str]] = {}
     for page in sorted((docs_dir / "papers").glob("*.md")):
         anchor = ""
-        for line in page.read_text(encoding="utf-8").splitlines():
+        # the generated cards name views too; the prose decides where each view is described
+        prose = CARD_BLOCK.sub("", page.read_text(encoding="utf-8"))
+        for line in prose.splitlines():
             if line.startswith("## "):
-                anchor = _slug(line[3:])
+                anchor = heading_anchor(line[3:])
             for view in re.findall(r"`((?:clark|kovaleva|pascual|compare)_\w+)`", line):
                 found.setdefault(view, {}).setdefault(page.stem, f"papers/{page.name}#{anchor}".removesuffix("#"))
     return {view: pages.get(view.split("_")[0], next(iter(pages.values()))) for view, pages in found.items()}
@@ -190,8 +206,9 @@ def catalogue(charts: Iterable[ChartSpec] = CHARTS) -> list[CatalogueRow]:
     tables = set(schema_columns())
     sources = aggregate_sources()
     sections, tests = docs_sections(), tests_naming(results)
+    specs = {spec.name: spec for spec in charts}
     rows = []
-    for paper, result, chart, view in paper_results(charts):
+    for paper, result, chart, view in paper_results(specs.values()):
         staged = {staged_table(name) for name in views_reached(views[view].sql) if name.startswith("stg_")}
         aggregates = tuple(sorted(staged & set(AGGREGATE_TABLES)))
         facts = (staged & tables) - set(AGGREGATE_TABLES) - {"models", "batches"}
@@ -201,36 +218,8 @@ def catalogue(charts: Iterable[ChartSpec] = CHARTS) -> list[CatalogueRow]:
             CatalogueRow(
                 paper, result, chart, view, aggregates, tuple(sorted(facts)), tuple(compute), tests[view],
                 sections.get(view, ""),
+                _qualified(specs[chart].draw) if chart else "",
+                fill_command(specs[chart]) if chart else "",
             )
         )  # fmt: skip
     return rows
-
-
-def catalogue_markdown(rows: Iterable[CatalogueRow]) -> str:
-    """The catalogue as the Markdown page docs/catalogue.md."""
-    lines = [
-        "# Results catalogue",
-        "",
-        "Generated by `attn-warehouse catalogue --markdown` from the chart registry, the SQL views and",
-        "the fact kinds; `tests/unit/test_catalogue.py` fails when this page is not current or a",
-        "result lacks a column. Read a row left to right to go from a paper's figure to the math",
-        "behind it: the chart asset draws the view; the view reads the aggregates (materialized per",
-        "model and corpus) and the staged fact tables; the compute functions produce those facts.",
-        "",
-        "| paper | result | chart | view | aggregates | facts | compute | tests | docs |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    for row in rows:
-        cells = [
-            PAPER_AUTHORS[row.paper].removesuffix(":"),
-            row.result,
-            f"`{row.chart}`" if row.chart else "",
-            f"`sql/results/{row.view}.sql`",
-            "<br>".join(f"`{name}`" for name in row.aggregates),
-            "<br>".join(f"`{name}`" for name in row.facts),
-            "<br>".join(f"`{name}`" for name in row.compute),
-            "<br>".join(f"`{name}`" for name in row.tests),
-            f"[{row.docs.split('#')[0].removeprefix('papers/').removesuffix('.md')}]({row.docs})" if row.docs else "",
-        ]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"

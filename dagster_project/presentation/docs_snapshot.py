@@ -8,18 +8,27 @@ blocks of the docs pages, rewritten from it. A page marks a block with
     <!-- /snapshot -->
 
 tests/unit/test_docs_snapshot.py fails when a page's block differs from what the committed snapshot
-renders. `python -m dagster_project.presentation.docs_snapshot` rewrites the blocks; with `--model`
-it first exports that model's scorecard from the configured warehouse into the snapshot."""
+renders. The snapshot also holds the model's charts (charts/<chart>.png, small palette PNGs), which
+the result cards of the docs show (presentation/result_cards.py).
+
+`python -m dagster_project.presentation.docs_snapshot` rewrites the blocks and the cards; with
+`--model` it first exports that model's scorecard and charts from the configured warehouse into
+the snapshot."""
 
 import argparse
+import io
 import json
 import re
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 
+import altair as alt
 import duckdb
 import polars as pl
 
+from dagster_project.presentation.chart_registry import CHARTS, ChartSpec
+from dagster_project.presentation.result_cards import CHART_IMAGES, refresh_docs
 from dagster_project.presentation.scorecard import markdown_table, scorecard_rows, summary_line
 from dagster_project.settings import PROJECT_ROOT
 from dagster_project.storage.backend import WarehouseConfig
@@ -31,6 +40,42 @@ SCORECARD_FILE = "scorecard.csv"
 META_FILE = "snapshot.json"
 COLUMNS = ("paper", "result", "claim", "corpus", "paper_text", "model_value", "verdict", "reason", "n", "profile")
 BLOCK = re.compile(r"(<!-- snapshot: (?P<key>[^>]+?) -->\n)(?P<body>.*?)(<!-- /snapshot -->)", re.DOTALL)
+# Charts are flat colours and anti-aliased text: 64 colours keep them legible at a tenth of the bytes.
+CHART_COLOURS = 64
+
+
+def palette_png(chart: alt.TopLevelMixin) -> bytes:
+    """`chart` as a PNG of at most CHART_COLOURS colours (a palette image), at Vega's own size."""
+    from PIL import Image  # the docs extra: only a snapshot writes images
+
+    buffer = io.BytesIO()
+    chart.save(buffer, format="png")
+    drawn = Image.open(io.BytesIO(buffer.getvalue())).convert("RGB")
+    small = io.BytesIO()
+    drawn.quantize(CHART_COLOURS, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE).save(
+        small, format="PNG", optimize=True
+    )
+    return small.getvalue()
+
+
+def write_chart_images(
+    conn: duckdb.DuckDBPyConnection, model: str, folder: Path = CHART_IMAGES, charts: Iterable[ChartSpec] = CHARTS
+) -> list[Path]:
+    """Draw each of `charts` that has rows for `model` (hub id, path or model_id) into `folder` as
+    <chart>.png, removing the images of those without rows; returns the images written."""
+    model_id = scorecard_rows(conn, model)["model_id"][0]
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for spec in charts:
+        path = folder / f"{spec.name}.png"
+        found = spec.rows(conn, model_id)
+        if found is None:
+            path.unlink(missing_ok=True)
+            continue
+        corpus, rows = found
+        path.write_bytes(palette_png(spec.draw(rows, spec.title(rows, corpus))))
+        written.append(path)
+    return written
 
 
 def write_snapshot(conn: duckdb.DuckDBPyConnection, model: str, folder: Path = SNAPSHOT_DIR) -> Path:
@@ -104,12 +149,15 @@ def refresh_pages(docs_dir: Path = DOCS_DIR, folder: Path = SNAPSHOT_DIR) -> lis
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", help="export this model's scorecard from the warehouse into the snapshot first")
+    parser.add_argument(
+        "--model", help="export this model's scorecard and charts from the warehouse into the snapshot first"
+    )
     args = parser.parse_args(argv)
     if args.model:
         with WarehouseConfig.from_env().connect_read_only() as conn:
             print(f"wrote {write_snapshot(conn, args.model)}")
-    for page in refresh_pages():
+            print(f"wrote {len(write_chart_images(conn, args.model))} charts into {CHART_IMAGES}")
+    for page in dict.fromkeys([*refresh_pages(), *refresh_docs()]):
         print(f"rewrote {page.relative_to(PROJECT_ROOT)}")
     return 0
 

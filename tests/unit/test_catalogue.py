@@ -1,8 +1,8 @@
-"""The results catalogue (presentation/catalogue.py): every paper result has every column, every
-results view is in it, and docs/catalogue.md is its current Markdown."""
+"""The results catalogue (presentation/catalogue.py): every paper result has every column and every
+results view is in it (its Markdown, the cards: tests/unit/test_result_cards.py)."""
 
 from dagster_project.compute.fact_kinds import FACT_KINDS
-from dagster_project.presentation.catalogue import TABLE_COMPUTATIONS, catalogue, catalogue_markdown
+from dagster_project.presentation.catalogue import TABLE_COMPUTATIONS, catalogue, heading_anchor
 from dagster_project.settings import PROJECT_ROOT
 from dagster_project.storage.warehouse import view_definitions
 
@@ -31,21 +31,19 @@ def test_a_row_follows_the_view_down_to_the_math() -> None:
     assert row.compute == ("compute.metrics.most_attended_words",)
     assert "tests/views/test_dependency.py" in row.tests
     assert row.docs.startswith("papers/clark.md#")
+    assert row.chart_function == "presentation.charts.clark.clark_dependency_chart"
+    assert row.command == "attn-warehouse run --analysis attention --corpus ud_ewt_test"
 
 
-def test_the_docs_page_is_current() -> None:
-    page = PROJECT_ROOT / "docs" / "catalogue.md"
-    assert page.read_text(encoding="utf-8") == catalogue_markdown(ROWS), (
-        "docs/catalogue.md is stale: .venv/bin/attn-warehouse catalogue --markdown > docs/catalogue.md"
-    )
+def test_a_chart_drawn_by_a_partial_names_the_function_underneath() -> None:
+    row = next(row for row in ROWS if row.chart == "compare_entropy")
+    assert row.chart_function == "presentation.charts.compare.depth_curves_chart"
 
 
 def test_every_docs_link_names_a_heading_of_its_page() -> None:
-    from dagster_project.presentation.catalogue import _slug
-
     for row in ROWS:
         page, _, anchor = row.docs.partition("#")
         headings = [
             line[3:] for line in (PROJECT_ROOT / "docs" / page).read_text().splitlines() if line.startswith("## ")
         ]
-        assert anchor in {_slug(heading) for heading in headings}, row.docs
+        assert anchor in {heading_anchor(heading) for heading in headings}, row.docs

@@ -1,17 +1,31 @@
 """The docs' MiniLM numbers come from the committed snapshot (presentation/docs_snapshot.py): every
 generated block of every page is what the snapshot renders, the snapshot covers every claim of the
-registry, and a block renders the rows it names."""
+registry, a block renders the rows it names; a chart image keeps its size in few colours, and the
+snapshot has the image of every chart with rows and no other."""
 
+import io
+from pathlib import Path
+
+import altair as alt
+import duckdb
 import polars as pl
+import pytest
 
+from dagster_project.compute.models import ModelSpec
+from dagster_project.presentation.chart_registry import CHARTS
 from dagster_project.presentation.docs_snapshot import (
+    CHART_COLOURS,
     pages_with_blocks,
+    palette_png,
     read_snapshot,
     render_block,
     render_page,
+    write_chart_images,
 )
 from dagster_project.settings import PROJECT_ROOT
 from dagster_project.storage.claims import PAPERS, load_claims
+from dagster_project.storage.warehouse import apply_views, replace_partition, upsert_model
+from tests.unit.test_report import _summaries
 
 FIX = "python -m dagster_project.presentation.docs_snapshot"
 META = {"model": "org/m", "profile": "quick", "made_at": "2026-11-27"}
@@ -62,3 +76,36 @@ def test_the_snapshot_judges_every_claim_of_the_registry() -> None:
     rows, meta = read_snapshot()
     missing = {claim.claim for claim in load_claims()} - set(rows["claim"])
     assert not missing, f"docs/snapshot has no row for {sorted(missing)}: {FIX} --model {meta['model']}"
+
+
+def test_a_chart_image_keeps_its_size_in_few_colours() -> None:
+    """A 20 x 20 heatmap on a continuous scale: hundreds of colours drawn, at most CHART_COLOURS kept."""
+    image = pytest.importorskip("PIL.Image")
+    cells = pl.DataFrame({"x": [i % 20 for i in range(400)], "y": [i // 20 for i in range(400)], "v": range(400)})
+    chart = alt.Chart(cells).mark_rect().encode(x="x:O", y="y:O", color="v:Q")
+    full = io.BytesIO()
+    chart.save(full, format="png")
+    drawn = image.open(full).convert("RGB")
+    small = image.open(io.BytesIO(palette_png(chart)))
+    assert len(drawn.getcolors(1 << 24)) > 4 * CHART_COLOURS
+    assert small.mode == "P"
+    assert small.size == drawn.size
+    assert len(small.getcolors()) <= CHART_COLOURS
+
+
+def test_the_snapshot_draws_the_charts_with_rows_and_drops_the_others(tmp_path: Path) -> None:
+    """One model with head summaries on demo: Clark Fig. 4 (entropy) is drawn; Table 3 (probes)
+    has no rows, and its image of an earlier snapshot goes."""
+    pytest.importorskip("PIL")
+    conn = duckdb.connect(":memory:")
+    apply_views(conn)
+    upsert_model(conn, ModelSpec("org--tiny", "org/tiny", "/models/tiny", "abc", "bert", 2, 2, True))
+    replace_partition(conn, {"head_summaries": _summaries(2)}, "org--tiny", "demo")
+    (tmp_path / "clark_table3_probes.png").write_bytes(b"an earlier snapshot's image")
+    charts = [
+        spec for spec in CHARTS if spec.name in {"clark_fig4_entropy", "clark_table3_probes", "clark_fig1_head_maps"}
+    ]
+    written = {path.name for path in write_chart_images(conn, "org/tiny", tmp_path, charts)}
+    assert "clark_fig4_entropy.png" in written
+    assert {"clark_table3_probes.png", "clark_fig1_head_maps.png"}.isdisjoint(written)
+    assert {path.name for path in tmp_path.iterdir()} == written

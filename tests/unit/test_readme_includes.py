@@ -1,8 +1,9 @@
 """The docs pages that tell what the README tells (docs/index.md, docs/getting-started.md)
-include its sections (pymdownx.snippets, `--8<-- "README.md:NAME"`) instead of copying them: no
+include its sections (pymdownx.snippets, written `<!-- --8<-- "README.md:NAME" -->` so that GitHub
+hides the line; docs/hooks/github_view.py unwraps it for the site) instead of copying them: no
 README line of prose, table or command appears in them by hand, every include names a section
-the README marks, and every reference-style link in an included section has a target on the
-page that includes it."""
+the README marks, no page has an include GitHub would show, and every reference-style link in an
+included section has a target on the page that includes it."""
 
 import re
 
@@ -12,7 +13,7 @@ from dagster_project.settings import PROJECT_ROOT
 
 README = (PROJECT_ROOT / "README.md").read_text(encoding="utf-8")
 PAGES = ("docs/index.md", "docs/getting-started.md")
-INCLUDE = re.compile(r'^--8<-- "README\.md:([a-z][-_0-9a-z]*)"$', re.MULTILINE)
+INCLUDE = re.compile(r'^<!-- --8<-- "README\.md:([a-z][-_0-9a-z]*)" -->$', re.MULTILINE)
 # Section name -> its text (sections may nest: the outputs table is inside the outputs section).
 SECTIONS = {
     name: re.search(rf"\[start:{name}\] -->\n(.*?)<!-- --8<-- \[end:{name}\]", README, re.DOTALL).group(1)
@@ -42,6 +43,17 @@ def test_every_include_names_a_marked_section_and_has_its_link_targets(page: str
     targets = set(re.findall(r"^\[([^\]]+)\]: \S+$", text, flags=re.MULTILINE))
     needed = {name for section in included for name in REFERENCE.findall(SECTIONS[section])}
     assert needed <= targets, f"{page} lacks the link targets {needed - targets}"
+
+
+def test_no_page_has_an_include_github_would_show() -> None:
+    """A bare `--8<--` line (pymdownx.snippets' own syntax) shows on GitHub as text."""
+    pages = sorted((PROJECT_ROOT / "docs").rglob("*.md"))
+    assert [str(page) for page in pages if re.search(r"^\s*-+8<-+", page.read_text(encoding="utf-8"), re.M)] == []
+
+
+def test_every_picture_of_the_readme_is_a_committed_file() -> None:
+    pictures = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", README)
+    assert pictures and [path for path in pictures if not (PROJECT_ROOT / path).is_file()] == []
 
 
 def test_the_readme_defines_its_reference_links() -> None:

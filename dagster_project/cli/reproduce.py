@@ -80,6 +80,34 @@ def with_user_config(profile_config: dict, user_config: dict) -> dict:
     return {**user_config, "ops": ops} if ops else dict(user_config)
 
 
+def _run_finetuned_checkpoints(model_id: str, profile: str, verbose: bool, user_config: dict, rerun_all: bool) -> int:
+    """The attention facts of each checkpoint the run fine-tuned from `model_id`, on its task's
+    corpus (Kovaleva compares each fine-tuned model with its base there), one run per checkpoint;
+    nonzero where a run failed."""
+    from dagster_project.cli.run import execute_run, prepare_run
+    from dagster_project.compute.kovaleva.finetuning import FINETUNE_TASKS, finetuned_checkpoint_dir
+    from dagster_project.compute.model_registry import checkpoint_entry
+    from dagster_project.corpora import PAPER_CORPORA
+    from dagster_project.defs.jobs import ANALYSES
+    from dagster_project.defs.reproduction import profile_run_config
+
+    folders = [finetuned_checkpoint_dir(model_id, task) for task in FINETUNE_TASKS]
+    for folder in [folder for folder in folders if folder.is_dir()]:
+        entry = checkpoint_entry(folder, ANALYSES, PAPER_CORPORA)
+        prepared = prepare_run(
+            entry.source, list(entry.corpora), list(entry.analyses), {}, rerun_targets=False, rerun_all=rerun_all
+        )
+        names = [key.to_user_string() for key in prepared.keys]
+        # The user's values reach the assets this run has (a fine-tuning setting has no asset here).
+        own_ops = {name: op for name, op in user_config.get("ops", {}).items() if name in names}
+        print(f"\nattention of {folder.name}, fine-tuned from {model_id}, on {', '.join(entry.corpora)}")
+        if execute_run(
+            prepared, with_user_config(profile_run_config(names, profile), {"ops": own_ops} if own_ops else {}), verbose
+        ):
+            return 1
+    return 0
+
+
 def reproduce(sources: list[str], profile: str, dry_run: bool, verbose: bool, user_config: dict | None = None) -> int:
     """Plan every model's reproduction, print the plans and, unless `dry_run`, run them in turn;
     `user_config` (run config in the launchpad's format) goes over the profile's."""
@@ -104,6 +132,8 @@ def reproduce(sources: list[str], profile: str, dry_run: bool, verbose: bool, us
         names = [key.to_user_string() for key in planned.keys]
         steps = [planned_step(name, profile, shape) for name in names]
         print_plan(source, planned.model_id, steps, planned.up_to_date, planned.skipped, device)
+        if any(name.startswith("finetuned_") for name in names):
+            print("  then the attention facts of each fine-tuned checkpoint on its task's corpus, one run each")
         plans.append((source, upgrade))
     if dry_run:
         return 0
@@ -120,6 +150,8 @@ def reproduce(sources: list[str], profile: str, dry_run: bool, verbose: bool, us
         if profile == "quick":
             _record(prepared.model_id, profile)
         if execute_run(prepared, run_config, verbose):
+            return 1
+        if _run_finetuned_checkpoints(prepared.model_id, profile, verbose, user_config or {}, upgrade):
             return 1
         if profile == "paper":
             _record(prepared.model_id, profile)

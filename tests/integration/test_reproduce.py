@@ -1,7 +1,7 @@
 """`attn-warehouse reproduce --quick` as a user types it, on a small random masked-LM BERT and a data folder
 holding the corpora of one result per paper family (XNLI, WikiText, UD EWT, GLUE RTE): every result
-view gets rows except those that need a corpus that is not there or a second model, and a second
-call finds everything current."""
+view gets rows except those that need a corpus that is not there or a second model, and then the
+fine-tuned checkpoint's attention on its task; a second call finds everything current."""
 
 import os
 import re
@@ -90,6 +90,12 @@ def test_reproduce_quick_fills_every_result_it_can(shared_data_dir: Path, small_
     empty = {view for view in views if conn.execute(f"SELECT count(*) FROM {view}").fetchone()[0] == 0}
     assert conn.execute("SELECT profile FROM stg_reproductions").fetchall() == [("quick",)]
     assert conn.execute("SELECT count(*) FROM examples WHERE corpus = 'xnli_en'").fetchone()[0] == 200
+    # The RTE checkpoint's attention facts, on RTE: Kovaleva's fine-tuned claims are judged, not missing.
+    assert "attention of " in first.stdout and "--rte, fine-tuned from" in first.stdout
+    fine_tuned = "SELECT DISTINCT corpus FROM kovaleva_feature_attention WHERE role = 'fine-tuned'"
+    assert conn.execute(fine_tuned).fetchall() == [("glue_rte",)]
+    verdict = "SELECT verdict FROM reproduction_scorecard WHERE claim = 'kovaleva_fig6_cls_early_sep_late'"
+    assert conn.execute(verdict).fetchall() in ([("holds",)], [("fails",)])
     conn.close()
     assert empty == set(EMPTY_RESULTS), sorted(empty ^ set(EMPTY_RESULTS))
     report = (tmp_path / "charts" / "report" / "clark.html").read_text()

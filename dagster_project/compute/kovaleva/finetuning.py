@@ -419,9 +419,7 @@ def score_settings(
         if setting == "pretrained_finetuned":
             # recipe.json is also the checkpoint's registry entry (model_registry.checkpoint_entry)
             entry = {"corpora": [f"glue_{task}"], "analyses": list(FINETUNED_ANALYSES)}
-            folder = save_checkpoint(
-                model, tokenizer, models_cache_dir() / "finetuned" / f"{model_id}--{task}", record | entry
-            )
+            folder = save_checkpoint(model, tokenizer, finetuned_checkpoint_dir(model_id, task), record | entry)
             tuned_model_id = register(folder)
             log.info(f"Saved {folder} and registered it as model partition '{tuned_model_id}'")
         seconds = time.perf_counter() - start
@@ -429,6 +427,11 @@ def score_settings(
         rows += _setting_rows(task, setting, scores, len(validation), tuned_model_id, train_log, record, seconds)
     frame = pl.DataFrame(rows, schema_overrides=TASK_SCORE_TYPES)
     return TaskScores(frame, len(train), len(validation), validation_split.n_overlong)
+
+
+def finetuned_checkpoint_dir(model_id: str, task: str) -> Path:
+    """Where the model partition `model_id` fine-tuned on `task` is saved (and registered from)."""
+    return models_cache_dir() / "finetuned" / f"{model_id}--{task}"
 
 
 def _trained_classifier(

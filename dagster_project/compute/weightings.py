@@ -54,9 +54,9 @@ TOKEN_CLASSES = ("cls", "sep", "punct", "content")
 # floats per (example, query row, key, feature) block of the layer decompositions, FFN widening included
 DECOMPOSITION_BLOCK = 2**24
 FFN_WIDENING = 4  # the families' intermediate size over their hidden size, to size the blocks
-# Rows per value-zeroing FFN call on a CPU: their (rows, 4d) intermediate stays in the core's cache. One
-# call over a block's 8,192 rows ran 8x slower than 64 calls of 128 on the shared 2-core CPU
-# (bench/bench_weightings.py); a GPU takes the whole block at once.
+# Rows per value-zeroing FFN call on a CPU: their (rows, 4d) intermediate stays in the core's cache. MiniLM's
+# FFN alone ran 8x faster on 8,192 rows as 64 calls of 128 than as one call on the shared 2-core CPU; the
+# whole value-zeroing pass gained far less (docs/benchmarks.md). A GPU takes the whole block at once.
 CPU_ZEROING_ROWS = 128
 
 

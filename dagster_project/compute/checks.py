@@ -1,7 +1,7 @@
 """Checks on fact frames before they are written: pure functions, each returning whether
 the facts hold and the figures that say so. The assets attach them as asset checks."""
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import polars as pl
@@ -375,4 +375,17 @@ def estimate_matches_exact(
             "examples": len(examples),
             "example_ids": ", ".join(map(str, examples)),
         },
+    )
+
+
+def correlations_in_range(correlations: pl.DataFrame, weightings: Sequence[str], n_examples: int) -> CheckOutcome:
+    """One row per (example, weighting) of the pass (none for a model without a classifier), each Spearman
+    correlation null or within [-1, 1]."""
+    outside = correlations.filter(pl.col("spearman").is_not_null() & ~pl.col("spearman").is_between(-1, 1)).height
+    expected = n_examples * len(weightings)
+    return CheckOutcome(
+        "correlations_in_range",
+        correlations.height == expected and outside == 0,
+        "One Spearman correlation per (example, weighting), null or within [-1, 1].",
+        {"rows": correlations.height, "expected_rows": expected, "outside_range": outside},
     )

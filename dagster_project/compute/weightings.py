@@ -54,6 +54,10 @@ TOKEN_CLASSES = ("cls", "sep", "punct", "content")
 # floats per (example, query row, key, feature) block of the layer decompositions, FFN widening included
 DECOMPOSITION_BLOCK = 2**24
 FFN_WIDENING = 4  # the families' intermediate size over their hidden size, to size the blocks
+# Rows per value-zeroing FFN call on a CPU: their (rows, 4d) intermediate stays in the core's cache. MiniLM's
+# FFN alone ran 8x faster on 8,192 rows as 64 calls of 128 than as one call on the shared 2-core CPU; the
+# whole value-zeroing pass gained far less (docs/benchmarks.md). A GPU takes the whole block at once.
+CPU_ZEROING_ROWS = 128
 
 
 def check_weightings(weightings: list[str] | tuple[str, ...]) -> tuple[str, ...]:
@@ -279,13 +283,41 @@ def _decomposed_layer(
                 closer = resultant.abs() - (resultant - after_residual_norm).abs()
                 maps["alti"][:, rows] = closer.sum(-1).clamp(min=0)
         if "value_zeroing" in maps:
-            zeroed = _layer_norm(y[:, rows, None] - contributions, residual_norm)
-            forward = parts.feed_forwards[layer](zeroed.to(states.inputs.dtype)).float()
-            zeroed_out = _layer_norm(zeroed + forward, output_norm)
-            # 1 - cos(a, b) as ||a/|a| - b/|b|||^2 / 2: the difference keeps its precision where cos is near 1
-            unit_gap = F.normalize(zeroed_out, dim=-1) - F.normalize(out[:, rows, None], dim=-1)
-            maps["value_zeroing"][:, rows] = 0.5 * unit_gap.pow(2).sum(-1)
+            zeroed_inputs = y[:, rows, None] - contributions  # y_i - A_ij: (B, r, T, d)
+            targets = F.normalize(out[:, rows, None], dim=-1).expand_as(zeroed_inputs)
+            distances = [
+                _zeroing_distances(
+                    zeroed, target, residual_norm, output_norm, parts.feed_forwards[layer], states.inputs.dtype
+                )
+                for zeroed, target in zip(
+                    zeroed_inputs.reshape(-1, d_model).split(_zeroing_rows(x.device)),
+                    targets.reshape(-1, d_model).split(_zeroing_rows(x.device)),
+                )
+            ]
+            maps["value_zeroing"][:, rows] = torch.cat(distances).reshape(zeroed_inputs.shape[:-1])
     return maps
+
+
+def _zeroing_rows(device: torch.device) -> int:
+    """Rows per LN1-FFN-LN2 call of value zeroing: CPU_ZEROING_ROWS on a CPU, every row of the block elsewhere."""
+    return CPU_ZEROING_ROWS if device.type == "cpu" else DECOMPOSITION_BLOCK
+
+
+def _zeroing_distances(
+    zeroed_inputs: torch.Tensor,
+    unit_outputs: torch.Tensor,
+    residual_norm: nn.LayerNorm,
+    output_norm: nn.LayerNorm,
+    feed_forward: Callable[[torch.Tensor], torch.Tensor],
+    forward_dtype: torch.dtype,
+) -> torch.Tensor:
+    """1 - cos(LN2(h + FFN(h)), out) of rows (n, d), h = LN1(the zeroed residual stream), against the layer's
+    outputs divided by their norms (n, d); the FFN runs in the forward's dtype."""
+    zeroed = _layer_norm(zeroed_inputs, residual_norm)
+    forward = feed_forward(zeroed.to(forward_dtype)).float()
+    # 1 - cos(a, b) as ||a/|a| - b/|b|||^2 / 2: the difference keeps its precision where cos is near 1
+    unit_gap = F.normalize(_layer_norm(zeroed + forward, output_norm), dim=-1) - unit_outputs
+    return 0.5 * unit_gap.pow(2).sum(-1)
 
 
 def decomposition_maps(

@@ -27,6 +27,7 @@ KINDS_BY_MODULE: Mapping[str, frozenset[str]] = {
     "models": frozenset({"huggingface", "duckdb"}),
     "corpora": frozenset({"huggingface", "polars", "duckdb"}),
     "facts": frozenset({"pytorch", "polars", "duckdb"}),
+    "compare.faithfulness": frozenset({"pytorch", "polars", "duckdb"}),
     "compare.head_matching": frozenset({"pytorch", "duckdb"}),
     "clark.coreference": frozenset({"polars", "duckdb"}),
     "clark.gradients": frozenset({"pytorch", "polars", "duckdb"}),

@@ -543,6 +543,19 @@ CHARTS += (
         when_empty=_WEIGHTINGS_EMPTY,
     ),
     ChartSpec(
+        "compare_weightings_faithfulness",
+        "compare",
+        "weightings' faithfulness to the gradients",
+        "compare_weightings_faithfulness",
+        tuple(f"glue_{task}" for task in FINETUNE_TASKS),
+        compare.weightings_faithfulness_chart,
+        analysis="finetuning",
+        reads=("saliency_correlations",),
+        counted_from=("saliency_correlations",),
+        when_empty="materialize weighting_faithfulness for a fine-tuned classifier's partition (e.g. finetuned_sst2's "
+        "checkpoint), with run config corpus: its task's glue_<task>",
+    ),
+    ChartSpec(
         "compare_weightings_value_norms",
         "compare",
         "value-vector norms",

@@ -32,7 +32,7 @@ CLAIMS_DIR = "claims"
 JUDGMENTS_VIEW = "claim_judgments"
 JUDGE_COLUMNS = ("model_id", "corpus", "value", "verdict", "reason", "n")
 VERDICTS = ("holds", "fails", "not comparable", "missing")
-PAPERS = ("clark", "kovaleva", "pascual")
+PAPERS = ("clark", "kovaleva", "pascual", "compare")  # compare: the other papers the weightings come from
 # The keys of a registry entry, and those it must have.
 _FIELDS = ("id", "result", "chart", "section", "quote", "paper_value", "paper_text", "needs", "judge", "each")
 _REQUIRED = ("id", "result", "section", "quote", "paper_text", "needs", "judge")

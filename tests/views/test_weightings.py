@@ -2,6 +2,9 @@
 compare_weightings_special_tokens, compare_weightings_dependency_heads, compare_weightings_value_norms;
 and the views written before the weightings, which keep showing the attention rows only."""
 
+import math
+import statistics
+
 import duckdb
 import polars as pl
 import pytest
@@ -221,3 +224,33 @@ def test_value_norms_per_layer_and_token_class(conn: duckdb.DuckDBPyConnection) 
     assert rows["cls"]["mean_norm"] == pytest.approx(7 / 6)
     assert rows["content"]["mean_norm"] == pytest.approx(84 / 22)
     assert (rows["content"]["n_examples"], rows["cls"]["n_tokens"]) == (2, 3)
+
+
+def test_faithfulness_per_weighting_with_fisher_z_intervals(conn: duckdb.DuckDBPyConnection) -> None:
+    upsert_model(conn, SPEC)
+    correlations = {"globenc": [0.5, 0.7, 0.9], "attention": [-0.2, 0.2, None], "rollout": [1.0, None, None]}
+    rows = pl.DataFrame(
+        [
+            {"example_id": e, "weighting": w, "spearman": rho, "n_tokens": 9, "predicted_label": 1}
+            for w, values in correlations.items()
+            for e, rho in enumerate(values)
+        ],
+        schema_overrides={"spearman": pl.Float64},
+    )
+    replace_partition(conn, {"saliency_correlations": rows}, SPEC.model_id, "glue_sst2")
+    found = partition_rows(conn, "compare_weightings_faithfulness", SPEC.model_id)
+    assert found["weighting"].to_list() == ["attention", "globenc", "rollout"]  # by mean correlation
+    by_weighting = {row["weighting"]: row for row in found.to_dicts()}
+    z = [math.atanh(rho) for rho in correlations["globenc"]]  # 0.5493, 0.8673, 1.4722
+    margin = 1.959963984540054 * statistics.stdev(z) / math.sqrt(3)
+    globenc = by_weighting["globenc"]
+    assert (globenc["mean_spearman"], globenc["n_examples"]) == (pytest.approx(0.7), 3)
+    assert globenc["spearman"] == pytest.approx(math.tanh(statistics.mean(z)))  # 0.745
+    assert globenc["ci_low"] == pytest.approx(math.tanh(statistics.mean(z) - margin))  # 0.407
+    assert globenc["ci_high"] == pytest.approx(math.tanh(statistics.mean(z) + margin))  # 0.904
+    attention = by_weighting["attention"]  # the null correlation left out: two examples, symmetric around 0
+    assert attention["n_examples"] == 2 and attention["mean_spearman"] == pytest.approx(0.0)
+    assert attention["ci_low"] == pytest.approx(-attention["ci_high"]) and attention["ci_high"] > 0.2
+    rollout = by_weighting["rollout"]  # one example of correlation 1: a mean, no interval
+    assert (rollout["mean_spearman"], rollout["ci_low"], rollout["n_examples"]) == (1.0, None, 1)
+    assert rollout["spearman"] == pytest.approx(0.999999)  # clamped off 1 before atanh

@@ -4,6 +4,7 @@ from dagster_project.defs.assets.clark.coreference import coreference_baselines_
 from dagster_project.defs.assets.clark.gradients import grad_importance
 from dagster_project.defs.assets.clark.head_clustering import head_mds
 from dagster_project.defs.assets.clark.probes import dependency_probes
+from dagster_project.defs.assets.compare.faithfulness import weighting_faithfulness_asset
 from dagster_project.defs.assets.compare.head_matching import head_match_assets, head_match_assets_by_corpus
 from dagster_project.defs.assets.corpora import corpus_assets, corpus_assets_by_name
 from dagster_project.defs.assets.facts import fact_assets, fact_assets_by_corpus
@@ -30,6 +31,7 @@ all_assets = [
     dependency_probes,
     head_mds,
     *head_match_assets,
+    weighting_faithfulness_asset,
     *hta_assets,
     *finetuning_assets,
     *similarity_assets,

@@ -10,6 +10,7 @@ from dagster_project.defs.assets.clark.coreference import coreference_baselines_
 from dagster_project.defs.assets.clark.gradients import grad_importance
 from dagster_project.defs.assets.clark.head_clustering import head_mds
 from dagster_project.defs.assets.clark.probes import dependency_probes
+from dagster_project.defs.assets.compare.faithfulness import weighting_faithfulness_asset
 from dagster_project.defs.assets.compare.head_matching import head_match_assets
 from dagster_project.defs.assets.facts import fact_assets
 from dagster_project.defs.assets.kovaleva.finetuning import ablation_assets_by_task, finetuned_assets_by_task
@@ -31,6 +32,7 @@ TABLE_WRITERS: dict[str, list[AssetsDefinition]] = {
     "ablation_scores": list(ablation_assets_by_task.values()),
     "finetune_cosines": similarity_assets,
     "head_matches": head_match_assets,
+    "saliency_correlations": [weighting_faithfulness_asset],
 }
 
 

@@ -185,3 +185,31 @@ def value_norms_chart(rows: pl.DataFrame, title: str) -> alt.Chart:
         )
         .properties(width=300, height=220, title=f"{title}: value-vector norms by layer and token class")
     )
+
+
+def weightings_faithfulness_chart(rows: pl.DataFrame, title: str) -> alt.LayerChart:
+    """GlobEnc §5: per weighting of the maps, the mean Spearman correlation of the last layer's [CLS]
+    attribution with the classifier's gradient x input saliency (its mean in Fisher's z), a bar with its 95%
+    interval over examples."""
+    encoding = {"y": alt.Y("weighting:N", title=None, sort=WEIGHTING_ORDER)}
+    bars = (
+        alt.Chart()
+        .mark_bar()
+        .encode(
+            x=alt.X("spearman:Q", title="Spearman with gradient x input", scale=alt.Scale(domain=[-1, 1])),
+            color=alt.Color("weighting:N", title="weighting", sort=WEIGHTING_ORDER),
+            tooltip=[
+                "weighting",
+                alt.Tooltip("spearman:Q", format=".3f"),
+                alt.Tooltip("mean_spearman:Q", format=".3f"),
+                alt.Tooltip("ci_low:Q", format=".3f"),
+                alt.Tooltip("ci_high:Q", format=".3f"),
+                "n_examples",
+            ],
+            **encoding,
+        )
+    )
+    interval = alt.Chart().mark_rule(color="black").encode(x="ci_low:Q", x2="ci_high:Q", **encoding)
+    return alt.layer(bars, interval, data=rows).properties(
+        width=300, height=160, title=f"{title}: faithfulness of each weighting (last layer, [CLS] row)"
+    )

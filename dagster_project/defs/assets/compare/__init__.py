@@ -1,1 +1,2 @@
-"""Assets that compare models: head matches between registered models."""
+"""Assets that compare models and methods: head matches between registered models, the weightings' faithfulness
+to the gradients."""

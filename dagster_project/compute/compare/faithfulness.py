@@ -1,0 +1,169 @@
+"""Faithfulness of the weightings of the maps (Modarressi et al. 2022, GlobEnc §5; docs/methods.md §3.9): per
+example, the Spearman correlation between a weighting's attribution of the [CLS] token's last-layer
+representation to the input tokens and the gradient x input saliency of a fine-tuned classifier's prediction.
+
+- saliency_j = ||(d z_c / d e_j) * e_j||_2, z_c the logit of the predicted class and e_j token j's word
+  embedding (the embedding layer's lookup, before the position and segment embeddings are added);
+- attribution_j: the [CLS] row of the last layer's map under the weighting: the one map of the per-layer
+  weightings (rolled out across the layers for rollout, globenc and alti; value zeroing's own map, which
+  the method does not roll out), the mean over heads for attention and norm;
+- the Spearman correlation over the example's real tokens, [CLS] and [SEP] included as in GlobEnc's
+  evaluation; tied values share their mean rank. An example whose attributions or saliencies are all
+  equal has no correlation (null).
+
+One forward of the classifier per batch serves both: its attentions and captured layer states give the
+maps (compute/weightings.py), the gradient of the predicted logits w.r.t. the captured word embeddings the
+saliency. Each example's logit is its own, so its gradient does not depend on its batch.
+"""
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+import torch
+from scipy.stats import rankdata
+from transformers import PreTrainedModel
+
+from dagster_project.compute.batching import Batch, length_batches
+from dagster_project.compute.clark.gradients import CLASSIFICATION, LossModel
+from dagster_project.compute.devices import float32_maps
+from dagster_project.compute.weightings import (
+    LAYER_DECOMPOSITIONS,
+    EncoderLayerParts,
+    captured_layers,
+    check_weightings,
+    encoder_layer_parts,
+    output_grams,
+    weighted_maps,
+)
+
+ROW_SCHEMA = {
+    "example_id": pl.Int32,
+    "weighting": pl.String,
+    "spearman": pl.Float64,
+    "n_tokens": pl.Int16,
+    "predicted_label": pl.Int16,
+}
+
+
+@dataclass(frozen=True)
+class SaliencyMaps:
+    """One batch's predicted classes (B,), gradient x input saliencies (B, T) and the weightings' [CLS]
+    attributions of the last layer (B, W, T), W in the order of the pass's weightings; float32."""
+
+    predicted: torch.Tensor
+    saliency: torch.Tensor
+    attributions: torch.Tensor
+
+
+def gradient_x_input(model: PreTrainedModel, inputs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, tuple]:
+    """||(d z_c / d e_j) * e_j||_2 of every (example, token), z_c the example's predicted logit and e_j the
+    word embedding of its token j: (B, T) float32, with the forward's output (its logits and attentions).
+    Word embeddings are captured by a hook on the model's input embeddings; the model's parameters get no
+    gradients."""
+    captured: list[torch.Tensor] = []
+    handle = model.get_input_embeddings().register_forward_hook(lambda _module, _args, output: captured.append(output))
+    try:
+        output = model(**inputs, output_attentions=True)
+    finally:
+        handle.remove()
+    (embeddings,) = captured
+    predicted = output.logits.argmax(-1)
+    (gradient,) = torch.autograd.grad(output.logits.gather(1, predicted[:, None]).sum(), embeddings)
+    return (gradient * embeddings).float().norm(dim=-1).detach(), output
+
+
+def cls_attributions(maps: dict[str, torch.Tensor], cls_positions: torch.Tensor) -> torch.Tensor:
+    """The [CLS] row of each weighting's last-layer map, heads averaged: (B, W, T) from maps of
+    (B, L, H or 1, T, T) and each example's [CLS] position (B,)."""
+    last = torch.stack([weighted[:, -1].mean(1) for weighted in maps.values()], dim=1)  # (B, W, T, T)
+    rows = cls_positions[:, None, None, None].expand(-1, last.shape[1], 1, last.shape[-1])
+    return last.gather(2, rows).squeeze(2)
+
+
+def saliency_maps(
+    loss_model: LossModel,
+    batch: Batch,
+    weightings: tuple[str, ...],
+    grams: torch.Tensor | None,
+    parts: EncoderLayerParts | None,
+) -> SaliencyMaps:
+    """The predicted classes, saliencies and [CLS] attributions of one batch (module docstring)."""
+    model = loss_model.model
+    decomposed = bool(set(weightings) & set(LAYER_DECOMPOSITIONS))
+    with captured_layers(model, with_norms=decomposed) as captured:
+        saliency, output = gradient_x_input(model, batch.inputs)
+        states = captured.take()
+    with torch.no_grad():
+        attn = float32_maps(output.attentions).detach()
+        maps = weighted_maps(attn, weightings, batch.masks.valid, states, grams, parts).maps
+        attributions = cls_attributions(maps, batch.masks.cls.to(torch.int64).argmax(-1))
+    return SaliencyMaps(output.logits.argmax(-1).detach(), saliency, attributions)
+
+
+def spearman_rows(attributions: np.ndarray, saliency: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    """Spearman's rho of each (example, weighting) attribution row against the example's saliency over its
+    real tokens: (B, W) from (B, W, T), (B, T) and the real-token mask (B, T); NaN where either side is constant."""
+    ranks = rankdata(np.where(valid[:, None], attributions, np.nan), axis=-1, nan_policy="omit")
+    reference = rankdata(np.where(valid, saliency, np.nan), axis=-1, nan_policy="omit")[:, None]
+    ranks = ranks - np.nanmean(ranks, axis=-1, keepdims=True)
+    reference = reference - np.nanmean(reference, axis=-1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.nansum(ranks * reference, -1) / np.sqrt(np.nansum(ranks**2, -1) * np.nansum(reference**2, -1))
+
+
+@dataclass(frozen=True)
+class Faithfulness:
+    rows: pl.DataFrame  # ROW_SCHEMA: one row per (example, weighting)
+    n_examples: int
+    seconds: float
+
+
+def weighting_faithfulness(
+    loss_model: LossModel,
+    tokens: pl.DataFrame,
+    weightings: list[str] | tuple[str, ...],
+    batch_tokens: int | None = None,
+    progress: Callable[[int, int, float], None] | None = None,
+) -> Faithfulness:
+    """Per (example, weighting) the Spearman correlation of the [CLS] attribution and the saliency of a
+    single-label classifier's prediction (module docstring), over the examples of `tokens` (the warehouse
+    `tokens` table's columns). `batch_tokens` defaults to the backward budget of the model's device."""
+    if loss_model.loss_name != CLASSIFICATION:
+        raise ValueError(
+            f"weighting faithfulness explains a classifier's predicted class; this model's head is "
+            f"{loss_model.loss_name}. Use a checkpoint fine-tuned on a classification task (e.g. finetuned_sst2's)."
+        )
+    weightings = check_weightings(weightings)
+    model, n_heads = loss_model.model, loss_model.model.config.num_attention_heads
+    grams = output_grams(model, n_heads) if "norm" in weightings else None
+    parts = encoder_layer_parts(model, n_heads) if set(weightings) & set(LAYER_DECOMPOSITIONS) else None
+    budget = batch_tokens or loss_model.compute.batch_tokens(backward=True)
+    started, done, total = time.perf_counter(), 0, tokens["example_id"].n_unique()
+    frames = []
+    for batch in length_batches(tokens, loss_model.pad_token_id, budget, loss_model.takes_token_types):
+        batch = batch.to(loss_model.compute.device)
+        found = saliency_maps(loss_model, batch, weightings, grams, parts)
+        valid = batch.masks.valid.cpu().numpy()
+        rho = spearman_rows(found.attributions.cpu().numpy(), found.saliency.cpu().numpy(), valid)
+        n_batch = len(batch.example_ids)
+        frames.append(
+            pl.DataFrame(
+                {
+                    "example_id": np.repeat(batch.example_ids.cpu().numpy(), len(weightings)),
+                    "weighting": np.tile(np.asarray(weightings), n_batch),
+                    "spearman": rho.reshape(-1),
+                    "n_tokens": np.repeat(valid.sum(-1), len(weightings)),
+                    "predicted_label": np.repeat(found.predicted.cpu().numpy(), len(weightings)),
+                }
+            )
+            .cast(ROW_SCHEMA)
+            .with_columns(pl.col("spearman").fill_nan(None))
+        )
+        done += n_batch
+        if progress:
+            progress(done, total, time.perf_counter() - started)
+    rows = pl.concat(frames) if frames else pl.DataFrame(schema=ROW_SCHEMA)
+    return Faithfulness(rows, done, time.perf_counter() - started)

@@ -142,20 +142,24 @@ def _by_word_index(chunk: pl.DataFrame, columns: list[str], dtype: torch.dtype) 
 
 
 def head_grid(
-    batch_size: int, n_layers: int, n_heads: int, device: torch.device
+    batch_size: int, n_layers: int, n_heads: int, device: torch.device, first_layer: int = 1
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Broadcastable (B, L, H) index tensors: example row, 1-based layer, 1-based head."""
+    """Broadcastable (B, L, H) index tensors: example row, 1-based layer (the L layers from `first_layer`
+    on), 1-based head."""
     rows = torch.arange(batch_size, device=device)[:, None, None]
-    layers = torch.arange(1, n_layers + 1, dtype=torch.int16, device=device)[None, :, None]
+    layers = torch.arange(first_layer, first_layer + n_layers, dtype=torch.int16, device=device)[None, :, None]
     heads = torch.arange(1, n_heads + 1, dtype=torch.int16, device=device)[None, None, :]
     return rows, layers, heads
 
 
-def head_columns(values: dict[str, torch.Tensor], example_ids: torch.Tensor) -> dict[str, np.ndarray]:
-    """Flat (example, layer, head) rows from (B, L, H) tensors of per-head values."""
+def head_columns(
+    values: dict[str, torch.Tensor], example_ids: torch.Tensor, first_layer: int = 1
+) -> dict[str, np.ndarray]:
+    """Flat (example, layer, head) rows from (B, L, H) tensors of per-head values of the L layers from
+    `first_layer` on."""
     first = next(iter(values.values()))
     shape = first.shape
-    rows, layers, heads = head_grid(*shape, first.device)
+    rows, layers, heads = head_grid(*shape, first.device, first_layer)
     return flat(
         {
             "example_id": example_ids[rows].expand(shape),
@@ -166,15 +170,18 @@ def head_columns(values: dict[str, torch.Tensor], example_ids: torch.Tensor) -> 
     )
 
 
-def histogram_frame(maps: torch.Tensor, masks: TokenMasks, example_ids: torch.Tensor) -> pl.DataFrame:
-    """The relative-position histograms of (B, L, H, T, T) maps in the warehouse's dense grain
+def histogram_frame(
+    maps: torch.Tensor, masks: TokenMasks, example_ids: torch.Tensor, first_layer: int = 1
+) -> pl.DataFrame:
+    """The relative-position histograms of (B, L, H, T, T) maps of the L layers from `first_layer` on in
+    the warehouse's dense grain
     (sql/schema/position_histograms.sql): per scope and (example, layer, head) one row with
     1 + sqrt(mean weight) at every offset -m..m, m the largest offset a pair of the scope reaches
     in the example, and on the row of layer 1, head 1 the pair counts at those offsets (null on
     the others: they are the same for every head). Examples without a pair in the scope have no row."""
     batch_size, n_layers, n_heads, width = maps.shape[:4]
     distance = torch.arange(1 - width, width, device=maps.device).abs()
-    rows, layers, heads = head_grid(batch_size, n_layers, n_heads, maps.device)
+    rows, layers, heads = head_grid(batch_size, n_layers, n_heads, maps.device, first_layer)
     parts = []
     for scope, tokens in zip(SCOPES, (masks.valid, masks.content)):
         sums, counts = relative_position_histogram(maps, pair_mask(tokens, tokens))
@@ -199,6 +206,8 @@ def histogram_frame(maps: torch.Tensor, masks: TokenMasks, example_ids: torch.Te
         means = np.divide(weight_sums.astype(np.float64), repeated, out=np.zeros(len(repeated)), where=repeated > 0)
         lengths = columns.pop("length")
         first_head = (columns["layer"] == 1) & (columns["head"] == 1)
+        if first_layer > 1:
+            pair_counts = pair_counts[:0]  # maps without layer 1 have no row to put them on
         parts.append(
             pl.DataFrame(columns).with_columns(
                 scope=pl.lit(scope, dtype=SCOPE),

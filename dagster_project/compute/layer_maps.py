@@ -21,9 +21,7 @@ from dagster_project.compute.attention_layouts import attention_layout, unique_m
 
 
 @contextmanager
-def finished_layers(
-    model: PreTrainedModel, on_layer: Callable[[int, torch.Tensor], None]
-) -> Iterator[dict[str, bool]]:
+def finished_layers(model: PreTrainedModel, on_layer: Callable[[int, torch.Tensor], None]) -> Iterator[dict[str, bool]]:
     """While the block runs, every forward of `model` calls `on_layer(layer, probabilities)` as each layer
     finishes: layer 0-based in call order (ALBERT's shared layer once per use), probabilities (B, H, T, T)
     in the forward's dtype. Yields the keywords the forward must be called with (`output_attentions`)."""

@@ -40,6 +40,14 @@ def relation_hit_frame(
     word-level map (docs/methods.md §3 relation hits), in the warehouse's dense grain
     (sql/schema/relation_hits.sql): per (example, layer, head) one row whose target_words[i]
     is word i's target, null for a word without pieces; examples without a hit have no row."""
+    return dense_relation_hits(relation_hit_columns(attn, word_spans, example_ids, word_mode, first_layer))
+
+
+def relation_hit_columns(
+    attn: torch.Tensor, word_spans: torch.Tensor, example_ids: torch.Tensor, word_mode: str, first_layer: int = 1
+) -> dict[str, np.ndarray]:
+    """relation_hit_frame's targets on the maps' device, as flat columns on the host (dense_relation_hits
+    makes the frame of them)."""
     membership = word_piece_matrix(word_spans[..., 0], word_spans[..., 1], attn.shape[-1])
     real = membership.sum(-1) > 0
     best = most_attended_words(word_level_maps(attn, membership, word_mode), real)
@@ -60,7 +68,13 @@ def relation_hit_frame(
             "hit": hit[:, None, None].expand_as(best)[cells],
         }
     )
-    lengths = columns.pop("length")
+    return columns | {"word_mode": np.asarray(word_mode)}
+
+
+def dense_relation_hits(columns: dict[str, np.ndarray]) -> pl.DataFrame:
+    """The frame of relation_hit_columns' columns (relation_hit_frame)."""
+    columns = dict(columns)
+    lengths, word_mode = columns.pop("length"), str(columns.pop("word_mode"))
     targets = np.where(columns.pop("hit"), columns.pop("target_words"), -1).astype(np.int16)
     return pl.DataFrame(columns).with_columns(
         target_words=list_series(lengths, targets, null_value=-1), word_mode=pl.lit(word_mode)
@@ -288,12 +302,19 @@ def head_map_frame(attn: torch.Tensor, batch: Batch, keep: torch.Tensor, first_l
     and 5), in the dense grain of sql/schema/head_example_maps.sql: per (example, layer, head, real
     query token) one row whose `attention` lists the row's weights over the example's n real keys
     (position order); no row for padding. A batch without a kept example gives no rows."""
+    return dense_head_maps(head_map_columns(attn, batch, keep, first_layer))
+
+
+def head_map_columns(
+    attn: torch.Tensor, batch: Batch, keep: torch.Tensor, first_layer: int = 1
+) -> dict[str, np.ndarray]:
+    """head_map_frame's rows as flat columns on the host (dense_head_maps makes the frame of them)."""
     chosen = torch.isin(batch.example_ids, keep.to(batch.example_ids.device)).nonzero()[:, 0]
     maps, valid = attn[chosen], batch.masks.valid[chosen]  # (S, L, H, T, T), (S, T)
     queries = valid[:, None, None, :].expand(maps.shape[:4])
     example, layer, head, query = queries.nonzero(as_tuple=True)  # row-major, the order of maps[cells]
     cells = queries[..., None] & valid[:, None, None, None, :]
-    columns = flat(
+    return flat(
         {
             "example_id": batch.example_ids[chosen][example].to(torch.int32),
             "layer": (layer + first_layer).to(torch.int16),
@@ -303,5 +324,10 @@ def head_map_frame(attn: torch.Tensor, batch: Batch, keep: torch.Tensor, first_l
             "weights": maps[cells].to(torch.float32),
         }
     )
+
+
+def dense_head_maps(columns: dict[str, np.ndarray]) -> pl.DataFrame:
+    """The frame of head_map_columns' columns (head_map_frame)."""
+    columns = dict(columns)
     lengths, weights = columns.pop("length"), columns.pop("weights")
     return pl.DataFrame(columns).with_columns(attention=list_series(lengths, weights).cast(pl.List(pl.Float32)))

@@ -174,31 +174,48 @@ def histogram_frame(
     maps: torch.Tensor, masks: TokenMasks, example_ids: torch.Tensor, first_layer: int = 1
 ) -> pl.DataFrame:
     """The relative-position histograms of (B, L, H, T, T) maps of the L layers from `first_layer` on in
-    the warehouse's dense grain
-    (sql/schema/position_histograms.sql): per scope and (example, layer, head) one row with
-    1 + sqrt(mean weight) at every offset -m..m, m the largest offset a pair of the scope reaches
-    in the example, and on the row of layer 1, head 1 the pair counts at those offsets (null on
+    the warehouse's dense grain (sql/schema/position_histograms.sql): per scope and (example, layer, head)
+    one row with 1 + sqrt(mean weight) at every offset -m..m, m the largest offset a pair of the scope
+    reaches in the example, and on the row of layer 1, head 1 the pair counts at those offsets (null on
     the others: they are the same for every head). Examples without a pair in the scope have no row."""
+    return dense_histograms(histogram_columns(maps, masks, example_ids, first_layer))
+
+
+def histogram_columns(
+    maps: torch.Tensor, masks: TokenMasks, example_ids: torch.Tensor, first_layer: int = 1
+) -> dict[str, dict[str, np.ndarray]]:
+    """histogram_frame's sums on the maps' device, per scope as flat columns on the host (dense_histograms
+    makes the frame of them)."""
     batch_size, n_layers, n_heads, width = maps.shape[:4]
     distance = torch.arange(1 - width, width, device=maps.device).abs()
     rows, layers, heads = head_grid(batch_size, n_layers, n_heads, maps.device, first_layer)
-    parts = []
+    scopes = {}
     for scope, tokens in zip(SCOPES, (masks.valid, masks.content)):
         sums, counts = relative_position_histogram(maps, pair_mask(tokens, tokens))
         reach = torch.where(counts > 0, distance, -1).amax(-1)  # (B,): -1 when no pair is in scope
         offsets = distance <= reach[:, None]  # (B, 2T - 1): offsets -m..m of each example
         per_head = (reach >= 0)[:, None, None].expand(-1, n_layers, n_heads)
-        columns = flat(
+        # per example, not per head: on the rows of layer 1 alone
+        pair_counts = counts[offsets] if first_layer == 1 else counts[:0, 0]
+        scopes[scope] = flat(
             {
                 "example_id": example_ids[rows].expand_as(per_head)[per_head],
                 "layer": layers.expand_as(per_head)[per_head],
                 "head": heads.expand_as(per_head)[per_head],
                 "length": (2 * reach[:, None, None] + 1).expand_as(per_head)[per_head],
-                "pair_counts": counts[offsets].to(torch.int16),  # per example, not per head
+                "pair_counts": pair_counts.to(torch.int16),
                 "repeated_counts": counts[:, None, None].expand_as(sums)[offsets[:, None, None].expand_as(sums)],
                 "weight_sums": sums[offsets[:, None, None].expand_as(sums)],
             }
         )
+    return scopes
+
+
+def dense_histograms(scopes: dict[str, dict[str, np.ndarray]]) -> pl.DataFrame:
+    """The frame of histogram_columns' columns (histogram_frame)."""
+    parts = []
+    for scope, columns in scopes.items():
+        columns = dict(columns)
         pair_counts, repeated, weight_sums = (
             columns.pop(name) for name in ("pair_counts", "repeated_counts", "weight_sums")
         )
@@ -206,8 +223,6 @@ def histogram_frame(
         means = np.divide(weight_sums.astype(np.float64), repeated, out=np.zeros(len(repeated)), where=repeated > 0)
         lengths = columns.pop("length")
         first_head = (columns["layer"] == 1) & (columns["head"] == 1)
-        if first_layer > 1:
-            pair_counts = pair_counts[:0]  # maps without layer 1 have no row to put them on
         parts.append(
             pl.DataFrame(columns).with_columns(
                 scope=pl.lit(scope, dtype=SCOPE),

@@ -8,6 +8,7 @@ function in `attention_facts`, its schema file and a view.
 """
 
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -17,16 +18,18 @@ import torch
 
 from dagster_project.compute.attention_facts import (
     PatternCandidates,
+    dense_head_maps,
+    dense_relation_hits,
     feature_pair_columns,
     frame_link_columns,
-    head_map_frame,
+    head_map_columns,
     pattern_map_candidates,
     pick_pattern_examples,
     received_attention_columns,
-    relation_hit_frame,
+    relation_hit_columns,
     relation_hit_rows,
 )
-from dagster_project.compute.batching import Batch, frame, histogram_frame, histogram_rows
+from dagster_project.compute.batching import Batch, dense_histograms, frame, histogram_columns, histogram_rows
 from dagster_project.compute.checks import (
     CheckOutcome,
     example_maps_whole,
@@ -39,6 +42,7 @@ from dagster_project.compute.checks import (
     rows_sum_to_one,
 )
 from dagster_project.compute.clark.head_clustering import distance_rows, head_js_divergence
+from dagster_project.compute.host_frames import built_beside
 from dagster_project.compute.metrics import PATTERNS, PatternThresholds
 from dagster_project.compute.weightings import LAYER_MAP_HEAD, LAYER_WEIGHTINGS, value_norm_columns
 from dagster_project.corpora import CorpusSpec
@@ -102,16 +106,19 @@ class BatchRows:
 
 @dataclass
 class BatchFrames:
-    """A kind whose rows are a frame per batch (the kinds stored in a dense grain, with list columns)."""
+    """A kind whose rows are a frame per batch and layer (the kinds stored in a dense grain, with list
+    columns): `columns` takes the statistics on the device and brings them to the host as flat columns,
+    `frame` makes the frame of those on the host frame worker (compute.host_frames) while the pass goes on."""
 
-    rows: Callable[[torch.Tensor, Batch, int], pl.DataFrame]
-    parts: list[pl.DataFrame] = field(default_factory=list)
+    columns: Callable[[torch.Tensor, Batch, int], object]
+    frame: Callable[[object], pl.DataFrame]
+    parts: list[Future[pl.DataFrame]] = field(default_factory=list)
 
     def add(self, attn: torch.Tensor, batch: Batch, summaries: dict[str, np.ndarray], first_layer: int) -> None:
-        self.parts.append(self.rows(attn, batch, first_layer))
+        self.parts.append(built_beside(self.frame, self.columns(attn, batch, first_layer)))
 
     def finish(self) -> pl.DataFrame:
-        return pl.concat(self.parts) if self.parts else pl.DataFrame()
+        return pl.concat([part.result() for part in self.parts]) if self.parts else pl.DataFrame()
 
 
 @dataclass
@@ -250,9 +257,10 @@ def figure_5_examples(dependencies: pl.DataFrame | None, mentions: pl.DataFrame 
 def _head_maps(inputs: PassInputs) -> BatchFrames:
     keep = torch.tensor(inputs.map_examples, dtype=torch.int64)
     return BatchFrames(
-        lambda attn, batch, first_layer: head_map_frame(attn, batch, keep, first_layer).with_columns(
+        lambda attn, batch, first_layer: head_map_columns(attn, batch, keep, first_layer),
+        lambda columns: dense_head_maps(columns).with_columns(
             kept_examples=pl.lit(len(inputs.map_examples), dtype=pl.Int16)
-        )
+        ),
     )
 
 
@@ -297,7 +305,8 @@ FACT_KINDS: dict[str, FactKind] = {
             "position_histograms",
             "Per (example, layer, head, scope): attention mass and pair count per relative offset (Clark §3, Pascual).",
             lambda inputs: BatchFrames(
-                lambda attn, batch, first_layer: histogram_frame(attn, batch.masks, batch.example_ids, first_layer)
+                lambda attn, batch, first_layer: histogram_columns(attn, batch.masks, batch.example_ids, first_layer),
+                dense_histograms,
             ),
             weighted=True,
             checks=(
@@ -318,9 +327,10 @@ FACT_KINDS: dict[str, FactKind] = {
             "Per (example, word, layer, head): the most-attended other word of the word-level map, joined to "
             "gold relations in SQL (Clark §4).",
             lambda inputs: BatchFrames(
-                lambda attn, batch, first_layer: relation_hit_frame(
+                lambda attn, batch, first_layer: relation_hit_columns(
                     attn, batch.word_spans, batch.example_ids, inputs.word_mode, first_layer
-                )
+                ),
+                dense_relation_hits,
             ),
             needs=frozenset({WORDS}),
             weighted=True,

@@ -82,7 +82,8 @@ class PassInputs:
 class Collector(Protocol):
     """Rows of one kind, gathered batch by batch over a pass, and within a batch layer by layer in layer
     order: `attn` (B, L, H, T, T) holds the L layers from `first_layer` (1-based) on, and `summaries` their
-    head summaries (a kind that spans layers, FactKind.spans_layers, is given every layer at once)."""
+    head summaries (a kind that spans layers, FactKind.spans_layers, is given every layer at once, without
+    summaries)."""
 
     def add(self, attn: torch.Tensor, batch: Batch, summaries: dict[str, np.ndarray], first_layer: int) -> None: ...
 

@@ -1,5 +1,6 @@
 """The per-batch computations of the attention pass, one per fact kind (docs/methods.md §3): each
-takes a batch's (B, L, H, T, T) attention maps and returns that kind's rows as flat columns.
+takes a batch's (B, L, H, T, T) attention maps, those of the L layers from `first_layer` (1-based) on,
+and returns that kind's rows as flat columns; the pass gives them one layer at a time.
 The registry in `fact_kinds` says which corpus gets which; `attention_pass` runs them."""
 
 import numpy as np
@@ -33,12 +34,20 @@ FRAME_LINK_COLUMNS = ("target_start", "target_end", "element_start", "element_en
 
 
 def relation_hit_frame(
-    attn: torch.Tensor, word_spans: torch.Tensor, example_ids: torch.Tensor, word_mode: str
+    attn: torch.Tensor, word_spans: torch.Tensor, example_ids: torch.Tensor, word_mode: str, first_layer: int = 1
 ) -> pl.DataFrame:
     """Per (example, word with pieces, layer, head) the most-attended other word of the
     word-level map (docs/methods.md §3 relation hits), in the warehouse's dense grain
     (sql/schema/relation_hits.sql): per (example, layer, head) one row whose target_words[i]
     is word i's target, null for a word without pieces; examples without a hit have no row."""
+    return dense_relation_hits(relation_hit_columns(attn, word_spans, example_ids, word_mode, first_layer))
+
+
+def relation_hit_columns(
+    attn: torch.Tensor, word_spans: torch.Tensor, example_ids: torch.Tensor, word_mode: str, first_layer: int = 1
+) -> dict[str, np.ndarray]:
+    """relation_hit_frame's targets on the maps' device, as flat columns on the host (dense_relation_hits
+    makes the frame of them)."""
     membership = word_piece_matrix(word_spans[..., 0], word_spans[..., 1], attn.shape[-1])
     real = membership.sum(-1) > 0
     best = most_attended_words(word_level_maps(attn, membership, word_mode), real)
@@ -46,7 +55,8 @@ def relation_hit_frame(
     words = torch.arange(1, hit.shape[1] + 1, device=hit.device)
     length = torch.where(hit, words, 0).amax(-1)  # (B,): up to its last word with a hit
     cells = (words <= length[:, None])[:, None, None].expand_as(best)
-    rows, layers, heads = (index.expand(best.shape[:3]) for index in head_grid(*best.shape[:3], best.device))
+    grid = head_grid(*best.shape[:3], best.device, first_layer)
+    rows, layers, heads = (index.expand(best.shape[:3]) for index in grid)
     per_head = (length > 0)[:, None, None].expand_as(rows)
     columns = flat(
         {
@@ -58,7 +68,13 @@ def relation_hit_frame(
             "hit": hit[:, None, None].expand_as(best)[cells],
         }
     )
-    lengths = columns.pop("length")
+    return columns | {"word_mode": np.asarray(word_mode)}
+
+
+def dense_relation_hits(columns: dict[str, np.ndarray]) -> pl.DataFrame:
+    """The frame of relation_hit_columns' columns (relation_hit_frame)."""
+    columns = dict(columns)
+    lengths, word_mode = columns.pop("length"), str(columns.pop("word_mode"))
     targets = np.where(columns.pop("hit"), columns.pop("target_words"), -1).astype(np.int16)
     return pl.DataFrame(columns).with_columns(
         target_words=list_series(lengths, targets, null_value=-1), word_mode=pl.lit(word_mode)
@@ -78,7 +94,7 @@ def relation_hit_rows(hits: pl.DataFrame) -> pl.DataFrame:
 
 
 def summary_columns(
-    attn: torch.Tensor, batch: Batch, thresholds: PatternThresholds = PatternThresholds()
+    attn: torch.Tensor, batch: Batch, thresholds: PatternThresholds = PatternThresholds(), first_layer: int = 1
 ) -> dict[str, np.ndarray]:
     """Head summaries of one batch (with the Kovaleva pattern class, an index into PATTERNS,
     by the rules of `pattern_classes`), as flat columns."""
@@ -86,10 +102,10 @@ def summary_columns(
     n_tokens = masks.valid.sum(-1).to(torch.int16)[:, None, None].expand(attn.shape[:3])
     values = head_summaries(attn, masks)
     pattern = pattern_classes(values, segment_block_mass(attn, masks), masks, thresholds).to(torch.int8)
-    return head_columns({"n_tokens": n_tokens, **values, "pattern": pattern}, batch.example_ids)
+    return head_columns({"n_tokens": n_tokens, **values, "pattern": pattern}, batch.example_ids, first_layer)
 
 
-def received_attention_columns(attn: torch.Tensor, batch: Batch) -> dict[str, np.ndarray]:
+def received_attention_columns(attn: torch.Tensor, batch: Batch, first_layer: int = 1) -> dict[str, np.ndarray]:
     """Per (example, real token, layer, head) received attention and the [CLS] row's weight."""
     received, from_cls = received_attention(attn, batch.masks)
     b, layer, head, position = batch.masks.valid[:, None, None, :].expand_as(received).nonzero(as_tuple=True)
@@ -97,7 +113,7 @@ def received_attention_columns(attn: torch.Tensor, batch: Batch) -> dict[str, np
         {
             "example_id": batch.example_ids[b],
             "position": position.to(torch.int16),
-            "layer": (layer + 1).to(torch.int16),
+            "layer": (layer + first_layer).to(torch.int16),
             "head": (head + 1).to(torch.int16),
             "received": received[b, layer, head, position],
             "from_cls": from_cls[b, layer, head, position],
@@ -146,7 +162,9 @@ def feature_pair_links(words: pl.DataFrame, mentions: pl.DataFrame | None = None
     )
 
 
-def feature_pair_columns(attn: torch.Tensor, batch: Batch, links: pl.DataFrame) -> list[dict[str, np.ndarray]]:
+def feature_pair_columns(
+    attn: torch.Tensor, batch: Batch, links: pl.DataFrame, first_layer: int = 1
+) -> list[dict[str, np.ndarray]]:
     """Per FEATURE_PAIRS pair and (example with such pairs, layer, head): mean word-level
     attention (`mean` mode) from the first word to the second over the example's linked pairs
     (`feature_pair_links`) whose words both have pieces, and the number of pairs."""
@@ -170,7 +188,7 @@ def feature_pair_columns(attn: torch.Tensor, batch: Batch, links: pl.DataFrame) 
         columns = flat(
             {
                 "example_id": batch.example_ids[b],
-                "layer": (layer + 1).to(torch.int16),
+                "layer": (layer + first_layer).to(torch.int16),
                 "head": (head + 1).to(torch.int16),
                 "attention": means[b, layer, head],
                 "pairs": counts[b].to(torch.int32),
@@ -180,7 +198,9 @@ def feature_pair_columns(attn: torch.Tensor, batch: Batch, links: pl.DataFrame) 
     return parts
 
 
-def frame_link_columns(attn: torch.Tensor, batch: Batch, links: pl.DataFrame) -> dict[str, np.ndarray] | None:
+def frame_link_columns(
+    attn: torch.Tensor, batch: Batch, links: pl.DataFrame, first_layer: int = 1
+) -> dict[str, np.ndarray] | None:
     """Per (frame link of the batch's examples, layer, head) the largest attention between
     the pieces of the lexical unit and those of the frame element, both directions.
 
@@ -209,40 +229,66 @@ def frame_link_columns(attn: torch.Tensor, batch: Batch, links: pl.DataFrame) ->
         {
             "example_id": batch.example_ids[row[k]],
             **{name: value[k, 0].to(torch.int32) for name, value in bounds.items()},
-            "layer": (layer + 1).to(torch.int16),
+            "layer": (layer + first_layer).to(torch.int16),
             "head": (head + 1).to(torch.int16),
             "max_attention": best[k, layer, head],
         }
     )
 
 
-def pick_pattern_examples(
-    attn: torch.Tensor, batch: Batch, patterns: torch.Tensor, picked: dict[str, list[pl.DataFrame]], per_pattern: int
+# per Kovaleva pattern class, per batch row: the (layer, head) and cropped map of the row's first head of
+# that class, in (layer, head) order
+PatternCandidates = dict[str, dict[int, tuple[int, int, torch.Tensor]]]
+
+
+def pattern_map_candidates(
+    attn: torch.Tensor,
+    batch: Batch,
+    patterns: torch.Tensor,
+    first_layer: int,
+    candidates: PatternCandidates,
+    wanted: dict[str, int],
 ) -> None:
-    """Add to `picked` (pattern -> cropped maps) up to `per_pattern` maps per class, each
-    from a different example: the first head of that class of the batch's first examples
-    that have one (batches come shortest first, so the maps stay small)."""
+    """Add to `candidates` each example's first head of each pattern class (`patterns`: (B, L, H) indexes
+    into PATTERNS) among the L layers of `attn` from `first_layer` on, given in layer order: an example
+    keeps the map of the first layer where it has the class. Of a class only the first `wanted[pattern]`
+    examples with a map (batch order) are kept: an example after them can never be picked."""
     n_tokens = batch.masks.valid.sum(-1)
     for index, pattern in enumerate(PATTERNS):
-        chosen = picked.setdefault(pattern, [])
-        taken = {int(part["example_id"][0]) for part in chosen}
+        found, want = candidates.setdefault(pattern, {}), wanted[pattern]
+        if want == 0:
+            continue
         is_class = patterns == index
-        for b in is_class.any((1, 2)).nonzero()[:, 0].tolist():
-            if len(chosen) >= per_pattern:
+        for row in is_class.any((1, 2)).nonzero()[:, 0].tolist():
+            if sum(earlier < row for earlier in found) >= want:
                 break
-            if int(batch.example_ids[b]) in taken:
-                continue
-            layer, head = is_class[b].nonzero()[0].tolist()
-            n = int(n_tokens[b])
-            cells = attn[b, layer, head, :n, :n]
+            if row not in found:
+                layer, head = is_class[row].nonzero()[0].tolist()
+                n = int(n_tokens[row])
+                found[row] = (layer + first_layer, head + 1, attn[row, layer, head, :n, :n].clone())
+        for row in sorted(found)[want:]:
+            del found[row]
+
+
+def pick_pattern_examples(
+    candidates: PatternCandidates, example_ids: torch.Tensor, picked: dict[str, list[pl.DataFrame]], per_pattern: int
+) -> None:
+    """Add to `picked` (pattern -> cropped maps) up to `per_pattern` maps per class, each from a different
+    example: the batch's first examples that have the class (`pattern_map_candidates` over every layer;
+    batches come shortest first, so the maps stay small)."""
+    for pattern, found in candidates.items():
+        chosen = picked.setdefault(pattern, [])
+        for row in sorted(found)[: per_pattern - len(chosen)]:
+            layer, head, cells = found[row]
+            n = cells.shape[0]
             query, key = np.meshgrid(np.arange(n, dtype=np.int16), np.arange(n, dtype=np.int16), indexing="ij")
             chosen.append(
                 pl.DataFrame(
                     {
-                        "example_id": np.full(n * n, int(batch.example_ids[b]), dtype=np.int32),
+                        "example_id": np.full(n * n, int(example_ids[row]), dtype=np.int32),
                         "pattern": pattern,
-                        "layer": np.full(n * n, layer + 1, dtype=np.int16),
-                        "head": np.full(n * n, head + 1, dtype=np.int16),
+                        "layer": np.full(n * n, layer, dtype=np.int16),
+                        "head": np.full(n * n, head, dtype=np.int16),
                         "query": query.reshape(-1),
                         "key": key.reshape(-1),
                         "attention": cells.reshape(-1).cpu().numpy(),
@@ -251,25 +297,37 @@ def pick_pattern_examples(
             )
 
 
-def head_map_frame(attn: torch.Tensor, batch: Batch, keep: torch.Tensor) -> pl.DataFrame:
+def head_map_frame(attn: torch.Tensor, batch: Batch, keep: torch.Tensor, first_layer: int = 1) -> pl.DataFrame:
     """The whole maps of every head for the batch's examples whose ids are in `keep` (Clark Figs. 1
     and 5), in the dense grain of sql/schema/head_example_maps.sql: per (example, layer, head, real
     query token) one row whose `attention` lists the row's weights over the example's n real keys
     (position order); no row for padding. A batch without a kept example gives no rows."""
+    return dense_head_maps(head_map_columns(attn, batch, keep, first_layer))
+
+
+def head_map_columns(
+    attn: torch.Tensor, batch: Batch, keep: torch.Tensor, first_layer: int = 1
+) -> dict[str, np.ndarray]:
+    """head_map_frame's rows as flat columns on the host (dense_head_maps makes the frame of them)."""
     chosen = torch.isin(batch.example_ids, keep.to(batch.example_ids.device)).nonzero()[:, 0]
     maps, valid = attn[chosen], batch.masks.valid[chosen]  # (S, L, H, T, T), (S, T)
     queries = valid[:, None, None, :].expand(maps.shape[:4])
     example, layer, head, query = queries.nonzero(as_tuple=True)  # row-major, the order of maps[cells]
     cells = queries[..., None] & valid[:, None, None, None, :]
-    columns = flat(
+    return flat(
         {
             "example_id": batch.example_ids[chosen][example].to(torch.int32),
-            "layer": (layer + 1).to(torch.int16),
+            "layer": (layer + first_layer).to(torch.int16),
             "head": (head + 1).to(torch.int16),
             "query": query.to(torch.int16),
             "length": valid.sum(-1)[example],
             "weights": maps[cells].to(torch.float32),
         }
     )
+
+
+def dense_head_maps(columns: dict[str, np.ndarray]) -> pl.DataFrame:
+    """The frame of head_map_columns' columns (head_map_frame)."""
+    columns = dict(columns)
     lengths, weights = columns.pop("length"), columns.pop("weights")
     return pl.DataFrame(columns).with_columns(attention=list_series(lengths, weights).cast(pl.List(pl.Float32)))

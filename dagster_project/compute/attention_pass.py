@@ -1,23 +1,25 @@
 """One forward pass per (model, corpus) -> every fact kind the corpus gets (docs/methods.md §3).
 
-The statistics run on the whole batch x layer x head block at once; each kind's collector
-(compute.fact_kinds) takes the batch's attention maps and its head summaries. They run on the
-encoder's device, in float32 whatever the forward dtype, and their rows come back to the CPU.
-The same forward feeds the other weightings (compute/weightings.py, docs/methods.md §3.9): the
-weighted kinds also run on their maps, with head summaries of their own.
+The statistics are taken as the forward finishes each layer (compute.layer_maps), on that layer's
+batch x head block at once, so a pass holds one layer's maps at a time; each kind's collector
+(compute.fact_kinds) takes the layer's maps and their head summaries. Only a kind that spans layers
+(head distances) has the batch's maps of every layer kept for it. They run on the encoder's device, in
+float32 whatever the forward dtype, and their rows come back to the CPU. The same forward feeds the
+other weightings (compute/weightings.py, docs/methods.md §3.9), layer by layer too: the weighted kinds
+also run on their maps, with head summaries of their own.
 """
 
 import logging
 import time
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import polars as pl
 import torch
 
 from dagster_project.compute.attention_facts import summary_columns
-from dagster_project.compute.batching import length_batches
+from dagster_project.compute.batching import Batch, length_batches
 from dagster_project.compute.checks import CheckOutcome
 from dagster_project.compute.devices import float32_maps
 from dagster_project.compute.fact_kinds import (
@@ -31,16 +33,19 @@ from dagster_project.compute.fact_kinds import (
     attention_rows,
     kind_checks,
 )
+from dagster_project.compute.layer_maps import finished_layers
 from dagster_project.compute.metrics import PatternThresholds
 from dagster_project.compute.models import LoadedEncoder
 from dagster_project.compute.pass_timings import PassTimings, phase, timing
 from dagster_project.compute.weightings import (
     LAYER_DECOMPOSITIONS,
+    EncoderLayerParts,
+    LayerCapture,
+    LayerWeightings,
     captured_layers,
     check_weightings,
     encoder_layer_parts,
     output_grams,
-    weighted_maps,
 )
 
 LOG = logging.getLogger(__name__)
@@ -150,6 +155,52 @@ def _smaller_budget(encoder: LoadedEncoder, tokens: pl.DataFrame, budget: int, e
     return budget // 2
 
 
+@dataclass
+class _LayerStatistics:
+    """Every kind's statistics of a pass's batches, taken as the forward finishes each layer (one layer's
+    maps at a time; a kind that spans layers gets the batch's maps of every layer once its forward is done)."""
+
+    collectors: dict[tuple[str, str], Collector]  # (weighting, table) -> collector
+    reads_norms: set[str]
+    spans_layers: set[str]
+    inputs: PassInputs
+    weightings: tuple[str, ...]
+    grams: torch.Tensor | None
+    parts: EncoderLayerParts | None
+    captured: LayerCapture | None
+    batch: Batch | None = None
+    stepper: LayerWeightings | None = None
+    kept: list[torch.Tensor] = field(default_factory=list)  # the batch's maps so far, for the kinds spanning layers
+
+    def start(self, batch: Batch) -> None:
+        self.batch = batch
+        self.stepper = LayerWeightings(self.weightings, batch.masks.valid, self.grams, self.parts)
+
+    def layer(self, index: int, probabilities: torch.Tensor) -> None:
+        """Layer `index`'s (B, H, T, T) probabilities, as the forward finishes the layer."""
+        batch, first_layer = self.batch, index + 1
+        with phase("statistics"):
+            attn = float32_maps((probabilities,))
+            weighted = self.stepper.layer(index, attn, self.captured.take() if self.captured else None)
+            for weighting, maps in weighted.maps.items():
+                summaries = summary_columns(maps, batch, self.inputs.thresholds, first_layer)
+                for (collector_weighting, table), collector in self.collectors.items():
+                    if collector_weighting == weighting and table not in self.reads_norms | self.spans_layers:
+                        collector.add(maps, batch, summaries, first_layer)
+            for table in self.reads_norms:
+                self.collectors["attention", table].add(weighted.norms, batch, {}, first_layer)
+            if self.spans_layers:
+                self.kept.append(attn)
+
+    def finish_batch(self) -> None:
+        if self.spans_layers:
+            with phase("statistics"):
+                attn = torch.cat(self.kept, dim=1)
+                self.kept.clear()
+                for table in self.spans_layers:
+                    self.collectors["attention", table].add(attn, self.batch, {}, 1)
+
+
 def _pass(
     encoder: LoadedEncoder,
     tokens: pl.DataFrame,
@@ -167,7 +218,6 @@ def _pass(
         for weighting in weightings if kind.weighted else ("attention",):
             collector = kind.start(inputs)
             collectors[weighting, kind.table] = WeightedRows(collector, weighting) if kind.weighted else collector
-    reads_norms = {kind.table for kind in kinds if kind.reads_norms}
     grams = output_grams(encoder.model, encoder.spec.n_heads) if "norm" in weightings else None
     decomposed = bool(set(weightings) & set(LAYER_DECOMPOSITIONS))
     parts = encoder_layer_parts(encoder.model, encoder.spec.n_heads) if decomposed else None
@@ -183,24 +233,26 @@ def _pass(
     captures = "norm" in weightings or decomposed
     states = captured_layers(encoder.model, with_norms=decomposed) if captures else nullcontext(None)
     with torch.inference_mode(), timing(timings), states as captured:
-        for batch in batches:
-            with phase("forward"):
-                batch = batch.to(encoder.compute.device)
-                attn = float32_maps(encoder.model(**batch.inputs, output_attentions=True).attentions)
-            with phase("statistics"):
-                weighted = weighted_maps(
-                    attn, weightings, batch.masks.valid, captured.take() if captured else None, grams, parts
-                )
-                for weighting, maps in weighted.maps.items():
-                    summaries = summary_columns(maps, batch, inputs.thresholds)
-                    for (collector_weighting, table), collector in collectors.items():
-                        if collector_weighting == weighting and table not in reads_norms:
-                            collector.add(maps, batch, summaries)
-                for table in reads_norms:
-                    collectors["attention", table].add(weighted.norms, batch, {})
-            done += len(batch.example_ids)
-            if progress:
-                progress(done, inputs.n_examples, time.perf_counter() - started)
+        statistics = _LayerStatistics(
+            collectors,
+            {kind.table for kind in kinds if kind.reads_norms},
+            {kind.table for kind in kinds if kind.spans_layers},
+            inputs,
+            weightings,
+            grams,
+            parts,
+            captured,
+        )
+        with finished_layers(encoder.model, statistics.layer) as forward_options:
+            for batch in batches:
+                with phase("forward"):
+                    batch = batch.to(encoder.compute.device)
+                    statistics.start(batch)
+                    encoder.model(**batch.inputs, **forward_options)
+                statistics.finish_batch()
+                done += len(batch.example_ids)
+                if progress:
+                    progress(done, inputs.n_examples, time.perf_counter() - started)
         with phase("frames"):
             tables = _tables(collectors)
     return AttentionFacts(tables, done, time.perf_counter() - started)

@@ -142,20 +142,24 @@ def _by_word_index(chunk: pl.DataFrame, columns: list[str], dtype: torch.dtype) 
 
 
 def head_grid(
-    batch_size: int, n_layers: int, n_heads: int, device: torch.device
+    batch_size: int, n_layers: int, n_heads: int, device: torch.device, first_layer: int = 1
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Broadcastable (B, L, H) index tensors: example row, 1-based layer, 1-based head."""
+    """Broadcastable (B, L, H) index tensors: example row, 1-based layer (the L layers from `first_layer`
+    on), 1-based head."""
     rows = torch.arange(batch_size, device=device)[:, None, None]
-    layers = torch.arange(1, n_layers + 1, dtype=torch.int16, device=device)[None, :, None]
+    layers = torch.arange(first_layer, first_layer + n_layers, dtype=torch.int16, device=device)[None, :, None]
     heads = torch.arange(1, n_heads + 1, dtype=torch.int16, device=device)[None, None, :]
     return rows, layers, heads
 
 
-def head_columns(values: dict[str, torch.Tensor], example_ids: torch.Tensor) -> dict[str, np.ndarray]:
-    """Flat (example, layer, head) rows from (B, L, H) tensors of per-head values."""
+def head_columns(
+    values: dict[str, torch.Tensor], example_ids: torch.Tensor, first_layer: int = 1
+) -> dict[str, np.ndarray]:
+    """Flat (example, layer, head) rows from (B, L, H) tensors of per-head values of the L layers from
+    `first_layer` on."""
     first = next(iter(values.values()))
     shape = first.shape
-    rows, layers, heads = head_grid(*shape, first.device)
+    rows, layers, heads = head_grid(*shape, first.device, first_layer)
     return flat(
         {
             "example_id": example_ids[rows].expand(shape),
@@ -166,32 +170,52 @@ def head_columns(values: dict[str, torch.Tensor], example_ids: torch.Tensor) -> 
     )
 
 
-def histogram_frame(maps: torch.Tensor, masks: TokenMasks, example_ids: torch.Tensor) -> pl.DataFrame:
-    """The relative-position histograms of (B, L, H, T, T) maps in the warehouse's dense grain
-    (sql/schema/position_histograms.sql): per scope and (example, layer, head) one row with
-    1 + sqrt(mean weight) at every offset -m..m, m the largest offset a pair of the scope reaches
-    in the example, and on the row of layer 1, head 1 the pair counts at those offsets (null on
+def histogram_frame(
+    maps: torch.Tensor, masks: TokenMasks, example_ids: torch.Tensor, first_layer: int = 1
+) -> pl.DataFrame:
+    """The relative-position histograms of (B, L, H, T, T) maps of the L layers from `first_layer` on in
+    the warehouse's dense grain (sql/schema/position_histograms.sql): per scope and (example, layer, head)
+    one row with 1 + sqrt(mean weight) at every offset -m..m, m the largest offset a pair of the scope
+    reaches in the example, and on the row of layer 1, head 1 the pair counts at those offsets (null on
     the others: they are the same for every head). Examples without a pair in the scope have no row."""
+    return dense_histograms(histogram_columns(maps, masks, example_ids, first_layer))
+
+
+def histogram_columns(
+    maps: torch.Tensor, masks: TokenMasks, example_ids: torch.Tensor, first_layer: int = 1
+) -> dict[str, dict[str, np.ndarray]]:
+    """histogram_frame's sums on the maps' device, per scope as flat columns on the host (dense_histograms
+    makes the frame of them)."""
     batch_size, n_layers, n_heads, width = maps.shape[:4]
     distance = torch.arange(1 - width, width, device=maps.device).abs()
-    rows, layers, heads = head_grid(batch_size, n_layers, n_heads, maps.device)
-    parts = []
+    rows, layers, heads = head_grid(batch_size, n_layers, n_heads, maps.device, first_layer)
+    scopes = {}
     for scope, tokens in zip(SCOPES, (masks.valid, masks.content)):
         sums, counts = relative_position_histogram(maps, pair_mask(tokens, tokens))
         reach = torch.where(counts > 0, distance, -1).amax(-1)  # (B,): -1 when no pair is in scope
         offsets = distance <= reach[:, None]  # (B, 2T - 1): offsets -m..m of each example
         per_head = (reach >= 0)[:, None, None].expand(-1, n_layers, n_heads)
-        columns = flat(
+        # per example, not per head: on the rows of layer 1 alone
+        pair_counts = counts[offsets] if first_layer == 1 else counts[:0, 0]
+        scopes[scope] = flat(
             {
                 "example_id": example_ids[rows].expand_as(per_head)[per_head],
                 "layer": layers.expand_as(per_head)[per_head],
                 "head": heads.expand_as(per_head)[per_head],
                 "length": (2 * reach[:, None, None] + 1).expand_as(per_head)[per_head],
-                "pair_counts": counts[offsets].to(torch.int16),  # per example, not per head
+                "pair_counts": pair_counts.to(torch.int16),
                 "repeated_counts": counts[:, None, None].expand_as(sums)[offsets[:, None, None].expand_as(sums)],
                 "weight_sums": sums[offsets[:, None, None].expand_as(sums)],
             }
         )
+    return scopes
+
+
+def dense_histograms(scopes: dict[str, dict[str, np.ndarray]]) -> pl.DataFrame:
+    """The frame of histogram_columns' columns (histogram_frame)."""
+    parts = []
+    for scope, columns in scopes.items():
+        columns = dict(columns)
         pair_counts, repeated, weight_sums = (
             columns.pop(name) for name in ("pair_counts", "repeated_counts", "weight_sums")
         )

@@ -8,6 +8,7 @@ function in `attention_facts`, its schema file and a view.
 """
 
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -16,15 +17,19 @@ import polars as pl
 import torch
 
 from dagster_project.compute.attention_facts import (
+    PatternCandidates,
+    dense_head_maps,
+    dense_relation_hits,
     feature_pair_columns,
     frame_link_columns,
-    head_map_frame,
+    head_map_columns,
+    pattern_map_candidates,
     pick_pattern_examples,
     received_attention_columns,
-    relation_hit_frame,
+    relation_hit_columns,
     relation_hit_rows,
 )
-from dagster_project.compute.batching import Batch, frame, histogram_frame, histogram_rows
+from dagster_project.compute.batching import Batch, dense_histograms, frame, histogram_columns, histogram_rows
 from dagster_project.compute.checks import (
     CheckOutcome,
     example_maps_whole,
@@ -37,6 +42,7 @@ from dagster_project.compute.checks import (
     rows_sum_to_one,
 )
 from dagster_project.compute.clark.head_clustering import distance_rows, head_js_divergence
+from dagster_project.compute.host_frames import built_beside
 from dagster_project.compute.metrics import PATTERNS, PatternThresholds
 from dagster_project.compute.weightings import LAYER_MAP_HEAD, LAYER_WEIGHTINGS, value_norm_columns
 from dagster_project.corpora import CorpusSpec
@@ -74,9 +80,12 @@ class PassInputs:
 
 
 class Collector(Protocol):
-    """Rows of one kind, gathered batch by batch over a pass."""
+    """Rows of one kind, gathered batch by batch over a pass, and within a batch layer by layer in layer
+    order: `attn` (B, L, H, T, T) holds the L layers from `first_layer` (1-based) on, and `summaries` their
+    head summaries (a kind that spans layers, FactKind.spans_layers, is given every layer at once, without
+    summaries)."""
 
-    def add(self, attn: torch.Tensor, batch: Batch, summaries: dict[str, np.ndarray]) -> None: ...
+    def add(self, attn: torch.Tensor, batch: Batch, summaries: dict[str, np.ndarray], first_layer: int) -> None: ...
 
     def finish(self) -> pl.DataFrame: ...
 
@@ -85,12 +94,12 @@ class Collector(Protocol):
 class BatchRows:
     """A kind whose rows are a function of each batch alone."""
 
-    rows: Callable[[torch.Tensor, Batch, dict[str, np.ndarray]], list[dict[str, np.ndarray]]]
+    rows: Callable[[torch.Tensor, Batch, dict[str, np.ndarray], int], list[dict[str, np.ndarray]]]
     label: Callable[[pl.DataFrame], pl.DataFrame] = lambda rows: rows  # columns added once, at the end
     parts: list[dict[str, np.ndarray]] = field(default_factory=list)
 
-    def add(self, attn: torch.Tensor, batch: Batch, summaries: dict[str, np.ndarray]) -> None:
-        self.parts.extend(self.rows(attn, batch, summaries))
+    def add(self, attn: torch.Tensor, batch: Batch, summaries: dict[str, np.ndarray], first_layer: int) -> None:
+        self.parts.extend(self.rows(attn, batch, summaries, first_layer))
 
     def finish(self) -> pl.DataFrame:
         return self.label(frame(self.parts)) if self.parts else pl.DataFrame()
@@ -98,28 +107,32 @@ class BatchRows:
 
 @dataclass
 class BatchFrames:
-    """A kind whose rows are a frame per batch (the kinds stored in a dense grain, with list columns)."""
+    """A kind whose rows are a frame per batch and layer (the kinds stored in a dense grain, with list
+    columns): `columns` takes the statistics on the device and brings them to the host as flat columns,
+    `frame` makes the frame of those on the host frame worker (compute.host_frames) while the pass goes on."""
 
-    rows: Callable[[torch.Tensor, Batch], pl.DataFrame]
-    parts: list[pl.DataFrame] = field(default_factory=list)
+    columns: Callable[[torch.Tensor, Batch, int], object]
+    frame: Callable[[object], pl.DataFrame]
+    parts: list[Future[pl.DataFrame]] = field(default_factory=list)
 
-    def add(self, attn: torch.Tensor, batch: Batch, summaries: dict[str, np.ndarray]) -> None:
-        self.parts.append(self.rows(attn, batch))
+    def add(self, attn: torch.Tensor, batch: Batch, summaries: dict[str, np.ndarray], first_layer: int) -> None:
+        self.parts.append(built_beside(self.frame, self.columns(attn, batch, first_layer)))
 
     def finish(self) -> pl.DataFrame:
-        return pl.concat(self.parts) if self.parts else pl.DataFrame()
+        return pl.concat([part.result() for part in self.parts]) if self.parts else pl.DataFrame()
 
 
 @dataclass
 class HeadDistances:
-    """Jensen-Shannon divergence of every pair of heads, summed over the corpus's query tokens.
-    The sums stay on the pass's device until the end: no copy, no wait per batch."""
+    """Jensen-Shannon divergence of every pair of heads, summed over the corpus's query tokens: a kind that
+    spans layers, given every layer's maps of a batch at once. The sums stay on the pass's device until the
+    end: no copy, no wait per batch."""
 
     n_heads: int
     js_sums: torch.Tensor | None = None  # (L*H, L*H), on the device of the first batch
     tokens: torch.Tensor | int = 0
 
-    def add(self, attn: torch.Tensor, batch: Batch, summaries: dict[str, np.ndarray]) -> None:
+    def add(self, attn: torch.Tensor, batch: Batch, summaries: dict[str, np.ndarray], first_layer: int) -> None:
         sums = head_js_divergence(attn, batch.masks.valid)
         self.js_sums = sums if self.js_sums is None else self.js_sums + sums
         self.tokens = self.tokens + batch.masks.valid.sum()
@@ -132,12 +145,21 @@ class HeadDistances:
 
 @dataclass
 class PatternExamples:
-    per_pattern: int
-    picked: dict[str, list[pl.DataFrame]] = field(default_factory=dict)
+    """Per pattern class the maps of the first examples with a head of it; of the batch under way, each
+    example's first map of each class so far (only the few examples that can still be picked)."""
 
-    def add(self, attn: torch.Tensor, batch: Batch, summaries: dict[str, np.ndarray]) -> None:
+    per_pattern: int
+    n_layers: int
+    picked: dict[str, list[pl.DataFrame]] = field(default_factory=dict)
+    candidates: PatternCandidates = field(default_factory=dict)
+
+    def add(self, attn: torch.Tensor, batch: Batch, summaries: dict[str, np.ndarray], first_layer: int) -> None:
         patterns = torch.from_numpy(summaries["pattern"]).reshape(attn.shape[:3])
-        pick_pattern_examples(attn, batch, patterns, self.picked, self.per_pattern)
+        wanted = {pattern: self.per_pattern - len(self.picked.get(pattern, ())) for pattern in PATTERNS}
+        pattern_map_candidates(attn, batch, patterns, first_layer, self.candidates, wanted)
+        if first_layer - 1 + attn.shape[1] == self.n_layers:
+            pick_pattern_examples(self.candidates, batch.example_ids, self.picked, self.per_pattern)
+            self.candidates.clear()
 
     def finish(self) -> pl.DataFrame:
         parts = [part for parts in self.picked.values() for part in parts]
@@ -152,8 +174,8 @@ class WeightedRows:
     rows: Collector
     weighting: str
 
-    def add(self, attn: torch.Tensor, batch: Batch, summaries: dict[str, np.ndarray]) -> None:
-        self.rows.add(attn, batch, summaries)
+    def add(self, attn: torch.Tensor, batch: Batch, summaries: dict[str, np.ndarray], first_layer: int) -> None:
+        self.rows.add(attn, batch, summaries, first_layer)
 
     def finish(self) -> pl.DataFrame:
         rows = self.rows.finish()
@@ -184,6 +206,9 @@ class FactKind:
     # given the batch's value norms (B, L, H, T) instead of its maps; collected when the pass's
     # weightings include norm, whatever the corpus lists
     reads_norms: bool = False
+    # its rows of a batch depend on every layer's maps together: the pass keeps the batch's maps of every
+    # layer for it (the others get each layer's maps as the forward finishes the layer)
+    spans_layers: bool = False
 
 
 def _lengths(tables: dict[str, pl.DataFrame]) -> pl.DataFrame:
@@ -233,9 +258,10 @@ def figure_5_examples(dependencies: pl.DataFrame | None, mentions: pl.DataFrame 
 def _head_maps(inputs: PassInputs) -> BatchFrames:
     keep = torch.tensor(inputs.map_examples, dtype=torch.int64)
     return BatchFrames(
-        lambda attn, batch: head_map_frame(attn, batch, keep).with_columns(
+        lambda attn, batch, first_layer: head_map_columns(attn, batch, keep, first_layer),
+        lambda columns: dense_head_maps(columns).with_columns(
             kept_examples=pl.lit(len(inputs.map_examples), dtype=pl.Int16)
-        )
+        ),
     )
 
 
@@ -252,7 +278,7 @@ FACT_KINDS: dict[str, FactKind] = {
             "head_summaries",
             "Per (example, layer, head): attention to [CLS]/[SEP]/punctuation/self/neighbours, entropy, "
             "Kovaleva pattern class (every corpus analysed for attention).",
-            lambda inputs: BatchRows(lambda attn, batch, summaries: [summaries], _with_pattern_names),
+            lambda inputs: BatchRows(lambda attn, batch, summaries, first_layer: [summaries], _with_pattern_names),
             weighted=True,
             checks=(
                 FactCheck(
@@ -279,7 +305,10 @@ FACT_KINDS: dict[str, FactKind] = {
         FactKind(
             "position_histograms",
             "Per (example, layer, head, scope): attention mass and pair count per relative offset (Clark §3, Pascual).",
-            lambda inputs: BatchFrames(lambda attn, batch: histogram_frame(attn, batch.masks, batch.example_ids)),
+            lambda inputs: BatchFrames(
+                lambda attn, batch, first_layer: histogram_columns(attn, batch.masks, batch.example_ids, first_layer),
+                dense_histograms,
+            ),
             weighted=True,
             checks=(
                 FactCheck(
@@ -299,7 +328,10 @@ FACT_KINDS: dict[str, FactKind] = {
             "Per (example, word, layer, head): the most-attended other word of the word-level map, joined to "
             "gold relations in SQL (Clark §4).",
             lambda inputs: BatchFrames(
-                lambda attn, batch: relation_hit_frame(attn, batch.word_spans, batch.example_ids, inputs.word_mode)
+                lambda attn, batch, first_layer: relation_hit_columns(
+                    attn, batch.word_spans, batch.example_ids, inputs.word_mode, first_layer
+                ),
+                dense_relation_hits,
             ),
             needs=frozenset({WORDS}),
             weighted=True,
@@ -317,6 +349,7 @@ FACT_KINDS: dict[str, FactKind] = {
             "head_distances",
             "Per pair of heads: Jensen-Shannon divergence summed over the corpus's query tokens (Clark §6).",
             lambda inputs: HeadDistances(inputs.n_heads),
+            spans_layers=True,
             checks=(
                 FactCheck(
                     "finite_head_distances",
@@ -329,7 +362,9 @@ FACT_KINDS: dict[str, FactKind] = {
             "received_attention",
             "Per (example, token, layer, head): attention the token receives and the [CLS] row's weight on it "
             "(Kovaleva §4.4).",
-            lambda inputs: BatchRows(lambda attn, batch, summaries: [received_attention_columns(attn, batch)]),
+            lambda inputs: BatchRows(
+                lambda attn, batch, summaries, first_layer: [received_attention_columns(attn, batch, first_layer)]
+            ),
             checks=(
                 FactCheck(
                     "received_sums_to_one",
@@ -344,7 +379,9 @@ FACT_KINDS: dict[str, FactKind] = {
             "Per (example, layer, head, pair): mean word-level attention over linked pairs, a verb -> its "
             "subject (spaCy) and a noun -> a pronoun it is the antecedent of (gold coreference) (Kovaleva §4.5).",
             lambda inputs: BatchRows(
-                lambda attn, batch, summaries: feature_pair_columns(attn, batch, _feature_links(inputs))
+                lambda attn, batch, summaries, first_layer: feature_pair_columns(
+                    attn, batch, _feature_links(inputs), first_layer
+                )
             ),
             needs=frozenset({WORDS, SPACY_FEATURES}),
         ),
@@ -353,8 +390,10 @@ FACT_KINDS: dict[str, FactKind] = {
             "Per (frame link, layer, head): the largest attention between the lexical unit and the frame "
             "element (Kovaleva §4.2).",
             lambda inputs: BatchRows(
-                lambda attn, batch, summaries: [
-                    rows for rows in [frame_link_columns(attn, batch, inputs.frame_links)] if rows is not None
+                lambda attn, batch, summaries, first_layer: [
+                    rows
+                    for rows in [frame_link_columns(attn, batch, inputs.frame_links, first_layer)]
+                    if rows is not None
                 ]
             ),
             needs=frozenset({WORDS, FRAME_LINKS}),
@@ -369,7 +408,7 @@ FACT_KINDS: dict[str, FactKind] = {
         FactKind(
             "pattern_example_maps",
             "Cropped maps of a few examples per Kovaleva pattern class (Fig. 2).",
-            lambda inputs: PatternExamples(inputs.pattern_examples),
+            lambda inputs: PatternExamples(inputs.pattern_examples, inputs.n_layers),
         ),
         FactKind(
             "head_example_maps",
@@ -393,7 +432,9 @@ FACT_KINDS: dict[str, FactKind] = {
             "Per (example, layer, head, token class): mean norm ||f_h(x_j)|| of the value vectors through the "
             "head's output projection (Kobayashi et al. 2020), written when the pass's weightings include norm.",
             lambda inputs: BatchRows(
-                lambda norms, batch, summaries: [value_norm_columns(norms, batch.masks, batch.example_ids)]
+                lambda norms, batch, summaries, first_layer: [
+                    value_norm_columns(norms, batch.masks, batch.example_ids, first_layer)
+                ]
             ),
             reads_norms=True,
         ),

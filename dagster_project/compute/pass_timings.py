@@ -57,6 +57,11 @@ def timing(timings: PassTimings | None) -> Iterator[None]:
         _TIMED.reset(token)
 
 
+def timed() -> bool:
+    """Whether a pass is being timed in this context."""
+    return _TIMED.get() is not None
+
+
 @contextmanager
 def phase(name: str) -> Iterator[None]:
     """A phase of the pass being timed, if one is; otherwise nothing."""

@@ -30,7 +30,7 @@ batched product. Padding never enters: padded keys carry no attention, and padde
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 import torch
@@ -81,6 +81,11 @@ class LayerStates:
     residual_norm_outputs: torch.Tensor | None = None
     output_norm_inputs: torch.Tensor | None = None
     outputs: torch.Tensor | None = None
+
+    def layer(self, index: int) -> "LayerStates":
+        """The states of layer `index` alone, (B, 1, T, width)."""
+        states = (getattr(self, part.name) for part in fields(self))
+        return LayerStates(*(None if layer is None else layer[:, index : index + 1] for layer in states))
 
 
 @dataclass
@@ -185,15 +190,23 @@ def norm_maps(attn: torch.Tensor, norms: torch.Tensor) -> torch.Tensor:
     return _rows_normalized(attn * norms[..., None, :])
 
 
+def _rolled_on(rolled: torch.Tensor | None, layer_map: torch.Tensor, rescale: bool = False) -> torch.Tensor:
+    """One step of a product through the layers: rolled_1 = M_1, rolled_l = M_l rolled_(l-1), over (B, T, T)
+    (`rolled` None: M is the first layer's). `rescale`: the product is divided by its example's largest
+    entry, which keeps unnormalized maps' products finite and their rows' proportions."""
+    if rolled is None:
+        return layer_map
+    product = layer_map @ rolled
+    if rescale:
+        product = product / product.amax((-2, -1), keepdim=True).clamp(min=torch.finfo(product.dtype).tiny)
+    return product
+
+
 def _rolled_out(per_layer: torch.Tensor, rescale: bool = False) -> torch.Tensor:
-    """rolled_1 = M_1, rolled_l = M_l rolled_(l-1) over (B, L, T, T). `rescale`: each product is divided by
-    its example's largest entry, which keeps unnormalized maps' products finite and their rows' proportions."""
-    rolled = [per_layer[:, 0]]
-    for layer in range(1, per_layer.shape[1]):
-        product = per_layer[:, layer] @ rolled[-1]
-        if rescale:
-            product = product / product.amax((-2, -1), keepdim=True).clamp(min=torch.finfo(product.dtype).tiny)
-        rolled.append(product)
+    """_rolled_on through every layer of (B, L, T, T): (B, L, T, T), each layer's product."""
+    rolled = []
+    for layer in range(per_layer.shape[1]):
+        rolled.append(_rolled_on(rolled[-1] if rolled else None, per_layer[:, layer], rescale))
     return torch.stack(rolled, dim=1)
 
 
@@ -201,13 +214,19 @@ def _real_cells(valid: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return (valid[:, :, None] & valid[:, None, :]).to(dtype)  # (B, T, T)
 
 
+def _rollout_layers(attn: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """Rollout's per-layer maps A_hat_l = 0.5 mean_h(A_l) + 0.5 I over the real tokens, rows renormalized
+    over them: (B, L, H, T, T), (B, T) -> (B, L, T, T)."""
+    identity = torch.diag_embed(valid.to(attn.dtype))
+    mixed = (0.5 * attn.mean(2) + 0.5 * identity[:, None]) * _real_cells(valid, attn.dtype)[:, None]
+    return _rows_normalized(mixed)
+
+
 def rollout_maps(attn: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
     """Abnar and Zuidema's attention rollout: per layer l, A_hat_l = 0.5 mean_h(A_l) + 0.5 I over the
     real tokens, rows renormalized over them; rollout_1 = A_hat_1, rollout_l = A_hat_l rollout_(l-1).
     (B, L, H, T, T), (B, T) -> (B, L, 1, T, T): real rows sum to 1 over real keys, padded rows are 0."""
-    identity = torch.diag_embed(valid.to(attn.dtype))
-    mixed = (0.5 * attn.mean(2) + 0.5 * identity[:, None]) * _real_cells(valid, attn.dtype)[:, None]
-    return _rolled_out(_rows_normalized(mixed))[:, :, None]
+    return _rolled_out(_rollout_layers(attn, valid))[:, :, None]
 
 
 @dataclass(frozen=True)
@@ -219,6 +238,15 @@ class EncoderLayerParts:
     residual_norms: list[nn.LayerNorm]
     output_norms: list[nn.LayerNorm]
     feed_forwards: list[Callable[[torch.Tensor], torch.Tensor]]
+
+    def layer(self, index: int) -> "EncoderLayerParts":
+        """The parts of layer `index` alone (L = 1)."""
+        return EncoderLayerParts(
+            self.output_weights[index : index + 1],
+            self.residual_norms[index : index + 1],
+            self.output_norms[index : index + 1],
+            self.feed_forwards[index : index + 1],
+        )
 
 
 def encoder_layer_parts(model: PreTrainedModel, n_heads: int) -> EncoderLayerParts:
@@ -320,40 +348,45 @@ def _zeroing_distances(
     return 0.5 * unit_gap.pow(2).sum(-1)
 
 
-def decomposition_maps(
+def _decomposition_maps(
     attn: torch.Tensor,
     states: LayerStates,
     parts: EncoderLayerParts,
-    valid: torch.Tensor,
+    cells: torch.Tensor,
     weightings: tuple[str, ...],
+    rolled: dict[str, torch.Tensor],
 ) -> dict[str, torch.Tensor]:
-    """The maps (B, L, 1, T, T) of the LAYER_DECOMPOSITIONS among `weightings` (module docstring): real rows
-    sum to 1 over real keys, padded rows and keys are 0."""
-    per_layer = [_decomposed_layer(attn, states, parts, layer, weightings) for layer in range(attn.shape[1])]
-    cells = _real_cells(valid, attn.dtype)[:, None]
+    """One layer's maps (B, 1, 1, T, T) of the LAYER_DECOMPOSITIONS among `weightings` (module docstring)
+    from its (B, 1, H, T, T) attention, one-layer states and parts (`cells`: the real (query, key) cells):
+    real rows sum to 1 over real keys, padded rows and keys are 0. globenc's and alti's products through
+    the layers so far are carried in `rolled`, by name."""
     maps = {}
-    for name in per_layer[0]:
-        stacked = torch.stack([layer[name] for layer in per_layer], dim=1).clamp(min=0) * cells
+    for name, matrix in _decomposed_layer(attn, states, parts, 0, weightings).items():
+        matrix = matrix.clamp(min=0) * cells
         if name == "globenc":
-            stacked = _rows_normalized(_rolled_out(stacked, rescale=True))
+            rolled[name] = _rolled_on(rolled.get(name), matrix, rescale=True)
+            matrix = _rows_normalized(rolled[name])
         elif name == "alti":
-            stacked = _rolled_out(_rows_normalized(stacked))
+            rolled[name] = matrix = _rolled_on(rolled.get(name), _rows_normalized(matrix))
         else:
-            stacked = _rows_normalized(stacked)
-        maps[name] = stacked[:, :, None]
+            matrix = _rows_normalized(matrix)
+        maps[name] = matrix[:, None, None]
     return maps
 
 
-def value_norm_columns(norms: torch.Tensor, masks: TokenMasks, example_ids: torch.Tensor) -> dict[str, np.ndarray]:
+def value_norm_columns(
+    norms: torch.Tensor, masks: TokenMasks, example_ids: torch.Tensor, first_layer: int = 1
+) -> dict[str, np.ndarray]:
     """Per (example, layer, head, token class of TOKEN_CLASSES with tokens) the mean ||f_h(x_j)|| over the
-    example's tokens of that class and their number, as flat columns (sql/schema/value_norms.sql)."""
+    example's tokens of that class and their number, as flat columns (sql/schema/value_norms.sql); `norms`
+    (B, L, H, T) are those of the L layers from `first_layer` on."""
     special = masks.cls | masks.sep
     punct = masks.punct & ~special
     content = masks.valid & ~special & ~punct
     classes = torch.stack([masks.cls, masks.sep & ~masks.cls, punct, content], dim=-1).to(norms.dtype)  # (B, T, C)
     sums = torch.einsum("blht,btc->blhc", norms, classes)
     counts = classes.sum(1)  # (B, C)
-    rows, layers, heads = head_grid(*norms.shape[:3], norms.device)
+    rows, layers, heads = head_grid(*norms.shape[:3], norms.device, first_layer)
     present = (counts > 0)[:, None, None, :].expand_as(sums)
     b, layer, head, kind = present.nonzero(as_tuple=True)
     columns = flat(
@@ -379,6 +412,37 @@ class WeightedMaps:
     norms: torch.Tensor | None = None
 
 
+@dataclass
+class LayerWeightings:
+    """The maps of `weightings` (check_weightings' order) for one batch, a layer at a time in layer order,
+    as the forward finishes each: attention as it is, norm from the layer's captured value outputs and
+    output_grams, rollout from the attention maps, the layer decompositions from its captured states and
+    encoder_layer_parts (states, grams and parts needed only for those). Of the layers before, only the
+    products that rollout, globenc and alti carry through the layers are kept, one (B, T, T) each."""
+
+    weightings: tuple[str, ...]
+    valid: torch.Tensor  # (B, T) real tokens
+    grams: torch.Tensor | None = None
+    parts: EncoderLayerParts | None = None
+    rolled: dict[str, torch.Tensor] = field(default_factory=dict)
+
+    def layer(self, index: int, attn: torch.Tensor, states: LayerStates | None) -> WeightedMaps:
+        """Layer `index`'s maps, (B, 1, H, T, T) per head or (B, 1, 1, T, T) per layer, from its (B, 1, H,
+        T, T) attention and its one-layer states; the value norms (B, 1, H, T) when norm is taken."""
+        maps = {"attention": attn}
+        norms = None
+        if "norm" in self.weightings:
+            norms = value_norms(states.values, self.grams[index : index + 1])
+            maps["norm"] = norm_maps(attn, norms)
+        if "rollout" in self.weightings:
+            self.rolled["rollout"] = _rolled_on(self.rolled.get("rollout"), _rollout_layers(attn, self.valid)[:, 0])
+            maps["rollout"] = self.rolled["rollout"][:, None, None]
+        if set(self.weightings) & set(LAYER_DECOMPOSITIONS):
+            cells = _real_cells(self.valid, attn.dtype)
+            maps |= _decomposition_maps(attn, states, self.parts.layer(index), cells, self.weightings, self.rolled)
+        return WeightedMaps({name: maps[name] for name in self.weightings}, norms)
+
+
 def weighted_maps(
     attn: torch.Tensor,
     weightings: tuple[str, ...],
@@ -387,16 +451,12 @@ def weighted_maps(
     grams: torch.Tensor | None,
     parts: EncoderLayerParts | None = None,
 ) -> WeightedMaps:
-    """The maps of `weightings` (check_weightings' order) for one batch: attention as it is, norm from the
-    captured value outputs and output_grams, rollout from the attention maps, the layer decompositions
-    from the captured states and encoder_layer_parts (states, grams and parts needed only for those)."""
-    maps = {"attention": attn}
-    norms = None
-    if "norm" in weightings:
-        norms = value_norms(states.values, grams)
-        maps["norm"] = norm_maps(attn, norms)
-    if "rollout" in weightings:
-        maps["rollout"] = rollout_maps(attn, valid)
-    if set(weightings) & set(LAYER_DECOMPOSITIONS):
-        maps |= decomposition_maps(attn, states, parts, valid, weightings)
-    return WeightedMaps({name: maps[name] for name in weightings}, norms)
+    """The maps of `weightings` for one batch's (B, L, H, T, T) attention and every layer's states at once
+    (LayerWeightings through the layers, stacked)."""
+    stepper = LayerWeightings(weightings, valid, grams, parts)
+    layers = [
+        stepper.layer(index, attn[:, index : index + 1], states.layer(index) if states else None)
+        for index in range(attn.shape[1])
+    ]
+    norms = torch.cat([layer.norms for layer in layers], dim=1) if "norm" in weightings else None
+    return WeightedMaps({name: torch.cat([layer.maps[name] for layer in layers], dim=1) for name in weightings}, norms)

@@ -19,12 +19,13 @@ from tests.tiny_models import TINY_LAYERS, bert_tokenizer, save_model
 
 pytestmark = pytest.mark.integration
 PRESENT = ("xnli", "wikipedia", "ud_english_ewt", "glue/glue_style_tsv/RTE", "glue/hf_parquet/rte_train.parquet")
-# Results no run on PRESENT's corpora for one model can fill, and why.
+# Results no reproduction on PRESENT's corpora for one model can fill, and why (head matching compares
+# the model with its RTE checkpoint).
 EMPTY_RESULTS = {
     "clark_coreference_heads": "OntoGUM / GAP are not in the data folder",
     "kovaleva_framenet_heads": "FrameNet is not in the data folder",
     "kovaleva_framenet_head_ablation": "FrameNet is not in the data folder",
-    "compare_head_matches": "head matching needs a second registered model",
+    "compare_weightings_faithfulness": "needs a classifier's partition: reproduce runs a checkpoint's attention only",
     "compare_weightings_value_norms": "the norm weighting is beyond the papers (run config `weightings`)",
 }
 

@@ -1,10 +1,11 @@
-"""Soak: rounds in which writer threads rewrite partitions while maintenance runs at its most
-aggressive setting and a reader polls every partition, against the DuckLake (a PostgreSQL catalog
-and S3 data, from the tests' server starters) and against the DuckDB file. Every read checks each
-partition is one whole write (row count and content hash: none partial, none duplicated); after
-every round each partition holds its last write once (content hash), the `batches` table matches
-the rows, and the data path's file count stays bounded (within twice the first round's) once
-maintenance runs with no writer left; at the end every view reads. Bounded by --rounds and --seconds. Usage:
+"""Soak: rounds in which writer threads rewrite partitions while maintenance runs in a loop at its
+most aggressive setting and a reader polls every partition, against the DuckLake (a PostgreSQL
+catalog and S3 data, from the tests' server starters) and against the DuckDB file. Every read
+checks each partition is one whole write (row count and content hash: none partial, none
+duplicated); after every round each partition holds its last write once (content hash) and the
+`batches` table matches the rows; after the first round, every --quiet-every rounds and the last,
+maintenance runs with nothing else writing and the data path's file count must stay within twice
+the first such count; at the end every view reads. Bounded by --rounds and --seconds. Usage:
 
   OMP_WAIT_POLICY=PASSIVE .venv/bin/python -m bench.soak [--rounds 50] [--seconds 300] [--backend both]
 
@@ -146,82 +147,105 @@ def check(conn: duckdb.DuckDBPyConnection, expected: dict[str, int], rows: int, 
             tally.problem(f"{corpus}: {current_batches} current batches, {n_rows} recorded, {stored} stored")
 
 
-class Round:
-    """One round's threads: writers (each owning some partitions), maintenance in a loop and a reader
-    in a loop, the last two until every writer has finished. Each read must see every partition as
-    one whole write of this round or its last write before it."""
+class Background:
+    """Maintenance in a loop and a reader in a loop, each on its own connection, from start() to stop().
+    Every read must see each partition as one whole write (its row count, and the content hash of a
+    version written to it); `quiet()` holds maintenance back while the caller maintains alone."""
 
-    def __init__(self, target: Target, writes: list[tuple[str, int]], writers: int, rows: int, tally: Tally):
+    def __init__(self, target: Target, rows: int, tally: Tally):
         self.target, self.rows, self.tally = target, rows, tally
-        corpora = sorted({corpus for corpus, _ in writes})
-        self.owned = [[write for write in writes if corpora.index(write[0]) % writers == i] for i in range(writers)]
-        self.frames = {write: write_of(*write, rows) for write in writes}
-        self.writing = threading.Event()
+        self.written: dict[str, set[int]] = {}  # partition -> content hashes of every version written to it
+        self.running = threading.Event()
+        self.maintaining = threading.Lock()
+        self.threads = [threading.Thread(target=self.maintainer), threading.Thread(target=self.reader)]
 
-    def writer(self, writes: list[tuple[str, int]]) -> None:
-        try:
-            with self.target.connect() as conn:
-                for corpus, version in writes:
-                    replace_partition(conn, {"head_summaries": self.frames[corpus, version]}, SPEC.model_id, corpus)
-        except Exception as error:
-            self.tally.problem(f"writer: {error!r}")
+    def start(self) -> None:
+        self.running.set()
+        for thread in self.threads:
+            thread.start()
+
+    def stop(self) -> None:
+        self.running.clear()
+        for thread in self.threads:
+            thread.join()
+
+    @contextmanager
+    def quiet(self) -> Iterator[None]:
+        with self.maintaining:
+            yield
 
     def maintainer(self) -> None:
         with self.target.connect() as conn:
-            while True:
-                try:
-                    self.target.maintain(conn)
-                    self.tally.maintenance += 1
-                except Exception as error:
-                    self.tally.problem(f"maintenance beside the writers: {error!r}")
-                if not self.writing.is_set():
-                    return
+            while self.running.is_set():
+                with self.maintaining:
+                    try:
+                        self.target.maintain(conn)
+                        self.tally.maintenance += 1
+                    except Exception as error:
+                        self.tally.problem(f"maintenance beside the writers: {error!r}")
                 time.sleep(MAINTENANCE_PAUSE)
 
-    def reader(self, allowed: dict[str, set[int]]) -> None:
+    def reader(self) -> None:
         with self.target.connect() as conn:
-            while True:
+            while self.running.is_set():
                 try:
                     seen = read_retrying(conn, CURRENT, [SPEC.model_id])
                 except duckdb.Error as error:
                     self.tally.problem(f"reader: {error!r}")
-                    seen = None
-                if seen is not None:
-                    self.tally.reads += 1
-                    found = {corpus: (n, digest) for corpus, n, digest in seen}
-                    for corpus, digests in allowed.items():
-                        n, digest = found.get(corpus, (0, None))
-                        if n > self.rows:
-                            self.tally.duplicated += 1
-                            self.tally.problem(f"read: {corpus} has {n} rows, {self.rows} written")
-                        elif n < self.rows or digest not in digests:
-                            self.tally.partial += 1
-                            self.tally.problem(f"read: {corpus} has {n} rows, hash of no whole write")
-                if not self.writing.is_set():
-                    return
+                    continue
+                self.tally.reads += 1
+                # taken after the read: every version it can see was added before its write began
+                written = dict(self.written)
+                found = {corpus: (n, digest) for corpus, n, digest in seen}
+                for corpus, digests in written.items():
+                    n, digest = found.get(corpus, (0, None))
+                    if n > self.rows:
+                        self.tally.duplicated += 1
+                        self.tally.problem(f"read: {corpus} has {n} rows, {self.rows} written")
+                    elif n < self.rows or digest not in digests:
+                        self.tally.partial += 1
+                        self.tally.problem(f"read: {corpus} has {n} rows, hash of no whole write")
                 time.sleep(READ_PAUSE)
 
-    def run(self, expected: dict[str, int]) -> None:
-        allowed = {corpus: {digest} for corpus, digest in expected.items()}
-        for (corpus, _), rows in self.frames.items():
-            allowed[corpus].add(content_hash(rows))
-        self.writing.set()
-        writers = [threading.Thread(target=self.writer, args=(writes,)) for writes in self.owned]
-        others = [threading.Thread(target=self.maintainer), threading.Thread(target=self.reader, args=(allowed,))]
-        for thread in writers + others:
-            thread.start()
-        for thread in writers:
-            thread.join()
-        self.writing.clear()
-        for thread in others:
-            thread.join()
-        for (corpus, _), rows in self.frames.items():  # in write order: the last one stays
-            expected[corpus] = content_hash(rows)
-            self.tally.writes += 1
-            self.tally.bytes += rows.to_arrow().nbytes
+
+def write_round(
+    target: Target, writes: list[tuple[str, int]], writers: int, rows: int, background: Background, tally: Tally
+) -> dict[str, int]:
+    """The writes, by `writers` threads each owning some partitions (writing them in order); returns
+    each written partition's last write's content hash."""
+    frames = {write: write_of(*write, rows) for write in writes}
+    hashes = {write: content_hash(frame) for write, frame in frames.items()}
+    for (corpus, _), digest in hashes.items():
+        background.written[corpus] = background.written.get(corpus, set()) | {digest}
+    corpora = sorted({corpus for corpus, _ in writes})
+
+    def writer(owned: list[tuple[str, int]]) -> None:
+        try:
+            with target.connect() as conn:
+                for corpus, version in owned:
+                    replace_partition(conn, {"head_summaries": frames[corpus, version]}, SPEC.model_id, corpus)
+        except Exception as error:
+            tally.problem(f"writer: {error!r}")
+
+    threads = [
+        threading.Thread(target=writer, args=([w for w in writes if corpora.index(w[0]) % writers == i],))
+        for i in range(writers)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    tally.writes += len(writes)
+    tally.bytes += sum(frame.to_arrow().nbytes for frame in frames.values())
+    return {corpus: hashes[corpus, version] for corpus, version in writes}  # later writes win
 
 
-def soak(target: Target, rounds: int, seconds: float, partitions: int, rows: int, writers: int) -> Tally:
+def soak(
+    target: Target, rounds: int, seconds: float, partitions: int, rows: int, writers: int, quiet_every: int
+) -> Tally:
+    """Rounds of writes beside background maintenance and reads; each partition checked after every
+    round, the file count after quiet maintenance (nothing else running) after the first round,
+    every `quiet_every` rounds and the last."""
     tally = Tally()
     corpora = [f"p{i:02d}" for i in range(partitions)]
     bound: int | None = None
@@ -229,34 +253,41 @@ def soak(target: Target, rounds: int, seconds: float, partitions: int, rows: int
     with target.connect() as conn:
         apply_views(conn)
         upsert_model(conn, SPEC)
-        for corpus in corpora:
-            replace_partition(conn, {"head_summaries": write_of(corpus, 0, rows)}, SPEC.model_id, corpus)
-        expected = {corpus: content_hash(write_of(corpus, 0, rows)) for corpus in corpora}
-        for round_ in range(rounds):
-            if time.monotonic() - started > seconds:
-                break
-            # write every partition, then rewrite every other one: a replaced batch per partition or two
-            writes = [(corpus, 2 * round_ + 1) for corpus in corpora] + [
-                (corpus, 2 * round_ + 2) for corpus in corpora[::2]
-            ]
-            Round(target, writes, writers, rows, tally).run(expected)
-            check(conn, expected, rows, tally)
-            target.maintain_quiet(conn)
-            check(conn, expected, rows, tally)
-            files = target.count_files()
-            tally.max_files = max(tally.max_files, files)
-            # the count after quiet maintenance moves a little as the merge pass groups the aggregates'
-            # files (4 partitions: 14 to 17 at keep 0); growing with the rounds, it passes twice the first's
-            bound = bound or 2 * files
-            if files > bound:
-                tally.problem(f"round {round_ + 1}: {files} files after maintenance, over {bound} (twice the first's)")
-            tally.rounds += 1
-            print(
-                f"{target.name} round {tally.rounds}: {len(writes)} writes, {tally.reads} reads, "
-                f"{tally.maintenance} maintenance passes, files {files}, {tally.lost} lost, "
-                f"{tally.duplicated} duplicated, {tally.partial} partial, {time.monotonic() - started:.0f} s",
-                flush=True,
-            )
+        background = Background(target, rows, tally)
+        expected = write_round(target, [(corpus, 0) for corpus in corpora], writers, rows, background, tally)
+        background.start()
+        try:
+            for round_ in range(rounds):
+                # write every partition, then rewrite every other one: a replaced batch per partition or two
+                writes = [(corpus, 2 * round_ + 1) for corpus in corpora]
+                writes += [(corpus, 2 * round_ + 2) for corpus in corpora[::2]]
+                expected |= write_round(target, writes, writers, rows, background, tally)
+                check(conn, expected, rows, tally)
+                tally.rounds += 1
+                last = round_ == rounds - 1 or time.monotonic() - started > seconds
+                files = None
+                if round_ == 0 or last or tally.rounds % quiet_every == 0:
+                    with background.quiet():
+                        target.maintain_quiet(conn)
+                        files = target.count_files()
+                    check(conn, expected, rows, tally)
+                    tally.max_files = max(tally.max_files, files)
+                    # the count after quiet maintenance moves a little as the merge pass groups the
+                    # aggregates' files (4 partitions: 14 to 17); growing with the rounds, it passes twice the first
+                    bound = bound or 2 * files
+                    if files > bound:
+                        tally.problem(f"round {tally.rounds}: {files} files after quiet maintenance, over {bound}")
+                print(
+                    f"{target.name} round {tally.rounds}: {len(writes)} writes, {tally.reads} reads, "
+                    f"{tally.maintenance} maintenance passes, {'' if files is None else f'files {files}, '}"
+                    f"{tally.lost} lost, {tally.duplicated} duplicated, {tally.partial} partial, "
+                    f"{time.monotonic() - started:.0f} s",
+                    flush=True,
+                )
+                if last:
+                    break
+        finally:
+            background.stop()
         for (view,) in conn.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall():
             try:
                 read_retrying(conn, f'SELECT * FROM "{view}" LIMIT 1')
@@ -334,6 +365,9 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=8)
     parser.add_argument("--rows", type=int, default=2048, help="rows per partition write")
     parser.add_argument("--writers", type=int, default=4, help="writer threads, each owning some partitions")
+    parser.add_argument(
+        "--quiet-every", type=int, default=10, help="rounds between file counts after quiet maintenance"
+    )
     parser.add_argument("--backend", choices=["both", "ducklake", "duckdb"], default="both")
     args = parser.parse_args()
     targets = {"ducklake": ducklake_target, "duckdb": duckdb_target}
@@ -341,7 +375,7 @@ def main() -> None:
     summaries, failed = [], False
     for name in chosen:
         with targets[name]() as target:
-            tally = soak(target, args.rounds, args.seconds, args.partitions, args.rows, args.writers)
+            tally = soak(target, args.rounds, args.seconds, args.partitions, args.rows, args.writers, args.quiet_every)
         for problem in tally.problems[:20]:
             print(f"{name}: {problem}")
         failed |= bool(tally.problems)

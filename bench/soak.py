@@ -7,7 +7,7 @@ duplicated); after every round each partition holds its last write once (content
 maintenance runs with nothing else writing and the data path's file count must stay within twice
 the first such count; at the end every view reads. Bounded by --rounds and --seconds. Usage:
 
-  OMP_WAIT_POLICY=PASSIVE .venv/bin/python -m bench.soak [--rounds 50] [--seconds 300] [--backend both]
+  OMP_WAIT_POLICY=PASSIVE .venv/bin/python -m bench.soak [--rounds 50] [--seconds 900] [--backend both]
 
 Prints per round what it checked, then one line per backend:
 `<backend>: rounds R, writes W, bytes B, reads N, maintenance passes M, 0 lost, 0 duplicated, 0 partial,
@@ -360,10 +360,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=50)
     parser.add_argument(
-        "--seconds", type=float, default=300, help="stop after the round that passes this (per backend)"
+        "--seconds", type=float, default=900, help="stop after the round that passes this (per backend)"
     )
-    parser.add_argument("--partitions", type=int, default=8)
-    parser.add_argument("--rows", type=int, default=2048, help="rows per partition write")
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--rows", type=int, default=256, help="rows per partition write")
     parser.add_argument("--writers", type=int, default=4, help="writer threads, each owning some partitions")
     parser.add_argument(
         "--quiet-every", type=int, default=10, help="rounds between file counts after quiet maintenance"

@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from dagster_project.compute.backoff import PassOutOfMemory
 from dagster_project.compute.kovaleva.ablation import (
     ablated_logits,
     ablation_settings,
@@ -12,8 +13,10 @@ from dagster_project.compute.kovaleva.ablation import (
     settings_logits,
     uniform_ablation_attention,
     use_ablation_attention,
+    validation_logits,
 )
-from dagster_project.compute.kovaleva.finetuning import build_classifier
+from dagster_project.compute.kovaleva.finetuning import TaskData, build_classifier
+from tests.out_of_memory import out_of_memory_above
 from tests.tiny_models import TINY_HEADS, TINY_LAYERS
 
 
@@ -96,3 +99,53 @@ def test_settings_in_one_pass_match_each_setting_alone(classifier: torch.nn.Modu
     assert not torch.equal(
         together[1], together[0]
     )  # disabling a head changes the logits (a little: random weights attend nearly uniformly)
+
+
+def _validation(n: int) -> TaskData:
+    """n examples of 4 to 9 random pieces, alternating labels."""
+    generator = torch.Generator().manual_seed(1)
+    ids = [torch.randint(1000, 2000, (4 + index % 6,), generator=generator) for index in range(n)]
+    return TaskData(
+        list(range(n)), ids, [torch.zeros(len(row), dtype=torch.long) for row in ids], torch.arange(n) % 2.0
+    )
+
+
+def _validation_logits(classifier: torch.nn.Module, batch_tokens: int) -> torch.Tensor:
+    settings = ablation_settings(TINY_LAYERS, TINY_HEADS)
+    return validation_logits(
+        classifier,
+        _validation(10),
+        settings.disabled,
+        pad_token_id=0,
+        with_token_types=True,
+        eval_batch_size=4,
+        batch_tokens=batch_tokens,
+        what="rte head ablation",
+        progress=lambda done, total, seconds: None,
+    )
+
+
+def test_out_of_memory_halves_the_pass_and_gives_the_small_pass_logits(classifier: torch.nn.Module, caplog):
+    with caplog.at_level("WARNING"), out_of_memory_above(classifier, 20) as tried:
+        retried = _validation_logits(classifier, 400)
+    assert [record.getMessage() for record in caplog.records] == [
+        f"rte head ablation: out of memory on cpu at {budget} padded positions per forward pass (batch_tokens), "
+        f"retrying at {budget // 2}"
+        for budget in (400, 200, 100, 50, 25)
+    ]
+    # at 25, a batch of 4 examples of 7 pieces goes 3 at a time (21 positions); at 12, 1 at a time
+    assert max(tried) > 20 and max(tried[-5:]) <= 20
+    # in example order, each example's logits the same as when it goes through alone under one setting
+    reference = _validation_logits(classifier, 1)
+    assert retried.shape == (1 + TINY_LAYERS * TINY_HEADS + TINY_LAYERS, 10, 2)
+    torch.testing.assert_close(retried, reference, atol=1e-6, rtol=1e-5)
+    alone = ablated_logits(classifier, {"input_ids": _validation(10).token_ids[3][None]}, torch.zeros(1, 2, 4))
+    torch.testing.assert_close(retried[0, 3], alone[0, 0], atol=1e-6, rtol=1e-5)
+
+
+def test_out_of_memory_under_one_setting_and_one_example_names_what_to_lower(classifier: torch.nn.Module):
+    with out_of_memory_above(classifier, None), pytest.raises(PassOutOfMemory) as raised:
+        _validation_logits(classifier, 64)
+    message = str(raised.value)
+    assert message.startswith("rte head ablation: out of memory on cpu even at its smallest size")
+    assert "(batch_tokens): 9)" in message and "Lower max_len or max_examples" in message

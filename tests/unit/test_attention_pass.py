@@ -1,38 +1,16 @@
 """The attention pass as a whole on a tiny random BERT: out-of-memory retries and phase timings."""
 
 import logging
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import polars as pl
 import pytest
-import torch
 
 from dagster_project.compute.attention_pass import PassOutOfMemory, extract_attention_facts
 from dagster_project.compute.fact_kinds import FACT_KINDS
-from dagster_project.compute.models import LoadedEncoder
 from dagster_project.compute.pass_timings import PHASES, PassTimings
+from tests.out_of_memory import out_of_memory_above
 
 KINDS = [FACT_KINDS[name] for name in ("head_summaries", "position_histograms", "head_distances")]
-
-
-@contextmanager
-def memory_limit(encoder: LoadedEncoder, max_positions: int | None) -> Iterator[list[int]]:
-    """The encoder's forward raises torch.OutOfMemoryError on a batch of more than `max_positions`
-    padded positions (None: on every batch); yields the padded positions of every forward tried."""
-    tried: list[int] = []
-
-    def limit(_module: torch.nn.Module, args: tuple, kwargs: dict) -> None:
-        positions = kwargs["input_ids"].numel()
-        tried.append(positions)
-        if max_positions is None or positions > max_positions:
-            raise torch.OutOfMemoryError(f"simulated: {positions} positions")
-
-    handle = encoder.model.register_forward_pre_hook(limit, with_kwargs=True)
-    try:
-        yield tried
-    finally:
-        handle.remove()
 
 
 def sorted_tables(tables: dict[str, pl.DataFrame]) -> dict[str, pl.DataFrame]:
@@ -46,7 +24,7 @@ def sorted_tables(tables: dict[str, pl.DataFrame]) -> dict[str, pl.DataFrame]:
 
 def test_a_pass_out_of_memory_starts_again_at_half_the_batch(encoder, demo_tokens, caplog) -> None:
     limit = 150  # the 12 demo pairs take 288 padded positions in one batch
-    with caplog.at_level(logging.WARNING), memory_limit(encoder, limit) as tried:
+    with caplog.at_level(logging.WARNING), out_of_memory_above(encoder.model, limit) as tried:
         retried = extract_attention_facts(encoder, demo_tokens, KINDS, batch_tokens=1024)
     warnings = [record.getMessage() for record in caplog.records if "out of memory" in record.getMessage()]
     budgets = [int(message.split("batch_tokens=")[1].split(";")[0]) for message in warnings]
@@ -63,7 +41,7 @@ def test_a_pass_out_of_memory_starts_again_at_half_the_batch(encoder, demo_token
 
 def test_a_pass_that_does_not_fit_one_example_says_what_to_change(encoder, demo_tokens) -> None:
     longest = demo_tokens.group_by("example_id").len()["len"].max()
-    with memory_limit(encoder, None), pytest.raises(PassOutOfMemory) as raised:
+    with out_of_memory_above(encoder.model, None), pytest.raises(PassOutOfMemory) as raised:
         extract_attention_facts(encoder, demo_tokens, KINDS, batch_tokens=4 * longest)
     message = str(raised.value)
     assert f"batch_tokens={longest}," in message and f"longest example {longest} pieces" in message

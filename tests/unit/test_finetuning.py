@@ -2,16 +2,19 @@
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import polars as pl
 import pytest
 import torch
 
+from dagster_project.compute.backoff import PassOutOfMemory
 from dagster_project.compute.kovaleva.ablation import ablation_settings, settings_logits, use_ablation_attention
 from dagster_project.compute.kovaleva.finetuning import (
     Recipe,
     TaskData,
+    TrainingCheckpoints,
     build_classifier,
     encode_task,
     fine_tune,
@@ -23,6 +26,7 @@ from dagster_project.compute.kovaleva.finetuning import (
     save_checkpoint,
     task_head,
 )
+from tests.out_of_memory import batch_rows, out_of_memory_above
 
 
 def _toy_task(n: int) -> TaskData:
@@ -169,3 +173,117 @@ def test_minilm_rte_slice(shared_data_dir: Path):
     assert ablated.shape == (3, 8, 2)
     assert torch.allclose(ablated[0], logits[batches[0]], atol=1e-5)
     assert not torch.allclose(ablated[2], ablated[0], atol=1e-4)
+
+
+RESUMABLE = Recipe(learning_rate=1e-2, batch_size=8, epochs=3, seed=5, warmup_ratio=0.2)  # 24 examples: 9 steps
+
+
+def _weights(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    return {name: value.clone() for name, value in model.state_dict().items()}
+
+
+def _assert_same_weights(got: dict[str, torch.Tensor], expected: dict[str, torch.Tensor]) -> None:
+    assert got.keys() == expected.keys()
+    for name in expected:
+        assert torch.equal(got[name], expected[name]), name
+
+
+def test_out_of_memory_halves_the_micro_batch_and_trains_as_a_run_at_it(tiny_model_dir: Path, caplog):
+    data = _toy_task(24)
+    model = build_classifier(str(tiny_model_dir), "sst2", "pretrained", seed=5)
+    with caplog.at_level("WARNING"), out_of_memory_above(model, 2, batch_rows) as tried:
+        log = fine_tune(model, data, RESUMABLE, 0, True)
+    assert [record.getMessage() for record in caplog.records if record.name == "dagster_project.compute.backoff"] == [
+        "Fine-tuning: out of memory on cpu at 8 examples per micro-batch, retrying at 4",
+        "Fine-tuning: out of memory on cpu at 4 examples per micro-batch, retrying at 2",
+    ]
+    assert tried[:3] == [8, 4, 2] and set(tried[3:]) == {2}  # every later step in micro-batches of 2
+    assert (log.steps, log.micro_batch) == (9, 2)
+    reference = build_classifier(str(tiny_model_dir), "sst2", "pretrained", seed=5)
+    at_two = fine_tune(reference, data, RESUMABLE, 0, True, micro_batch=2)
+    assert log.losses == at_two.losses
+    _assert_same_weights(_weights(model), _weights(reference))
+    # without dropout (whose masks are drawn per micro-batch), micro-batches train as the whole batch does
+    whole = fine_tune(
+        _without_dropout(build_classifier(str(tiny_model_dir), "sst2", "pretrained", 5)), data, RESUMABLE, 0, True
+    )
+    in_threes = fine_tune(
+        _without_dropout(build_classifier(str(tiny_model_dir), "sst2", "pretrained", 5)),
+        data,
+        RESUMABLE,
+        0,
+        True,
+        micro_batch=3,
+    )
+    assert in_threes.losses == pytest.approx(whole.losses, rel=1e-5) and in_threes.micro_batch == 3
+
+
+def _without_dropout(model: torch.nn.Module) -> torch.nn.Module:
+    for module in model.modules():
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.0
+    return model
+
+
+def test_out_of_memory_at_one_example_names_what_to_lower(tiny_model_dir: Path):
+    model = build_classifier(str(tiny_model_dir), "sst2", "pretrained", seed=5)
+    with out_of_memory_above(model, 0, batch_rows), pytest.raises(PassOutOfMemory) as raised:
+        fine_tune(model, _toy_task(8), RESUMABLE, 0, True)
+    message = str(raised.value)
+    assert message.startswith(
+        "Fine-tuning: out of memory on cpu even at its smallest size (examples per micro-batch: 1)"
+    )
+    assert "Lower max_len (run config of the finetuned asset)" in message
+
+
+class Killed(Exception):
+    """Stands for a kill of the run after some step."""
+
+
+def test_a_killed_fine_tuning_resumes_from_its_last_saved_state(tiny_model_dir: Path, tmp_path: Path, caplog):
+    data = _toy_task(24)
+    uninterrupted = build_classifier(str(tiny_model_dir), "sst2", "pretrained", seed=5)
+    expected = fine_tune(uninterrupted, data, RESUMABLE, 0, True)
+    checkpoints = TrainingCheckpoints(tmp_path / "state", every=3)
+
+    def killed_after_step_7(step: int, steps: int, loss: float, seconds: float) -> None:
+        if step == 7:
+            raise Killed
+
+    first = build_classifier(str(tiny_model_dir), "sst2", "pretrained", seed=5)
+    with pytest.raises(Killed):
+        fine_tune(first, data, RESUMABLE, 0, True, killed_after_step_7, checkpoints=checkpoints)
+    assert checkpoints.path.is_file()  # saved after steps 3 and 6
+    resumed_model = build_classifier(str(tiny_model_dir), "sst2", "pretrained", seed=5)
+    with caplog.at_level("INFO"):
+        resumed = fine_tune(resumed_model, data, RESUMABLE, 0, True, checkpoints=checkpoints)
+    assert resumed.resumed_at == 6 and f"resumed after step 6/9 from {checkpoints.path}" in caplog.text
+    assert resumed.losses == expected.losses and len(resumed.losses) == 9
+    _assert_same_weights(_weights(resumed_model), _weights(uninterrupted))  # dropout masks included
+    assert not checkpoints.folder.exists()  # removed when training ends
+
+
+def test_a_saved_state_of_another_recipe_is_not_resumed(tiny_model_dir: Path, tmp_path: Path, caplog):
+    data = _toy_task(24)
+    checkpoints = TrainingCheckpoints(tmp_path / "state", every=3)
+
+    def killed_after_step_4(step: int, steps: int, loss: float, seconds: float) -> None:
+        if step == 4:
+            raise Killed
+
+    with pytest.raises(Killed):
+        model = build_classifier(str(tiny_model_dir), "sst2", "pretrained", seed=5)
+        fine_tune(model, data, RESUMABLE, 0, True, killed_after_step_4, checkpoints=checkpoints)
+    other = replace(RESUMABLE, learning_rate=5e-3)
+    with caplog.at_level("WARNING"):
+        log = fine_tune(
+            build_classifier(str(tiny_model_dir), "sst2", "pretrained", seed=5),
+            data,
+            other,
+            0,
+            True,
+            checkpoints=checkpoints,
+        )
+    assert log.resumed_at == 0 and "was saved by another fine-tuning run" in caplog.text
+    fresh = fine_tune(build_classifier(str(tiny_model_dir), "sst2", "pretrained", seed=5), data, other, 0, True)
+    assert log.losses == fresh.losses

@@ -8,6 +8,7 @@ import pytest
 import torch
 from transformers.models.bert import modeling_bert
 
+from dagster_project.compute.backoff import PassOutOfMemory
 from dagster_project.compute.batching import length_batches
 from dagster_project.compute.clark.gradients import (
     CLASSIFICATION,
@@ -25,6 +26,7 @@ from dagster_project.compute.clark.gradients import (
     loss_name_for,
     mask_tokens,
 )
+from tests.out_of_memory import out_of_memory_above
 from tests.tiny_models import TINY_HEADS, TINY_LAYERS
 
 PAIRS = [("The cat sat on the mat.", "It was, in fact, asleep."), ("Dogs bark.", "Birds sing, loudly.")]
@@ -196,3 +198,28 @@ def test_sequence_classification_uses_the_labels(tiny_classifier_dir: Path, toke
 def test_model_without_a_loss_head_has_a_reason(tiny_model_dir: Path):
     loaded = load_loss_model(str(tiny_model_dir))
     assert isinstance(loaded, NoLossHead) and "BertModel" in loaded.reason
+
+
+def test_out_of_memory_halves_the_batch_and_gives_the_small_batch_rows(tiny_mlm_dir: Path, tokenizer, caplog):
+    loss_model, tokens = _mlm(tiny_mlm_dir), _tokens(tokenizer, PAIRS * 4)  # 8 examples of 10 and 18 pieces
+    with caplog.at_level("WARNING"), out_of_memory_above(loss_model.model, 40) as tried:
+        retried = extract_grad_importance(loss_model, tokens, seed=0, batch_tokens=160)
+    assert [record.getMessage() for record in caplog.records] == [
+        "Gradient importance: out of memory on cpu at 160 padded positions per batch (batch_tokens), retrying at 80",
+        "Gradient importance: out of memory on cpu at 80 padded positions per batch (batch_tokens), retrying at 40",
+    ]
+    assert max(tried) > 40 and max(tried[-4:]) <= 40  # the last pass's batches fit
+    reference = extract_grad_importance(loss_model, tokens, seed=0, batch_tokens=40)
+    assert retried.n_examples == reference.n_examples == 8
+    assert retried.rows.sort("example_id", "layer", "head", "target_type").equals(
+        reference.rows.sort("example_id", "layer", "head", "target_type")
+    )
+
+
+def test_out_of_memory_with_one_example_per_batch_names_what_to_lower(tiny_mlm_dir: Path, tokenizer):
+    loss_model = _mlm(tiny_mlm_dir)
+    with out_of_memory_above(loss_model.model, None), pytest.raises(PassOutOfMemory) as raised:
+        extract_grad_importance(loss_model, _tokens(tokenizer, PAIRS), seed=0, batch_tokens=64)
+    message = str(raised.value)
+    assert message.startswith("Gradient importance: out of memory on cpu even at its smallest size")
+    assert "(batch_tokens): 18)" in message and "max_len" in message and "Nothing was written" in message

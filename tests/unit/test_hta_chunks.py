@@ -13,6 +13,7 @@ import pytest
 import torch
 from torch.func import jvp, vmap
 
+from dagster_project.compute.backoff import PassOutOfMemory
 from dagster_project.compute.pascual import hta_estimators
 from dagster_project.compute.pascual.hta_estimators import (
     HOST_CHUNK_BYTES,
@@ -90,11 +91,11 @@ def _running_out_above(monkeypatch: pytest.MonkeyPatch, limit: int) -> list[int]
 def test_out_of_memory_halves_the_chunk_and_keeps_the_norms(contexts, primal, monkeypatch, caplog):
     reference = _all_at_once(contexts, primal, torch.eye(TOKENS * WIDTH).view(-1, 1, TOKENS, WIDTH), WIDTH)
     tried = _running_out_above(monkeypatch, 5)
-    with caplog.at_level(logging.WARNING, logger="dagster_project.compute.pascual"):
+    with caplog.at_level(logging.WARNING, logger="dagster_project.compute.backoff"):
         norms = tangent_squared_norms(contexts, primal, UnitTangents((1, TOKENS, WIDTH)), WIDTH, chunk_size=20)
     torch.testing.assert_close(norms, reference, atol=1e-6, rtol=1e-5)
     assert tried == [20, 10, 5, 5, 5, 5, 4]  # 24 tangents: 20 fails, 10 fails, then chunks of 5
-    assert [record.name for record in caplog.records] == ["dagster_project.compute.pascual"] * 2
+    assert [record.name for record in caplog.records] == ["dagster_project.compute.backoff"] * 2
     assert [record.getMessage() for record in caplog.records] == [
         "HTA input contributions: out of memory on cpu at 20 tangents per jvp call, retrying at 10",
         "HTA input contributions: out of memory on cpu at 10 tangents per jvp call, retrying at 5",
@@ -103,16 +104,16 @@ def test_out_of_memory_halves_the_chunk_and_keeps_the_norms(contexts, primal, mo
 
 def test_out_of_memory_at_one_tangent_says_what_to_change(contexts, primal, monkeypatch):
     tried = _running_out_above(monkeypatch, 0)
-    with pytest.raises(RuntimeError) as raised:
+    with pytest.raises(PassOutOfMemory) as raised:
         tangent_squared_norms(contexts, primal, UnitTangents((1, TOKENS, WIDTH)), WIDTH, chunk_size=3)
     assert tried == [3, 1]
     assert str(raised.value) == (
-        "HTA input contributions: out of memory on cpu for a 4-token example even at one tangent per jvp call "
-        "(chunk 1). Lower the corpus max_len (fewer pieces per example), use an estimator hta_method "
-        "(hutchpp(r,k) or estimate(k), ',bf16' to halve its products) instead of exact, or run on a device "
-        "with more memory."
+        "HTA input contributions: out of memory on cpu for a 4-token example even at its smallest size "
+        "(tangents per jvp call: 1): Tried to allocate 1 tangents' outputs. Lower the corpus max_len (fewer "
+        "pieces per example), use an estimator hta_method (hutchpp(r,k) or estimate(k), ',bf16' to halve its "
+        "products) instead of exact, or run on a device with more memory."
     )
-    with pytest.raises(RuntimeError, match="^HTA input contributions: out of memory on cpu for a 4-token"):
+    with pytest.raises(PassOutOfMemory, match="^HTA input contributions: out of memory on cpu for a 4-token"):
         tangent_squared_norms(contexts, primal, UnitTangents((1, TOKENS, WIDTH)), WIDTH)  # from memory: probe of 1
 
 

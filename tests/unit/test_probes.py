@@ -9,6 +9,7 @@ import polars as pl
 import pytest
 import torch
 
+from dagster_project.compute.backoff import PassOutOfMemory
 from dagster_project.compute.clark.probes import (
     DISTANCE_FEATURES,
     IGNORE,
@@ -29,6 +30,7 @@ from dagster_project.compute.clark.probes import (
 )
 from dagster_project.compute.models import ModelSpec, load_encoder
 from dagster_project.storage.warehouse import apply_views, partition_rows, replace_partition, upsert_model
+from tests.out_of_memory import batch_rows, out_of_memory_above
 
 # Gold heads as candidate indices (0 = ROOT, j + 1 = word j) of three 5-word sentences.
 TREES = ([2, 0, 2, 3, 2], [0, 1, 4, 1, 4], [3, 3, 0, 3, 4])
@@ -319,3 +321,37 @@ def test_random_init_keeps_embeddings_only(tiny_model_dir: Path):
             assert not torch.allclose(fresh[name], value), name
     assert all(torch.equal(value, second.state_dict()[name]) for name, value in fresh.items())
     assert model.config._attn_implementation == first.config._attn_implementation == "eager"
+
+
+def _probe_and_batches() -> tuple[torch.nn.Module, list[ProbeBatch]]:
+    batches = [_batch(list(TREES), split_word) for split_word in (1, 3)]  # 2 batches of 3 sentences
+    return probe_for(batches[0], use_words=True, both_directions=True), batches
+
+
+def test_out_of_memory_halves_the_micro_batch_and_trains_as_a_run_at_it(caplog):
+    probe, batches = _probe_and_batches()
+    with caplog.at_level("WARNING"), out_of_memory_above(probe, 1, batch_rows) as tried:
+        loss = train_probe(probe, batches, epochs=3, learning_rate=0.05, seed=2)
+    assert [record.getMessage() for record in caplog.records] == [
+        "Probe training: out of memory on cpu at 3 sentences per micro-batch, retrying at 1"
+    ]
+    assert tried[:2] == [3, 1] and set(tried[2:]) == {1}
+    reference, _ = _probe_and_batches()
+    assert loss == train_probe(reference, batches, epochs=3, learning_rate=0.05, seed=2, micro_batch=1)
+    for got, expected in zip(probe.parameters(), reference.parameters()):
+        assert torch.equal(got, expected)
+    # summed over its sentences, a batch trains as a whole: the same parameters, to rounding
+    whole, _ = _probe_and_batches()
+    assert train_probe(whole, batches, epochs=3, learning_rate=0.05, seed=2) == pytest.approx(loss, rel=1e-5)
+    for got, expected in zip(probe.parameters(), whole.parameters()):
+        torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-6)
+
+
+def test_out_of_memory_at_one_sentence_names_what_to_lower():
+    probe, batches = _probe_and_batches()
+    with out_of_memory_above(probe, 0, batch_rows), pytest.raises(PassOutOfMemory) as raised:
+        train_probe(probe, batches, epochs=1, learning_rate=0.05, seed=2)
+    assert str(raised.value).startswith(
+        "Probe training: out of memory on cpu even at its smallest size (sentences per micro-batch: 1)"
+    )
+    assert "Lower the run config's batch_tokens or the corpus's max_len" in str(raised.value)

@@ -25,6 +25,7 @@ from transformers import (
     PreTrainedModel,
 )
 
+from dagster_project.compute.backoff import BackOff
 from dagster_project.compute.batching import BUILT_ON, Batch, frame, length_batches
 from dagster_project.compute.devices import CPU, ComputeDevice
 from dagster_project.compute.metrics import TokenMasks
@@ -283,25 +284,27 @@ def extract_grad_importance(
     `tokens` has the columns of the warehouse `tokens` table; `labels` (example_id, label)
     is needed for the sequence-classification losses and restricts the examples to those
     it lists. `seed` draws the masked-LM masking (unused by the other losses). `batch_tokens`
-    defaults to the backward budget of the model's device.
+    defaults to the backward budget of the model's device; a pass that runs out of device memory
+    starts again at half of it (logged), down to the longest example (then PassOutOfMemory). An
+    example's gradients do not depend on its batch, so the rows are those of a run at the smaller budget.
     """
     if loss_model.loss_name != MASKED_LM and labels is None:
         raise ValueError(
             f"The {loss_model.loss_name} loss needs the examples' labels: pass `labels` (example_id, label)."
         )
     started = time.perf_counter()
-    total = tokens["example_id"].n_unique() if labels is None else labels.height
-    parts: list[dict[str, np.ndarray]] = []
-    done = 0
+    backoff = BackOff(
+        "Gradient importance",
+        "padded positions per batch (batch_tokens)",
+        "Lower the corpus's max_len (run config of its corpus asset) or run on a device with more memory "
+        "(ATTN_DEVICE). Nothing was written.",
+        loss_model.compute.device,
+        smallest=int(tokens.group_by("example_id").len()["len"].max() or 1),
+    )
     budget = batch_tokens or loss_model.compute.batch_tokens(backward=True)
-    device = loss_model.compute.device
-    for batch, targets in _batches_with_targets(loss_model, tokens, labels, seed, budget):
-        batch = batch.to(device)
-        gradients = attention_gradients(loss_model.model, batch.inputs, targets.to(device), loss_model.loss_name)
-        parts.append(grad_columns(*grad_sums(gradients.detach(), batch.masks), batch.example_ids))
-        done += len(batch.example_ids)
-        if progress:
-            progress(done, total, time.perf_counter() - started)
+    parts, done = backoff.retrying(
+        lambda budget: _grad_parts(loss_model, tokens, seed, labels, budget, progress), budget
+    )
     rows = (
         frame(parts)
         .with_columns(
@@ -312,6 +315,30 @@ def extract_grad_importance(
         else empty_rows()
     )
     return GradImportance(rows=rows, n_examples=done, seconds=time.perf_counter() - started)
+
+
+def _grad_parts(
+    loss_model: LossModel,
+    tokens: pl.DataFrame,
+    seed: int,
+    labels: pl.DataFrame | None,
+    batch_tokens: int,
+    progress: Callable[[int, int, float], None] | None,
+) -> tuple[list[dict[str, np.ndarray]], int]:
+    """One pass at `batch_tokens`: each batch's grad_columns, and the examples done."""
+    started = time.perf_counter()
+    total = tokens["example_id"].n_unique() if labels is None else labels.height
+    parts: list[dict[str, np.ndarray]] = []
+    done = 0
+    device = loss_model.compute.device
+    for batch, targets in _batches_with_targets(loss_model, tokens, labels, seed, batch_tokens):
+        batch = batch.to(device)
+        gradients = attention_gradients(loss_model.model, batch.inputs, targets.to(device), loss_model.loss_name)
+        parts.append(grad_columns(*grad_sums(gradients.detach(), batch.masks), batch.example_ids))
+        done += len(batch.example_ids)
+        if progress:
+            progress(done, total, time.perf_counter() - started)
+    return parts, done
 
 
 def empty_rows() -> pl.DataFrame:

@@ -27,13 +27,14 @@ Shapes: B sentences padded to W words; K = layers x heads maps; D = word-vector 
 import copy
 import time
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import polars as pl
 import torch
 from transformers import AutoModel, PreTrainedModel
 
+from dagster_project.compute.backoff import BackOff
 from dagster_project.compute.batching import BUILT_ON, length_batches
 from dagster_project.compute.devices import float32_maps
 from dagster_project.compute.metrics import WORD_MODES, word_level_maps, word_piece_matrix
@@ -192,31 +193,66 @@ def train_probe(
     learning_rate: float,
     seed: int,
     progress: Callable[[int, int, float], None] | None = None,
+    micro_batch: int | None = None,
 ) -> float:
     """Adam on the mean cross-entropy of each batch's words, batches in a seeded random order
-    per epoch. Returns the last epoch's mean loss per word."""
+    per epoch. Returns the last epoch's mean loss per word. A batch goes through the probe
+    `micro_batch` sentences at a time (None: whole), its gradients summed; a batch that runs out of
+    device memory is taken again at half the micro-batch (logged), down to one sentence."""
     if not batches:
         raise ValueError("train_probe got no training batches: the training corpus has no sentences with gold heads.")
     optimizer = torch.optim.Adam(probe.parameters(), lr=learning_rate)
     order = torch.Generator().manual_seed(seed)
+    backoff = BackOff(
+        "Probe training",
+        "sentences per micro-batch",
+        "Lower the run config's batch_tokens or the corpus's max_len, or run on a device with more memory "
+        "(ATTN_DEVICE). Nothing was written.",
+        batches[0].gold.device,
+    )
+    micro = micro_batch or max(len(batch.gold) for batch in batches)
     started = time.perf_counter()
     epoch_loss = float("nan")
     for epoch in range(epochs):
         total, count = 0.0, 0
         for index in torch.randperm(len(batches), generator=order, device=order.device).tolist():
             batch = batches[index]
-            loss = torch.nn.functional.cross_entropy(
-                probe(batch).flatten(0, 1), batch.gold.flatten(), ignore_index=IGNORE
-            )
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
             words = int((batch.gold != IGNORE).sum())
-            total, count = total + loss.item() * words, count + words
+            while True:
+                optimizer.zero_grad()
+                try:
+                    loss = sum(_part_loss(probe, part, words) for part in _sentence_parts(batch, micro))
+                    break
+                except torch.OutOfMemoryError as error:
+                    reason = str(error)  # the traceback, which holds the batch's tensors, stays in the except clause
+                micro = backoff.halved(min(micro, len(batch.gold)), reason)
+            optimizer.step()
+            total, count = total + loss * words, count + words
         epoch_loss = total / count
         if progress:
             progress(epoch + 1, epochs, time.perf_counter() - started)
     return epoch_loss
+
+
+def _part_loss(probe: torch.nn.Module, part: ProbeBatch, words: int) -> float:
+    """Backward pass of a part's share of its batch's mean cross-entropy (its words' summed loss over
+    the batch's `words`); returns that share."""
+    loss = (
+        torch.nn.functional.cross_entropy(
+            probe(part).flatten(0, 1), part.gold.flatten(), ignore_index=IGNORE, reduction="sum"
+        )
+        / words
+    )
+    loss.backward()
+    return loss.item()
+
+
+def _sentence_parts(batch: ProbeBatch, size: int) -> list[ProbeBatch]:
+    """A batch `size` sentences at a time."""
+    tensors = [getattr(batch, field.name) for field in fields(ProbeBatch)]
+    return [
+        ProbeBatch(*(tensor[start : start + size] for tensor in tensors)) for start in range(0, len(batch.gold), size)
+    ]
 
 
 def predict_heads(probe: torch.nn.Module, batch: ProbeBatch) -> torch.Tensor:

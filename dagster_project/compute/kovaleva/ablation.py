@@ -27,6 +27,7 @@ from transformers import AttentionInterface, AutoTokenizer, PreTrainedModel
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, eager_mask
 
 from dagster_project.compute.attention_layouts import attention_blocks, attention_layout, unique_modules
+from dagster_project.compute.backoff import BackOff
 from dagster_project.compute.devices import ComputeDevice
 from dagster_project.compute.kovaleva.finetuning import (
     TaskData,
@@ -179,18 +180,74 @@ def settings_logits(
 ) -> torch.Tensor:
     """Logits (S, N, C) for every setting over all batches (examples in batch order).
 
-    Settings go through in chunks of batch_tokens // (B * T) (at least 1), so one pass holds
-    about batch_tokens padded positions.
+    One forward pass holds about batch_tokens padded positions: a batch's B examples of width T
+    under batch_tokens // (B * T) of the settings (at least 1), or, when batch_tokens is under
+    B * T, batch_tokens // T of its examples (at least 1) under one setting.
     """
     start = time.perf_counter()
     outputs = []
     for index, inputs in enumerate(batches):
         batch, length = inputs["input_ids"].shape
-        chunk = max(1, batch_tokens // (batch * length))
-        outputs.append(torch.cat([ablated_logits(model, inputs, part) for part in disabled.split(chunk)]))
+        examples = min(batch, max(1, batch_tokens // length))
+        chunk = max(1, batch_tokens // (examples * length))
+        outputs.append(
+            torch.cat(
+                [
+                    torch.cat([ablated_logits(model, part, settings) for settings in disabled.split(chunk)])
+                    for part in _example_parts(inputs, examples)
+                ],
+                dim=1,
+            )
+        )
         if progress is not None:
             progress(index + 1, time.perf_counter() - start)
     return torch.cat(outputs, dim=1)
+
+
+def _example_parts(inputs: dict[str, torch.Tensor], size: int) -> Iterator[dict[str, torch.Tensor]]:
+    """A batch's inputs `size` examples at a time, in order."""
+    for start in range(0, next(iter(inputs.values())).shape[0], size):
+        yield {name: tensor[start : start + size] for name, tensor in inputs.items()}
+
+
+def validation_logits(
+    model: PreTrainedModel,
+    validation: TaskData,
+    disabled: torch.Tensor,
+    *,
+    pad_token_id: int,
+    with_token_types: bool,
+    eval_batch_size: int,
+    batch_tokens: int,
+    what: str,
+    progress: Callable[[int, int, float], None],
+) -> torch.Tensor:
+    """settings_logits (S, N, C) over a validation split, in its example order, in length-sorted batches of
+    `eval_batch_size`; a pass that runs out of device memory starts again at half of `batch_tokens`
+    (logged; `what` names the pass), down to one example under one setting (then PassOutOfMemory).
+    progress(examples done, examples, seconds)."""
+    batches = length_sorted_batches(validation, eval_batch_size)
+    backoff = BackOff(
+        what,
+        "padded positions per forward pass (batch_tokens)",
+        "Lower max_len or max_examples in the ablation asset's run config, set ATTN_DTYPE=bfloat16, or run on "
+        "a device with more memory (ATTN_DEVICE). Nothing was written.",
+        model.device,
+        smallest=max(map(len, validation.token_ids)),
+    )
+    logits = backoff.retrying(
+        lambda budget: settings_logits(
+            model,
+            (pad_inputs(validation, batch, pad_token_id, with_token_types) for batch in batches),
+            disabled,
+            budget,
+            lambda done, seconds: progress(sum(map(len, batches[:done])), len(validation), seconds),
+        ),
+        batch_tokens,
+    )
+    in_order = torch.empty_like(logits)
+    in_order[:, [index for batch in batches for index in batch]] = logits
+    return in_order
 
 
 @dataclass(frozen=True)
@@ -225,7 +282,8 @@ def score_ablations(
     scored on the validation split of glue_<task> (under `data_root`; its first `max_examples`
     by example_id when given) with nothing, each head and each layer disabled.
     `eval_batch_size` examples per batch, `batch_tokens` (None: the device's default) padded
-    positions per forward pass; progress(examples done, examples, seconds)."""
+    positions per forward pass, halved (logged) while a pass runs out of device memory, down to one
+    example under one setting (then PassOutOfMemory); progress(examples done, examples, seconds)."""
     spec = inspect_model(tuned_source)
     tokenizer = AutoTokenizer.from_pretrained(spec.resolved_path)
     validation = read_task_split(data_root, f"glue_{task}", tokenizer, max_len, overlong).data
@@ -236,23 +294,22 @@ def score_ablations(
                 for field in (validation.example_ids, validation.token_ids, validation.segments, validation.labels)
             )
         )
-    pad_id = tokenizer.pad_token_id
     model = use_ablation_attention(load_classifier(spec.resolved_path, compute))
     settings = ablation_settings(spec.n_layers, spec.n_heads)
-    batches = length_sorted_batches(validation, eval_batch_size)
-    inputs = (pad_inputs(validation, batch, pad_id, spec.takes_token_types) for batch in batches)
     start = time.perf_counter()
-    logits = settings_logits(
+    logits = validation_logits(
         model,
-        inputs,
+        validation,
         settings.disabled,
-        batch_tokens or compute.batch_tokens(),
-        lambda done, seconds: progress(sum(map(len, batches[:done])), len(validation), seconds),
+        pad_token_id=tokenizer.pad_token_id,
+        with_token_types=spec.takes_token_types,
+        eval_batch_size=eval_batch_size,
+        batch_tokens=batch_tokens or compute.batch_tokens(),
+        what=f"{task} head ablation",
+        progress=progress,
     )
     seconds = time.perf_counter() - start
-    order = torch.tensor([index for batch in batches for index in batch])
-    labels = validation.labels[order]
-    scores = [glue_metrics(task, setting_logits, labels) for setting_logits in logits]
+    scores = [glue_metrics(task, setting_logits, validation.labels) for setting_logits in logits]
     rows = _ablation_rows(settings, scores).with_columns(
         task=pl.lit(task), tuned_model_id=pl.lit(tuned_model_id), n_examples=pl.lit(len(validation))
     )

@@ -14,6 +14,7 @@ import numpy as np
 import polars as pl
 import torch
 
+from dagster_project.compute.backoff import BackOff
 from dagster_project.compute.batching import frame, head_columns, length_batches
 from dagster_project.compute.devices import ComputeDevice, float32_maps
 from dagster_project.compute.metrics import map_cosine
@@ -47,18 +48,41 @@ def extract_finetune_cosines(
     progress: Callable[[int, int, float], None] | None = None,
 ) -> tuple[pl.DataFrame, float]:
     """Per (example, layer, head) cosine similarity of base and fine-tuned attention maps
-    over a `tokens` frame; returns the rows and the seconds taken. `batch_tokens` defaults by device."""
+    over a `tokens` frame; returns the rows and the seconds taken. `batch_tokens` defaults by device;
+    a pass that runs out of device memory starts again at half of it (logged), down to the longest
+    example (then PassOutOfMemory); an example's cosines do not depend on its batch."""
     check_comparable(base, tuned)
+    started = time.perf_counter()
+    backoff = BackOff(
+        "Fine-tuning similarity",
+        "padded positions per batch (batch_tokens)",
+        "Lower max_examples or the corpus's max_len, set ATTN_DTYPE=bfloat16, or run on a device with more "
+        "memory (ATTN_DEVICE). Nothing was written.",
+        base.compute.device,
+        smallest=int(tokens.group_by("example_id").len()["len"].max() or 1),
+    )
+    parts = backoff.retrying(
+        lambda budget: _cosine_parts(base, tuned, tokens, budget, progress),
+        batch_tokens or base.compute.batch_tokens(),
+    )
+    return frame(parts), time.perf_counter() - started
+
+
+def _cosine_parts(
+    base: LoadedEncoder,
+    tuned: LoadedEncoder,
+    tokens: pl.DataFrame,
+    batch_tokens: int,
+    progress: Callable[[int, int, float], None] | None,
+) -> list[dict[str, np.ndarray]]:
+    """One pass at `batch_tokens`: each batch's cosine columns."""
     started = time.perf_counter()
     total = tokens["example_id"].n_unique()
     parts: list[dict[str, np.ndarray]] = []
     done = 0
     with torch.inference_mode():
         for batch in length_batches(
-            tokens,
-            base.tokenizer.pad_token_id or 0,
-            batch_tokens or base.compute.batch_tokens(),
-            base.spec.takes_token_types,
+            tokens, base.tokenizer.pad_token_id or 0, batch_tokens, base.spec.takes_token_types
         ):
             batch = batch.to(base.compute.device)
             maps = [
@@ -69,7 +93,7 @@ def extract_finetune_cosines(
             done += len(batch.example_ids)
             if progress:
                 progress(done, total, time.perf_counter() - started)
-    return frame(parts), time.perf_counter() - started
+    return parts
 
 
 @dataclass(frozen=True)

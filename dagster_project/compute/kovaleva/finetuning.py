@@ -17,6 +17,8 @@ the chosen settings for one base model and task.
 import json
 import logging
 import math
+import os
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -33,6 +35,7 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
+from dagster_project.compute.backoff import BackOff
 from dagster_project.compute.devices import CPU, ComputeDevice
 from dagster_project.compute.models import inspect_model
 from dagster_project.corpora import CORPORA
@@ -52,6 +55,7 @@ TASK_SCORE_TYPES = {
 
 # The GLUE tasks that get fine-tuning, ablation and similarity assets (Kovaleva Table 1, Fig. 5, 8, 9).
 FINETUNE_TASKS = ("mrpc", "stsb", "sst2", "rte", "cola")
+LOG = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -84,7 +88,22 @@ class TrainLog:
     losses: list[float]  # per optimizer step
     steps: int
     train_examples: int
-    seconds: float
+    seconds: float  # of this session's steps (a resumed run's earlier steps not counted)
+    micro_batch: int  # examples per forward and backward pass (gradients summed over a step's micro-batches)
+    resumed_at: int = 0  # the step a saved training state was resumed after (0: started afresh)
+
+
+@dataclass(frozen=True)
+class TrainingCheckpoints:
+    """Where fine-tuning saves its training state every `every` optimizer steps (model, optimizer,
+    schedule, random number generators, step), to resume from after a kill; removed when training ends."""
+
+    folder: Path
+    every: int
+
+    @property
+    def path(self) -> Path:
+        return self.folder / "training_state.pt"
 
 
 def task_head(task: str) -> tuple[int, str]:
@@ -180,6 +199,11 @@ def length_sorted_batches(data: TaskData, batch_size: int) -> list[list[int]]:
     return [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
 
 
+def training_state_dir() -> Path:
+    """Where fine-tuning keeps its training states to resume from: beside the models cache's folders."""
+    return models_cache_dir() / "training_state"
+
+
 def build_classifier(path: str, task: str, init: str, seed: int, device: torch.device = CPU.device) -> PreTrainedModel:
     """A float32 sequence classifier on the encoder at `path`, on `device`: `pretrained` loads its
     weights, `random` draws every weight from the config's initializer. The head is seeded either
@@ -235,10 +259,19 @@ def fine_tune(
     pad_token_id: int,
     with_token_types: bool,
     progress: Callable[[int, int, float, float], None] | None = None,
+    micro_batch: int | None = None,
+    checkpoints: TrainingCheckpoints | None = None,
 ) -> TrainLog:
     """AdamW with linear warm-up and decay over shuffled batches on the model's device;
     progress(step, steps, loss, seconds). The order of examples is drawn on the CPU (the same on
-    every device); dropout masks come from the device's generator."""
+    every device); dropout masks come from the device's generator.
+
+    A step's batch goes through the model `micro_batch` examples at a time (None: all at once), its
+    gradients summed, weighted to the batch mean; a step that runs out of device memory is taken again
+    (generators rewound) at half the micro-batch, logged, down to one example (then PassOutOfMemory).
+    With `checkpoints`, the training state is saved every `checkpoints.every` steps, training resumes
+    from a saved state of the same recipe and data, and the state is removed at the end.
+    """
     if model.dtype != torch.float32:
         raise ValueError(
             f"fine-tuning takes gradients and runs in float32; the model is in {model.dtype}: build it with "
@@ -246,12 +279,8 @@ def fine_tune(
         )
     if len(data) == 0:
         raise ValueError("no training examples: materialize the task's train corpus (glue_<task>_train_examples) first")
-    generator = torch.Generator().manual_seed(recipe.seed)
-    indices = torch.randperm(len(data), generator=generator, device=generator.device)[
-        : recipe.train_subset or len(data)
-    ]
-    steps_per_epoch = math.ceil(len(indices) / recipe.batch_size)
-    steps = min(recipe.epochs * steps_per_epoch, recipe.max_steps or math.inf)
+    plan = step_batches(len(data), recipe)
+    steps = len(plan)
     warmup = int(recipe.warmup_ratio * steps)
     exempt = no_decay_parameters(model)
     no_decay = [p for name, p in model.named_parameters() if name in exempt]
@@ -264,30 +293,143 @@ def fine_tune(
         optimizer,
         lambda step: (step + 1) / (warmup + 1) if step < warmup else max(0.0, (steps - step) / max(1, steps - warmup)),
     )
-    regression = model.config.problem_type == "regression"
     torch.manual_seed(recipe.seed)  # dropout masks
-    model.train()
+    identity = {"recipe": asdict(recipe), "train_examples": len(data), "model": type(model).__name__}
     losses: list[float] = []
+    micro = micro_batch or recipe.batch_size
+    if checkpoints is not None and (state := _saved_state(checkpoints, identity)) is not None:
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        schedule.load_state_dict(state["schedule"])
+        _restore_generators(model.device, state["generators"])
+        losses, micro = state["losses"], min(micro, state["micro_batch"])
+        LOG.info(f"fine-tuning resumed after step {len(losses)}/{steps} from {checkpoints.path}")
+    resumed_at = len(losses)
+    backoff = BackOff(
+        "Fine-tuning",
+        "examples per micro-batch",
+        "Lower max_len (run config of the finetuned asset) or run on a device with more memory (ATTN_DEVICE). "
+        "Nothing was written.",
+        model.device,
+    )
+    model.train()
     start = time.perf_counter()
-    while len(losses) < steps:
-        order = indices[torch.randperm(len(indices), generator=generator, device=generator.device)].tolist()
-        for batch_start in range(0, len(order), recipe.batch_size):
-            batch = order[batch_start : batch_start + recipe.batch_size]
-            labels = data.labels[batch] if regression else data.labels[batch].long()
-            inputs = _on_device(model, pad_inputs(data, batch, pad_token_id, with_token_types))
-            loss = model(**inputs, labels=labels.to(model.device)).loss
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            schedule.step()
-            optimizer.zero_grad()
-            losses.append(loss.item())
-            if progress is not None:
-                progress(len(losses), steps, losses[-1], time.perf_counter() - start)
-            if len(losses) == steps:
+    for batch in plan[resumed_at:]:
+        generators = _generator_state(model.device)
+        while True:
+            try:
+                loss = _step_loss(model, data, batch, micro, pad_token_id, with_token_types)
                 break
+            except torch.OutOfMemoryError as error:
+                reason = str(error)  # the traceback, which holds the step's tensors, stays in the except clause
+            optimizer.zero_grad()
+            _restore_generators(model.device, generators)
+            micro = backoff.halved(micro, reason)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        schedule.step()
+        optimizer.zero_grad()
+        losses.append(loss)
+        if checkpoints is not None and len(losses) % checkpoints.every == 0 and len(losses) < steps:
+            _save_state(checkpoints, identity, model, optimizer, schedule, losses, micro)
+        if progress is not None:
+            progress(len(losses), steps, losses[-1], time.perf_counter() - start)
     model.eval()
-    return TrainLog(losses=losses, steps=steps, train_examples=len(indices), seconds=time.perf_counter() - start)
+    if checkpoints is not None:
+        shutil.rmtree(checkpoints.folder, ignore_errors=True)
+    train_examples = min(recipe.train_subset or len(data), len(data))
+    return TrainLog(losses, steps, train_examples, time.perf_counter() - start, micro, resumed_at)
+
+
+def step_batches(n_examples: int, recipe: Recipe) -> list[list[int]]:
+    """The recipe's optimizer steps: a seeded subset of the examples (train_subset), shuffled again each
+    epoch and cut into batches, up to max_steps. Drawn from the seed alone, so a resumed run takes the
+    steps it had left without a saved generator."""
+    generator = torch.Generator().manual_seed(recipe.seed)
+    indices = torch.randperm(n_examples, generator=generator)[: recipe.train_subset or n_examples]
+    steps = min(recipe.epochs * math.ceil(len(indices) / recipe.batch_size), recipe.max_steps or math.inf)
+    batches: list[list[int]] = []
+    while len(batches) < steps:
+        order = indices[torch.randperm(len(indices), generator=generator)].tolist()
+        batches += [order[start : start + recipe.batch_size] for start in range(0, len(order), recipe.batch_size)]
+    return batches[:steps]
+
+
+def _step_loss(
+    model: PreTrainedModel, data: TaskData, batch: list[int], micro: int, pad_token_id: int, with_token_types: bool
+) -> float:
+    """Forward and backward passes over a step's batch, `micro` examples at a time, each part's mean
+    loss weighted by its share of the batch, so the summed gradients are those of the batch mean;
+    returns that mean loss."""
+    regression = model.config.problem_type == "regression"
+    total = 0.0
+    for start in range(0, len(batch), micro):
+        part = batch[start : start + micro]
+        labels = data.labels[part] if regression else data.labels[part].long()
+        inputs = _on_device(model, pad_inputs(data, part, pad_token_id, with_token_types))
+        loss = model(**inputs, labels=labels.to(model.device)).loss * (len(part) / len(batch))
+        loss.backward()
+        total += loss.item()
+    return total
+
+
+def _generator_state(device: torch.device) -> dict[str, torch.Tensor]:
+    """The random number generators' states that dropout draws from: the CPU's and the model device's."""
+    state = {"cpu": torch.get_rng_state()}
+    if device.type == "cuda":
+        state["cuda"] = torch.cuda.get_rng_state(device)
+    elif device.type == "mps":
+        state["mps"] = torch.mps.get_rng_state()
+    return state
+
+
+def _restore_generators(device: torch.device, state: dict[str, torch.Tensor]) -> None:
+    torch.set_rng_state(state["cpu"])
+    if "cuda" in state:
+        torch.cuda.set_rng_state(state["cuda"], device)
+    elif "mps" in state:
+        torch.mps.set_rng_state(state["mps"])
+
+
+def _save_state(
+    checkpoints: TrainingCheckpoints,
+    identity: dict,
+    model: PreTrainedModel,
+    optimizer: torch.optim.Optimizer,
+    schedule: torch.optim.lr_scheduler.LRScheduler,
+    losses: list[float],
+    micro: int,
+) -> None:
+    """The training state after the last of `losses`' steps, written whole or not at all (a temporary
+    file renamed over the last one), so a kill while saving leaves the previous state."""
+    checkpoints.folder.mkdir(parents=True, exist_ok=True)
+    state = {
+        "identity": identity,
+        "losses": losses,
+        "micro_batch": micro,
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "schedule": schedule.state_dict(),
+        "generators": _generator_state(model.device),
+    }
+    partial = checkpoints.path.with_suffix(".partial")
+    torch.save(state, partial)
+    os.replace(partial, checkpoints.path)
+
+
+def _saved_state(checkpoints: TrainingCheckpoints, identity: dict) -> dict | None:
+    """The saved training state to resume from, or None: none saved, or saved by another recipe or data
+    (then logged, and overwritten by this run's first save)."""
+    if not checkpoints.path.is_file():
+        return None
+    state = torch.load(checkpoints.path, map_location="cpu", weights_only=True)
+    if state["identity"] != identity:
+        LOG.warning(
+            f"{checkpoints.path} was saved by another fine-tuning run ({state['identity']}, not {identity}); "
+            "starting afresh"
+        )
+        return None
+    return state
 
 
 @torch.no_grad()
@@ -301,6 +443,20 @@ def predict_logits(
         inputs = _on_device(model, pad_inputs(data, batch, pad_token_id, with_token_types))
         logits[batch] = model(**inputs).logits.float().cpu()
     return logits
+
+
+def _validation_logits(
+    model: PreTrainedModel, data: TaskData, pad_token_id: int, with_token_types: bool, batch_size: int
+) -> torch.Tensor:
+    """predict_logits, started again at half the batch (logged) while it runs out of device memory."""
+    backoff = BackOff(
+        "Fine-tuned model's validation scores",
+        "examples per batch (eval_batch_size)",
+        "Lower max_len (run config of the finetuned asset) or run on a device with more memory (ATTN_DEVICE). "
+        "Nothing was written.",
+        model.device,
+    )
+    return backoff.retrying(lambda size: predict_logits(model, data, pad_token_id, with_token_types, size), batch_size)
 
 
 def glue_metrics(task: str, logits: torch.Tensor, labels: torch.Tensor) -> dict[str, float]:
@@ -347,6 +503,7 @@ def recipe_record(recipe: Recipe, base_source: str, task: str, log: TrainLog | N
             "train_examples": log.train_examples,
             "first_loss": log.losses[0],
             "final_loss": log.losses[-1],
+            "micro_batch": log.micro_batch,
         }
     return record
 
@@ -379,6 +536,7 @@ def score_settings(
     max_len: int,
     overlong: str,
     eval_batch_size: int,
+    checkpoint_every: int,
     data_root: Path,
     compute: ComputeDevice,
     register: Callable[[Path], str],
@@ -386,7 +544,9 @@ def score_settings(
 ) -> TaskScores:
     """Kovaleva Table 1 on `task` for base model `source` (partition `model_id`): each setting built, fine-tuned
     unless `pretrained` (on glue_<task>_train under `data_root`) and scored on all of glue_<task>'s validation
-    split. The pre-trained + fine-tuned one is saved with its recipe; `register(folder)` returns its partition key."""
+    split. The pre-trained + fine-tuned one is saved with its recipe; `register(folder)` returns its partition key.
+    Each fine-tuning saves its training state every `checkpoint_every` steps (0: never; training_state_dir) and resumes
+    from it when run again after a kill."""
     spec = inspect_model(source)
     tokenizer = AutoTokenizer.from_pretrained(spec.resolved_path)
     train_split = read_task_split(data_root, f"glue_{task}_train", tokenizer, max_len, overlong)
@@ -402,11 +562,13 @@ def score_settings(
     rows = []
     for setting in settings:
         start = time.perf_counter()
+        folder = training_state_dir() / f"{model_id}--{task}--{setting}"
+        checkpoints = TrainingCheckpoints(folder, checkpoint_every) if checkpoint_every else None
         model, train_log = _trained_classifier(
-            setting, spec.resolved_path, task, recipe, train, pad_id, token_types, compute.device, log
+            setting, spec.resolved_path, task, recipe, train, pad_id, token_types, compute.device, log, checkpoints
         )
         scores = glue_metrics(
-            task, predict_logits(model, validation, pad_id, token_types, eval_batch_size), validation.labels
+            task, _validation_logits(model, validation, pad_id, token_types, eval_batch_size), validation.labels
         )
         record = recipe_record(recipe, source, task, train_log) | {
             "setting": setting,
@@ -444,8 +606,10 @@ def _trained_classifier(
     with_token_types: bool,
     device: torch.device,
     log: logging.Logger,
+    checkpoints: TrainingCheckpoints | None,
 ) -> tuple[PreTrainedModel, TrainLog | None]:
-    """A setting's classifier on `device`, fine-tuned on `train` (logging each step) unless `pretrained`."""
+    """A setting's classifier on `device`, fine-tuned on `train` (logging each step, saving its training
+    state to `checkpoints`) unless `pretrained`."""
     init = "random" if setting == "random_init_finetuned" else "pretrained"
     model = build_classifier(path, task, init, recipe.seed, device)
     if setting == "pretrained":
@@ -454,7 +618,7 @@ def _trained_classifier(
     def report(step: int, steps: int, loss: float, seconds: float) -> None:
         log.info(f"{task} {setting}: step {step}/{steps}, loss {loss:.4f}, {seconds:.0f} s")
 
-    return model, fine_tune(model, train, recipe, pad_token_id, with_token_types, report)
+    return model, fine_tune(model, train, recipe, pad_token_id, with_token_types, report, checkpoints=checkpoints)
 
 
 def _setting_rows(

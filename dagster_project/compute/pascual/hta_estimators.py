@@ -18,13 +18,14 @@ hutchpp(16,8) (24 tangents per token) keeps every estimated layer >= 0.99 agains
 the cost of estimate(32) (bench/bench_hta.py).
 """
 
-import logging
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 from torch.func import jvp, vjp, vmap
+
+from dagster_project.compute.backoff import BackOff
 
 SKETCH_POWER = 1  # J^T J applications per sketch vector; on MiniLM a second one gains less than it costs
 # Tangents per jvp call when chosen from memory (chunk_for_memory). An H100 ran a 32-piece MiniLM
@@ -37,8 +38,6 @@ CUDA_FREE_SHARE = 0.5  # of a GPU's free memory, for one chunk
 # RSS on the CPU for MiniLM's shape (D = 384, 12 heads): 5.4x at 12 layers, 7.2x at 6, 14.7x for one
 # layer alone (the per-layer replay), so 16 leaves room; a chunk that still runs out is halved.
 TANGENT_OVERHEAD = 16
-
-log = logging.getLogger("dagster_project.compute.pascual")
 
 
 def sketched_subspaces(
@@ -189,7 +188,7 @@ def tangent_squared_norms(
     The tangents go through J a chunk at a time, each chunk's norms reduced before the next, so the
     peak memory is one chunk's outputs, not all of them. chunk_size: tangents per chunk; None: one
     tangent first, then as many as its output size lets chunk_for_memory fit. A chunk that runs out of
-    memory is retried at half the size; at one tangent, a RuntimeError names `purpose` and what to change.
+    memory is retried at half the size; at one tangent, a PassOutOfMemory names `purpose` and what to change.
     """
     if chunk_size is not None and chunk_size < 1:
         raise ValueError(f"{purpose}: chunk_size {chunk_size} < 1")
@@ -205,10 +204,11 @@ def tangent_squared_norms(
                 tangent_bytes = outputs[0].numel() * outputs.element_size()
                 squared = (outputs * outputs).sum(-1)
                 del outputs
-            except torch.OutOfMemoryError:
-                squared = None  # handled outside the except clause, whose traceback holds the chunk's tensors
+            except torch.OutOfMemoryError as error:
+                squared, reason = None, str(error)  # handled outside the except clause: its traceback holds tensors
             if squared is None:
-                chunk = _halved(stop - start, primal.device, count // per_token, purpose)
+                detail = f" for a {count // per_token}-token example"
+                chunk = _backoff(primal.device, purpose).halved(stop - start, reason, detail)
                 continue
             if total is None:
                 total = squared.new_zeros(count // per_token, *squared.shape[1:])
@@ -221,18 +221,12 @@ def tangent_squared_norms(
     return total
 
 
-def _halved(chunk: int, device: torch.device, n_tokens: int, purpose: str) -> int:
-    """The chunk size to retry with after a chunk of `chunk` tangents ran out of memory (cache freed), logged."""
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
-    if chunk == 1:
-        raise RuntimeError(
-            f"{purpose}: out of memory on {device} for a {n_tokens}-token example even at one tangent per "
-            "jvp call (chunk 1). Lower the corpus max_len (fewer pieces per example), use an estimator "
-            "hta_method (hutchpp(r,k) or estimate(k), ',bf16' to halve its products) instead of exact, "
-            "or run on a device with more memory."
-        )
-    log.warning(
-        "%s: out of memory on %s at %d tangents per jvp call, retrying at %d", purpose, device, chunk, chunk // 2
+def _backoff(device: torch.device, purpose: str) -> BackOff:
+    """How a chunk of tangents that ran out of memory is retried."""
+    return BackOff(
+        purpose,
+        "tangents per jvp call",
+        "Lower the corpus max_len (fewer pieces per example), use an estimator hta_method (hutchpp(r,k) or "
+        "estimate(k), ',bf16' to halve its products) instead of exact, or run on a device with more memory.",
+        device,
     )
-    return chunk // 2

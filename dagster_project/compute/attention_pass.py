@@ -9,7 +9,6 @@ other weightings (compute/weightings.py, docs/methods.md §3.9), layer by layer 
 also run on their maps, with head summaries of their own.
 """
 
-import logging
 import time
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
@@ -19,6 +18,7 @@ import polars as pl
 import torch
 
 from dagster_project.compute.attention_facts import summary_columns
+from dagster_project.compute.backoff import BackOff
 from dagster_project.compute.batching import Batch, length_batches
 from dagster_project.compute.checks import CheckOutcome
 from dagster_project.compute.devices import float32_maps
@@ -47,12 +47,6 @@ from dagster_project.compute.weightings import (
     encoder_layer_parts,
     output_grams,
 )
-
-LOG = logging.getLogger(__name__)
-
-
-class PassOutOfMemory(RuntimeError):
-    """A pass that does not fit the device's memory even at its smallest batch."""
 
 
 @dataclass(frozen=True)
@@ -110,7 +104,8 @@ def extract_attention_facts(
     (default: `pass_inputs` without words) carries what kinds read besides the maps.
     `progress(done, total, seconds)` is called after each batch. `batch_tokens` (padded positions
     per batch) defaults by the encoder's device; a pass that runs out of device memory starts again
-    with half the budget (logged), down to one example per batch (then PassOutOfMemory). `timings`,
+    with half the budget (logged; the facts asset's run config batch_tokens starts there), down to
+    the longest example's pieces (then compute.backoff.PassOutOfMemory). `timings`,
     when given, receives the seconds of each phase (compute.pass_timings; the pass then waits for the
     device between phases).
 
@@ -126,33 +121,19 @@ def extract_attention_facts(
     if "norm" in weightings:
         kinds += [kind for kind in FACT_KINDS.values() if kind.reads_norms]
     budget = batch_tokens or encoder.compute.batch_tokens()
-    while True:
-        try:
-            return _pass(encoder, tokens, kinds, inputs, budget, progress, timings, weightings)
-        except torch.OutOfMemoryError as error:
-            budget = _smaller_budget(encoder, tokens, budget, error)
-
-
-def _smaller_budget(encoder: LoadedEncoder, tokens: pl.DataFrame, budget: int, error: Exception) -> int:
-    """The batch budget to retry a pass with after it ran out of memory at `budget` (half of it, logged),
-    or PassOutOfMemory when a batch already held a single example. A pass writes nothing itself, and its
-    rows are only returned once it has finished, so a retried pass starts from nothing."""
-    device = encoder.compute.device
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
     longest = int(tokens.group_by("example_id").len()["len"].max() or 0)
-    if budget // 2 < longest:
-        raise PassOutOfMemory(
-            f"The attention pass ran out of memory on {encoder.compute} even with one example per batch "
-            f"(batch_tokens={budget}, longest example {longest} pieces): {error}. Lower the corpus's max_len "
-            f"(run config of its corpus asset), set ATTN_DTYPE=bfloat16, or run on a device with more memory "
-            "(ATTN_DEVICE). Nothing was written."
-        ) from error
-    LOG.warning(
-        f"attention pass: out of memory on {encoder.compute} at batch_tokens={budget}; starting again at "
-        f"{budget // 2} (the facts asset's run config batch_tokens={budget // 2} starts there)"
+    # A pass writes nothing itself and returns its rows only once finished: a retry starts from nothing.
+    back_off = BackOff(
+        "the attention pass",
+        "batch_tokens",
+        f"Its longest example has {longest} pieces: lower the corpus's max_len (run config of its corpus asset), "
+        "set ATTN_DTYPE=bfloat16, or run on a device with more memory (ATTN_DEVICE). Nothing was written.",
+        encoder.compute.device,
+        smallest=longest,
     )
-    return budget // 2
+    return back_off.retrying(
+        lambda budget: _pass(encoder, tokens, kinds, inputs, budget, progress, timings, weightings), budget
+    )
 
 
 @dataclass

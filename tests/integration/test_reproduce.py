@@ -15,6 +15,7 @@ import torch
 from transformers import BertConfig, BertForMaskedLM
 
 from dagster_project.settings import PROJECT_ROOT
+from dagster_project.storage.view_contracts import check_contracts
 from tests.tiny_models import TINY_LAYERS, bert_tokenizer, save_model
 
 pytestmark = pytest.mark.integration
@@ -90,6 +91,7 @@ def test_reproduce_quick_fills_every_result_it_can(shared_data_dir: Path, small_
     empty = {view for view in views if conn.execute(f"SELECT count(*) FROM {view}").fetchone()[0] == 0}
     assert conn.execute("SELECT profile FROM stg_reproductions").fetchall() == [("quick",)]
     assert conn.execute("SELECT count(*) FROM examples WHERE corpus = 'xnli_en'").fetchone()[0] == 200
+    assert check_contracts(conn) == {}  # every view with rows keeps its grain and ranges (sql/results/<view>.yaml)
     conn.close()
     assert empty == set(EMPTY_RESULTS), sorted(empty ^ set(EMPTY_RESULTS))
     report = (tmp_path / "charts" / "report" / "clark.html").read_text()

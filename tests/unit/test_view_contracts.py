@@ -26,16 +26,18 @@ def test_every_results_view_has_a_contract() -> None:
     results = [view.name for view in view_definitions() if view.layer == "results"]
     assert list(view_contracts()) == results
     assert len(results) == 34
-    assert view_contracts()["clark_special_tokens"].grain == ("model_id", "corpus", "layer", "head")
-    assert view_contracts()["kovaleva_pattern_shares"].ranges["share"] == (0.0, 1.0)
+    judgments = view_contracts()["claim_judgments"]
+    assert (judgments.grain, judgments.ranges) == (("claim", "model_id", "corpus"), {"n": (0.0, None)})
 
 
 def test_every_contract_names_columns_of_its_view(conn: duckdb.DuckDBPyConnection) -> None:
     """On the empty warehouse every rule holds, so a violation can only be a column the view lacks."""
     assert check_contracts(conn) == {}
-    misspelt = ViewContract("clark_entropy", ("model_id", "corpus", "layer", "heads"))
-    (violation,) = contract_violations(conn, misspelt)
-    assert violation.startswith("clark_entropy: the contract names columns the view lacks: heads (it has cls_entropy,")
+    misspelt = ViewContract("claim_judgments", ("claim", "model_id", "corpora"))
+    assert contract_violations(conn, misspelt) == [
+        "claim_judgments: the contract names columns the view lacks: corpora "
+        "(it has claim, corpus, model_id, n, reason, value, verdict)"
+    ]
 
 
 @pytest.fixture
@@ -45,17 +47,17 @@ def sql_copy(tmp_path: Path) -> Path:
 
 
 def test_a_results_view_without_a_contract_fails_the_registry_check(sql_copy: Path) -> None:
-    (sql_copy / "results" / "clark_entropy.yaml").unlink()
+    (sql_copy / "results" / "reproduction_scorecard.yaml").unlink()
     (sql_copy / "results" / "clark_new.sql").write_text("CREATE OR REPLACE VIEW clark_new AS SELECT 1 AS x;\n")
     with pytest.raises(ValueError) as raised:
         view_contracts(sql_copy)
     assert str(raised.value) == (
-        f"results views without a contract: clark_entropy: {sql_copy}/results/clark_entropy.yaml; "
-        f"clark_new: {sql_copy}/results/clark_new.yaml. Write each file with the view's grain and the ranges of "
-        "its values (docs/howto/add-view.md)"
+        f"results views without a contract: clark_new: {sql_copy}/results/clark_new.yaml; "
+        f"reproduction_scorecard: {sql_copy}/results/reproduction_scorecard.yaml. Write each file with the view's "
+        "grain and the ranges of its values (docs/howto/add-view.md)"
     )
     (sql_copy / "results" / "clark_new.yaml").write_text("grain: [x]\n")
-    shutil.copy(SQL_DIR / "results" / "clark_entropy.yaml", sql_copy / "results")
+    shutil.copy(SQL_DIR / "results" / "reproduction_scorecard.yaml", sql_copy / "results")
     assert view_contracts(sql_copy)["clark_new"] == ViewContract("clark_new", ("x",))
     (sql_copy / "results" / "clark_new.sql").unlink()
     with pytest.raises(ValueError, match=r"contracts of no results view: .*/results/clark_new\.yaml; rename"):
@@ -120,29 +122,26 @@ def test_the_checker_catches_duplicates_nulls_and_values_out_of_range() -> None:
     assert contract_violations(conn, replace(contract, view="w")) == []
 
 
-def test_a_results_view_contract_catches_a_duplicate_and_an_out_of_range_share() -> None:
-    """kovaleva_pattern_shares' own contract on hand-made rows: a pattern twice, a share of 1.2."""
+def test_a_results_view_contract_catches_a_duplicate_and_an_out_of_range_count() -> None:
+    """claim_judgments' own contract on hand-made rows: a claim judged twice on one (model, corpus),
+    a negative count and a verdict that is none of the four."""
     conn = duckdb.connect(":memory:")
     rows = pl.DataFrame(
         {
-            "model": "m",
+            "claim": ["clark_a", "clark_a", "clark_b"],
             "model_id": "m",
-            "corpus": "glue_rte",
-            "pattern": ["vertical", "diagonal", "diagonal"],
-            "pattern_order": [1, 2, 2],
-            "maps": [10, 4, 4],
-            "share": [0.5, 0.2, 1.2],
-            "role": "pre-trained",
-            "base_model_id": "m",
-            "n_examples": 3,
-            "ci_low": [0.4, 0.1, 0.1],
-            "ci_high": [0.6, 0.3, 0.3],
+            "corpus": "wiki_segments",
+            "value": [0.5, 0.6, 0.7],
+            "verdict": ["holds", "fails", "maybe"],
+            "reason": "hand-made",
+            "n": [12, 12, -1],
         }
     )
     conn.register("rows", rows.to_arrow())
-    conn.execute("CREATE TABLE kovaleva_pattern_shares AS SELECT * FROM rows")
-    assert contract_violations(conn, view_contracts()["kovaleva_pattern_shares"]) == [
-        "kovaleva_pattern_shares: 1 key(s) of the grain (model_id, corpus, pattern) have several rows, "
-        "e.g. ('m', 'glue_rte', 'diagonal') x2",
-        "kovaleva_pattern_shares.share: 1 row(s) outside [0, 1], from 1.2 to 1.2",
+    conn.execute("CREATE TABLE claim_judgments AS SELECT * FROM rows")
+    assert contract_violations(conn, view_contracts()["claim_judgments"]) == [
+        "claim_judgments: 1 key(s) of the grain (claim, model_id, corpus) have several rows, "
+        "e.g. ('clark_a', 'm', 'wiki_segments') x2",
+        "claim_judgments.n: 1 row(s) outside [0, inf], from -1 to -1",
+        "claim_judgments.verdict: values outside {holds, fails, not comparable, missing}: 'maybe' x1",
     ]

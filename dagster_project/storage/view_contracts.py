@@ -9,7 +9,7 @@ A contract file:
 
     grain: [model_id, corpus, layer, head]    # unique together
     not_null: [model_id, corpus, layer, head, to_cls]
-    ranges:                                   # [low, high], both included; null: no bound
+    ranges:                                   # [low, high], both included; null: no bound; NaN never in
       to_cls: [0, 1]
       n_examples: [0, null]
     accepted_values:

@@ -105,7 +105,8 @@ def test_the_checker_catches_duplicates_nulls_and_values_out_of_range() -> None:
     conn.execute(
         "CREATE VIEW v AS SELECT model_id, layer, share::DOUBLE AS share, r::DOUBLE AS r, kind FROM (VALUES "
         "('m', 1, 0.5, 0.0, 'x'), ('m', 1, 1.5, -0.5, 'x'), ('m', 2, NULL, 1.25, 'z'), "
-        "('n', 2, 1.0 + 1e-12, -1.0, 'y'), ('n', 3, 0.0, NULL, NULL)) AS t (model_id, layer, share, r, kind)"
+        "('n', 2, 1.0 + 1e-12, -1.0, 'y'), ('n', 3, 0.0, NULL, NULL), "
+        "('o', 1, 0.0, 'nan'::DOUBLE, 'x')) AS t (model_id, layer, share, r, kind)"
     )
     contract = ViewContract(
         "v", ("model_id", "layer"), ("share",), {"share": (0, 1), "r": (-1, 1)}, {"kind": ("x", "y")}
@@ -114,7 +115,7 @@ def test_the_checker_catches_duplicates_nulls_and_values_out_of_range() -> None:
         "v: 1 key(s) of the grain (model_id, layer) have several rows, e.g. ('m', 1) x2",
         "v.share: 1 row(s) are null",
         "v.share: 1 row(s) outside [0, 1], from 1.5 to 1.5",
-        "v.r: 1 row(s) outside [-1, 1], from 1.25 to 1.25",
+        "v.r: 2 row(s) outside [-1, 1], from 1.25 to nan",  # NaN is in no range
         "v.kind: values outside {x, y}: 'z' x1",
     ]
     # the same rules on the rows that keep them: a share 1e-12 above 1 is float rounding, not a violation

@@ -160,52 +160,64 @@ def _example(row: tuple) -> str:
 def contract_violations(conn: duckdb.DuckDBPyConnection, contract: ViewContract) -> list[str]:
     """What the rows of `contract.view` on `conn` break of its contract, one sentence per broken
     rule naming how many rows and a few of them; empty when every rule holds (as on an empty view).
-    A column the view does not have is a violation too. Column names come from the contract and
-    are checked against the view's columns before they are quoted into the SQL; bounds and
-    values are parameters."""
+    A column the view does not have is a violation too. One query computes the view once (a view
+    over the claims' judges takes seconds) and every rule over it. Column names come from the
+    contract and are checked against the view's columns before they are quoted into the SQL;
+    bounds and values are parameters."""
     view = contract.view
     columns = {row[0] for row in conn.execute(f"DESCRIBE {_quoted(view)}").fetchall()}
     unknown = sorted(contract.columns() - columns)
     if unknown:
         has = ", ".join(sorted(columns))
         return [f"{view}: the contract names columns the view lacks: {', '.join(unknown)} (it has {has})"]
-    relation = _quoted(view)
-    found: list[str] = []
     grain = ", ".join(map(_quoted, contract.grain))
-    duplicated = conn.execute(
-        f"SELECT {grain}, count(*) AS n_rows, count(*) OVER () AS n_keys FROM {relation} "
-        f"GROUP BY {grain} HAVING count(*) > 1 ORDER BY n_rows DESC, {grain} LIMIT ?",
-        [EXAMPLES_SHOWN],
-    ).fetchall()
-    if duplicated:
-        shown = ", ".join(f"{_example(row[:-2])} x{row[-2]}" for row in duplicated)
+    params: dict[str, object] = {"shown": EXAMPLES_SHOWN}
+    measures = [
+        "(SELECT count(*) FROM duplicated)",
+        f"(SELECT list(row({grain}, n_rows) ORDER BY n_rows DESC, {grain})[1:$shown] FROM duplicated)",
+    ]
+    measures += [f"count(*) FILTER ({_quoted(column)} IS NULL)" for column in contract.not_null]
+    for index, (column, (low, high)) in enumerate(contract.ranges.items()):
+        params[f"low_{index}"] = -math.inf if low is None else low - RANGE_TOLERANCE
+        params[f"high_{index}"] = math.inf if high is None else high + RANGE_TOLERANCE
+        outside = f"FILTER (NOT ({_quoted(column)}::DOUBLE BETWEEN $low_{index} AND $high_{index}))"
+        measures += [f"count(*) {outside}", f"min({_quoted(column)}) {outside}", f"max({_quoted(column)}) {outside}"]
+    for index, (column, values) in enumerate(contract.accepted_values.items()):
+        params[f"values_{index}"] = list(values)
+        quoted = _quoted(column)
+        measures.append(
+            f"(SELECT list(row(value, n_rows) ORDER BY value)[1:$shown] FROM (SELECT {quoted} AS value, "
+            f"count(*) AS n_rows FROM checked WHERE NOT list_contains($values_{index}, {quoted}) GROUP BY ALL))"
+        )
+    row = iter(
+        conn.execute(
+            f"WITH checked AS MATERIALIZED (SELECT {', '.join(map(_quoted, sorted(contract.columns())))} "
+            f"FROM {_quoted(view)}), duplicated AS (SELECT {grain}, count(*) AS n_rows FROM checked "
+            f"GROUP BY {grain} HAVING count(*) > 1) SELECT {', '.join(measures)} FROM checked",
+            params,
+        ).fetchone()
+    )
+    found: list[str] = []
+    duplicated_keys, duplicates = next(row), next(row)
+    if duplicated_keys:
+        shown = ", ".join(f"{_example(key[:-1])} x{key[-1]}" for key in duplicates)
         found.append(
-            f"{view}: {duplicated[0][-1]} key(s) of the grain ({', '.join(contract.grain)}) have several rows, "
+            f"{view}: {duplicated_keys} key(s) of the grain ({', '.join(contract.grain)}) have several rows, "
             f"e.g. {shown}"
         )
     for column in contract.not_null:
-        (nulls,) = conn.execute(f"SELECT count(*) FROM {relation} WHERE {_quoted(column)} IS NULL").fetchone()
+        nulls = next(row)
         if nulls:
             found.append(f"{view}.{column}: {nulls} row(s) are null")
     for column, (low, high) in contract.ranges.items():
-        low_bound = -math.inf if low is None else low - RANGE_TOLERANCE
-        high_bound = math.inf if high is None else high + RANGE_TOLERANCE
-        outside, smallest, largest = conn.execute(
-            f"SELECT count(*), min({_quoted(column)}), max({_quoted(column)}) FROM {relation} "
-            f"WHERE NOT ({_quoted(column)}::DOUBLE BETWEEN ? AND ?)",
-            [low_bound, high_bound],
-        ).fetchone()
+        outside, smallest, largest = next(row), next(row), next(row)
         if outside:
             bounds = f"[{'-inf' if low is None else f'{low:g}'}, {'inf' if high is None else f'{high:g}'}]"
             found.append(f"{view}.{column}: {outside} row(s) outside {bounds}, from {smallest!r} to {largest!r}")
     for column, values in contract.accepted_values.items():
-        rows = conn.execute(
-            f"SELECT {_quoted(column)}, count(*) FROM {relation} "
-            f"WHERE NOT list_contains(?, {_quoted(column)}) GROUP BY ALL ORDER BY ALL LIMIT ?",
-            [list(values), EXAMPLES_SHOWN],
-        ).fetchall()
-        if rows:
-            shown = ", ".join(f"{value!r} x{count}" for value, count in rows)
+        others = next(row)
+        if others:
+            shown = ", ".join(f"{value!r} x{count}" for value, count in others)
             found.append(f"{view}.{column}: values outside {{{', '.join(values)}}}: {shown}")
     return found
 

@@ -245,4 +245,5 @@ def map_cosine(first: torch.Tensor, second: torch.Tensor, valid: torch.Tensor) -
     cells = pair_mask(valid, valid)[:, None, None].to(first.dtype)
     a, b = first * cells, second * cells
     dot = (a * b).sum((-2, -1))
-    return dot / (a.square().sum((-2, -1)).sqrt() * b.square().sum((-2, -1)).sqrt())
+    # in float32 two (near-)equal maps can come out a rounding step above 1, which no cosine is
+    return (dot / (a.square().sum((-2, -1)).sqrt() * b.square().sum((-2, -1)).sqrt())).clamp(max=1.0)

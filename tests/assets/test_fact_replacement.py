@@ -10,6 +10,7 @@ from dagster import AssetKey, DagsterInstance, instance_for_test
 from dagster_project.compute.fact_kinds import FACT_KINDS
 from dagster_project.defs.assets.facts import owned_tables
 from dagster_project.defs.registration import register_model
+from dagster_project.storage.view_contracts import check_contracts
 from tests.runs import materialize_model
 
 FACTS = AssetKey("demo_attention_facts")
@@ -50,6 +51,7 @@ def test_a_default_pass_after_a_norm_pass_clears_the_norms(
         assert set(rows(conn, "stg_weighted_head_summaries")) == {"attention", "norm"}
         norms = conn.execute("SELECT count(*) FROM stg_value_norms WHERE corpus = 'demo'").fetchone()[0]
         assert norms > 0
+        assert check_contracts(conn) == {}  # the norm weighting's value norms and masses keep their contracts
 
     materialize_model([FACTS], model_id, instance, resources)
     with resources["warehouse"].get_connection() as conn:

@@ -10,6 +10,7 @@ from dagster import AssetSelection, DagsterInstance, materialize
 from dagster_project.defs.assets import all_assets, corpus_assets_by_name, encoder_model, warehouse_views
 from dagster_project.defs.assets.compare.head_matching import head_match_assets_by_corpus
 from dagster_project.defs.registration import register_model
+from dagster_project.storage.view_contracts import check_contracts
 from dagster_project.storage.warehouse import partition_rows
 from tests.tiny_models import TINY_HEADS, TINY_LAYERS, tiny_family
 
@@ -57,3 +58,4 @@ def test_head_matches_of_two_models(tiny_model_dir: Path, resources: dict, tmp_p
     mirrored = partition_rows(conn, "compare_head_matches", mpnet, "demo").sort("layer", "head").row(0, named=True)
     expected = rows.filter((rows["other_layer"] == 1) & (rows["other_head"] == 1))["js_distance"].min()
     assert mirrored["js_distance"] == pytest.approx(expected)
+    assert check_contracts(conn) == {}  # both directions: one nearest head per head, distances within sqrt(ln 2)

@@ -19,6 +19,7 @@ from dagster_project.defs.assets.clark.head_clustering import head_mds
 from dagster_project.defs.assets.clark.probes import dependency_probes
 from dagster_project.defs.registration import register_model
 from dagster_project.settings import PROJECT_ROOT
+from dagster_project.storage.view_contracts import check_contracts
 from dagster_project.storage.warehouse import view_definitions
 from tests.runs import materialize_model, run_resources
 
@@ -195,6 +196,12 @@ def test_every_view_selects(warehouse):
     assert warehouse.execute("SELECT count(*) FROM clark_special_tokens WHERE corpus = 'wiki_segments'").fetchone() == (
         72,
     )
+
+
+def test_every_results_view_keeps_its_contract(warehouse):
+    """Every results view with rows here (all but EMPTY_VIEWS', test_every_view_selects) keeps its
+    contract (sql/results/<view>.yaml): no two rows share a key of its grain, no value out of range."""
+    assert check_contracts(warehouse) == {}
 
 
 def test_hta_contributions_and_correlations(warehouse):

@@ -15,6 +15,7 @@ import torch
 from transformers import BertConfig, BertForMaskedLM
 
 from dagster_project.settings import PROJECT_ROOT
+from dagster_project.storage.view_contracts import check_contracts
 from tests.tiny_models import TINY_LAYERS, bert_tokenizer, save_model
 
 pytestmark = pytest.mark.integration
@@ -97,6 +98,7 @@ def test_reproduce_quick_fills_every_result_it_can(shared_data_dir: Path, small_
     assert conn.execute(fine_tuned).fetchall() == [("glue_rte",)]
     verdict = "SELECT verdict FROM reproduction_scorecard WHERE claim = 'kovaleva_fig6_cls_early_sep_late'"
     assert conn.execute(verdict).fetchall() in ([("holds",)], [("fails",)])
+    assert check_contracts(conn) == {}  # every view with rows keeps its grain and ranges (sql/results/<view>.yaml)
     conn.close()
     assert empty == set(EMPTY_RESULTS), sorted(empty ^ set(EMPTY_RESULTS))
     report = (tmp_path / "charts" / "report" / "clark.html").read_text()

@@ -336,3 +336,14 @@ def test_map_cosine_on_cropped_maps():
     other = torch.tensor([[0.0, 1.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]])[None, None, None]
     # cropped: a = [.5 .5 1 0], b = [0 1 0 1] -> 0.5 / (sqrt(1.5) * sqrt(2))
     assert map_cosine(first, other, valid).item() == pytest.approx(0.5 / math.sqrt(3.0))
+
+
+def test_map_cosine_of_a_map_with_itself_is_at_most_one_in_float32():
+    torch.manual_seed(0)
+    maps = torch.softmax(torch.randn(8, 2, 4, 12, 12), -1)
+    valid = torch.ones(8, 12, dtype=torch.bool)
+    norms = maps.square().sum((-2, -1)).sqrt()
+    unclamped = (maps * maps).sum((-2, -1)) / (norms * norms)
+    assert (unclamped > 1).any()  # float32 rounding: here 9 of the 64 maps a step above 1
+    cosines = map_cosine(maps, maps, valid)
+    assert cosines.max() == 1.0 and cosines.min() > 1 - 1e-6

@@ -6,6 +6,7 @@ import polars as pl
 import pytest
 
 from dagster_project.compute.models import ModelSpec
+from dagster_project.storage.view_contracts import check_contracts
 from dagster_project.storage.warehouse import partition_rows, replace_partition, upsert_model
 
 MODEL = ModelSpec("org--base", "org/base", "/x", "r1", "bert", 2, 2, True)
@@ -141,3 +142,4 @@ def test_framenet_heads_beside_their_ablation(conn):
     assert by_head[(2, 1)]["delta_vs_baseline"] == pytest.approx(-1.0)
     assert {key: row["delta_rank"] for key, row in by_head.items()} == {(1, 1): 1, (1, 2): 2, (2, 2): 3, (2, 1): 4}
     assert {row["n_heads"] for row in rows} == {4} and by_head[(2, 1)]["mean_max_attention"] == pytest.approx(0.5)
+    assert check_contracts(conn) == {}  # the FrameNet heads and their ablation keep their grain and ranges

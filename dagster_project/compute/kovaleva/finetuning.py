@@ -417,7 +417,7 @@ def score_settings(
         }
         tuned_model_id = None
         if setting == "pretrained_finetuned":
-            # recipe.json is also the checkpoint's registry entry (model_registry.checkpoint_entry)
+            # recipe.json is also the checkpoint's registry entry (defs/model_registry.py checkpoint_entry)
             entry = {"corpora": [f"glue_{task}"], "analyses": list(FINETUNED_ANALYSES)}
             folder = save_checkpoint(
                 model, tokenizer, models_cache_dir() / "finetuned" / f"{model_id}--{task}", record | entry

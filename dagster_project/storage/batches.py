@@ -8,7 +8,7 @@ import duckdb
 import polars as pl
 
 from dagster_project.storage.connections import roll_back
-from dagster_project.storage.lake import is_lake, retry_on_conflict
+from dagster_project.storage.lake import holding_write_lock, is_lake, retry_on_conflict
 from dagster_project.storage.schema import BATCHES_TABLE, PARTITIONED_TABLES
 
 _log = logging.getLogger(__name__)
@@ -49,6 +49,7 @@ def held_batches(conn: duckdb.DuckDBPyConnection) -> frozenset[tuple[str, str, s
     return frozenset(rows)
 
 
+@holding_write_lock
 def expire_replaced_batches(conn: duckdb.DuckDBPyConnection) -> dict[str, int]:
     """Delete the rows of batches that a later write replaced, table by table (one short
     transaction each, retried on a conflict with a concurrent writer, which DuckLake aborts

@@ -9,7 +9,7 @@ import duckdb
 from dagster_project.compute.models import ModelSpec
 from dagster_project.settings import SQL_DIR
 from dagster_project.storage.connections import lake_not_set_up, roll_back
-from dagster_project.storage.lake import is_lake, retry_on_conflict
+from dagster_project.storage.lake import holding_write_lock, is_lake, retry_on_conflict
 from dagster_project.storage.schema import ensure_schema
 
 _log = logging.getLogger(__name__)
@@ -18,6 +18,7 @@ _log = logging.getLogger(__name__)
 _MODEL_COLUMNS = ("source", "resolved_path", "revision", "model_type", "n_layers", "n_heads", "takes_token_types")
 
 
+@holding_write_lock
 def upsert_model(conn: duckdb.DuckDBPyConnection, spec: ModelSpec) -> None:
     """Record (or refresh) a model's row in the `models` mapping table, keeping its first
     registration time. An unchanged model writes nothing, so re-registering a model (every
@@ -63,6 +64,7 @@ def upsert_model(conn: duckdb.DuckDBPyConnection, spec: ModelSpec) -> None:
     retry_on_conflict(write, log=_log.warning) if lake else write()
 
 
+@holding_write_lock
 def record_reproduction(conn: duckdb.DuckDBPyConnection, model_id: str, profile: str) -> None:
     """Record the profile (quick | paper) of a model's finished `attn-warehouse reproduce`."""
     ensure_schema(conn)

@@ -24,7 +24,7 @@ from dagster_project.storage.aggregates import (
 )
 from dagster_project.storage.connections import WarehouseFullError, lake_not_set_up, roll_back
 from dagster_project.storage.dense_grain import insert_statement
-from dagster_project.storage.lake import LAKE_NAME, is_lake, mask_password, retry_on_conflict
+from dagster_project.storage.lake import LAKE_NAME, holding_write_lock, is_lake, mask_password, retry_on_conflict
 from dagster_project.storage.schema import BATCHES_TABLE, PARTITIONED_TABLES, ensure_schema
 
 _log = logging.getLogger(__name__)
@@ -155,6 +155,7 @@ def utc_now() -> datetime:
     return datetime.now(UTC).replace(tzinfo=None)
 
 
+@holding_write_lock
 def replace_partition(
     conn: duckdb.DuckDBPyConnection,
     frames: dict[str, pl.DataFrame],
@@ -272,6 +273,7 @@ def write_aggregates(
     return {table: frame.height for table, frame in frames.items()}
 
 
+@holding_write_lock
 def refresh_aggregates(
     conn: duckdb.DuckDBPyConnection, model_id: str, corpus: str, tables: list[str] | None = None
 ) -> dict[str, int]:

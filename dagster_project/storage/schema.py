@@ -10,7 +10,7 @@ import duckdb
 from dagster_project.settings import SQL_DIR
 from dagster_project.storage.connections import roll_back
 from dagster_project.storage.dense_grain import migrate_flat_tables
-from dagster_project.storage.lake import is_lake, retry_on_conflict
+from dagster_project.storage.lake import holding_write_lock, is_lake, retry_on_conflict
 
 _log = logging.getLogger(__name__)
 
@@ -65,6 +65,7 @@ def _run_schema_files(conn: duckdb.DuckDBPyConnection) -> list[str]:
     return partitioned
 
 
+@holding_write_lock
 def ensure_schema(conn: duckdb.DuckDBPyConnection) -> None:
     """Create the tables of sql/schema that are missing and add missing columns.
 

@@ -9,7 +9,7 @@ import duckdb
 from dagster_project.storage.aggregates import stale_aggregates
 from dagster_project.storage.claims import claims_frame, load_claims
 from dagster_project.storage.connections import roll_back
-from dagster_project.storage.lake import is_lake, retry_on_conflict
+from dagster_project.storage.lake import holding_write_lock, is_lake, retry_on_conflict
 from dagster_project.storage.partition_writes import insert_frame, new_batch_id, utc_now, write_aggregates
 from dagster_project.storage.schema import BATCHES_TABLE, PARTITIONED_TABLES, ensure_schema
 from dagster_project.storage.sql_files import view_definitions, view_digest
@@ -17,6 +17,7 @@ from dagster_project.storage.sql_files import view_definitions, view_digest
 _log = logging.getLogger(__name__)
 
 
+@holding_write_lock
 def apply_views(conn: duckdb.DuckDBPyConnection) -> list[str]:
     """(Re)create every view in one transaction; idempotent. Returns the view names in creation
     order. On the DuckDB file, rows written before batches existed become one batch per partition.

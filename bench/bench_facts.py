@@ -38,7 +38,8 @@ from dagster_project.compute.models import DEFAULT_MODEL, load_encoder
 from dagster_project.compute.weightings import WEIGHTINGS, check_weightings
 from dagster_project.corpora import CORPORA, encode_corpus
 from dagster_project.settings import compute_device, compute_dtype, data_dir
-from dagster_project.storage.warehouse import ensure_schema, replace_partition
+from dagster_project.storage.partition_writes import replace_partition
+from dagster_project.storage.schema import ensure_schema
 
 
 def bare_forward(encoder, tokens) -> None:

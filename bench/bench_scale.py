@@ -37,15 +37,12 @@ import polars as pl
 from transformers import BertModel
 
 from dagster_project.settings import SQL_DIR
+from dagster_project.storage.batches import expire_replaced_batches, partition_rows
+from dagster_project.storage.connections import connect_for_writing
 from dagster_project.storage.lake import LakeConfig, connect_lake, maintain_files
-from dagster_project.storage.warehouse import (
-    PARTITIONED_TABLES,
-    apply_views,
-    connect_for_writing,
-    expire_replaced_batches,
-    partition_rows,
-    replace_partition,
-)
+from dagster_project.storage.partition_writes import replace_partition
+from dagster_project.storage.schema import PARTITIONED_TABLES
+from dagster_project.storage.views import apply_views
 from tests.servers import start_postgres, start_s3_process
 from tests.tiny_models import bert_tokenizer, save_model, tiny_config
 

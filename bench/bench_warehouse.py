@@ -44,13 +44,10 @@ import duckdb
 import numpy as np
 
 from dagster_project.settings import PROJECT_ROOT, SQL_DIR
-from dagster_project.storage.warehouse import (
-    PARTITION_COLUMNS,
-    _tables_with_columns,
-    apply_views,
-    refresh_aggregates,
-    view_definitions,
-)
+from dagster_project.storage.partition_writes import refresh_aggregates
+from dagster_project.storage.schema import PARTITION_COLUMNS, tables_with_columns
+from dagster_project.storage.sql_files import view_definitions
+from dagster_project.storage.views import apply_views
 
 # The last commit before the materialized aggregates and the dense fact grain.
 BASELINE_COMMIT = "9227481"
@@ -61,7 +58,7 @@ FAST_SECONDS, FAST_RUNS_FACTOR = 0.5, 5
 def partitioned_tables(conn: duckdb.DuckDBPyConnection) -> dict[str, tuple[str, ...]]:
     """The database's own tables with model_id and corpus (its schema, whichever commit wrote it),
     `batches` among them, with their columns."""
-    tables = _tables_with_columns(conn)
+    tables = tables_with_columns(conn)
     return {table: columns for table, columns in tables.items() if set(PARTITION_COLUMNS) <= set(columns)}
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
-from dagster_project.storage import warehouse
+from dagster_project.storage import schema, sql_files
 from dagster_project.storage.dense_grain import DENSE_TABLES, migrate_flat_tables
 
 TOLERANCE = 1e-6
@@ -43,11 +43,11 @@ def create_views(conn: duckdb.DuckDBPyConnection, sql_dir: Path, staging: Path |
     """The tables the warehouse lacks and the views of `sql_dir` (in warehouse.view_definitions' order),
     the stg_ views of the dense tables from `staging` when given; returns the results views.
     Nothing is migrated: each side keeps its grain."""
-    views = warehouse.view_definitions(sql_dir)
+    views = sql_files.view_definitions(sql_dir)
     for path in sorted((sql_dir / "schema").glob("*.sql")):
         conn.execute(path.read_text())
-    for table, columns in warehouse._tables_with_columns(conn).items():
-        if {"model_id", "corpus"} <= set(columns) and table != warehouse.BATCHES_TABLE:
+    for table, columns in schema.tables_with_columns(conn).items():
+        if {"model_id", "corpus"} <= set(columns) and table != schema.BATCHES_TABLE:
             conn.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS batch_id VARCHAR")
     dense_staging = {f"stg_{table}" for table in DENSE_TABLES}
     for view in views:
@@ -98,7 +98,7 @@ def main() -> None:
         conn = duckdb.connect(str(database))
         if side == "dense":
             started = time.perf_counter()
-            migrated = migrate_flat_tables(conn, warehouse._tables_with_columns(conn))
+            migrated = migrate_flat_tables(conn, schema.tables_with_columns(conn))
             print(f"migrated {migrated} in {time.perf_counter() - started:.1f} s", flush=True)
         sides[side] = (conn, create_views(conn, flat_sql, dense_sql / "staging" if side == "dense" else None))
     (flat, views), (dense, dense_views) = sides["flat"], sides["dense"]

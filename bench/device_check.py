@@ -49,7 +49,8 @@ from bench.bench_device import CORPUS_NAMES, hta_seconds, measure_corpus, sdpa_m
 from dagster_project.compute.attention_facts import feature_pair_links
 from dagster_project.compute.attention_pass import extract_attention_facts, pass_inputs
 from dagster_project.compute.clark.gradients import extract_grad_importance, load_loss_model
-from dagster_project.compute.clark.probes import distance_probe_for, probe_batches, probe_for, train_probe
+from dagster_project.compute.clark.probe_inputs import probe_batches
+from dagster_project.compute.clark.probes import distance_probe_for, probe_for, train_probe
 from dagster_project.compute.compare.head_matching import MatchSide, match_heads
 from dagster_project.compute.devices import CPU, ComputeDevice, resolve_device, synchronize
 from dagster_project.compute.fact_kinds import FACT_KINDS

@@ -34,6 +34,7 @@ import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
 from dagster_project.compute.models import ModelSpec  # noqa: E402
+from dagster_project.storage.batches import expire_replaced_batches  # noqa: E402
 from dagster_project.storage.lake import (  # noqa: E402
     ORPHAN_FLOOR,
     LakeConfig,
@@ -41,12 +42,9 @@ from dagster_project.storage.lake import (  # noqa: E402
     maintain_files,
     read_retrying,
 )
-from dagster_project.storage.warehouse import (  # noqa: E402
-    apply_views,
-    expire_replaced_batches,
-    replace_partition,
-    upsert_model,
-)
+from dagster_project.storage.model_rows import upsert_model  # noqa: E402
+from dagster_project.storage.partition_writes import replace_partition  # noqa: E402
+from dagster_project.storage.views import apply_views  # noqa: E402
 from tests.servers import start_postgres, start_s3_process  # noqa: E402
 
 SPEC = ModelSpec("soak--m", "soak/m", "/x", "r1", "bert", 2, 4, True)

@@ -46,7 +46,7 @@ class Warehouse:
 
     def views(self) -> list[str]:
         """The results views (sql/results) this warehouse has, by name."""
-        from dagster_project.storage.warehouse import view_definitions
+        from dagster_project.storage.sql_files import view_definitions
 
         names = self._conn.execute("SELECT table_name FROM information_schema.tables").fetchall()
         present = {name for (name,) in names}

@@ -45,8 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as error:
         from dagster_project.compute.models import ModelLoadError
         from dagster_project.corpora import CorpusError
+        from dagster_project.storage.connections import WarehouseFullError, WarehouseLockedError
         from dagster_project.storage.lake import LakeConfigError
-        from dagster_project.storage.warehouse import WarehouseFullError, WarehouseLockedError
 
         _, cause = user_error(error)
         known = (ModelLoadError, CorpusError, LakeConfigError, WarehouseLockedError, WarehouseFullError)

@@ -131,7 +131,7 @@ def write_results(
     count, max_len, seed and overlong), and per file its view, rows, and the models and corpora in it."""
     import duckdb
 
-    from dagster_project.storage.warehouse import sql_code_version, view_definitions
+    from dagster_project.storage.sql_files import sql_code_version, view_definitions
 
     present = {name for (name,) in conn.execute("SELECT table_name FROM information_schema.tables").fetchall()}
     files = []

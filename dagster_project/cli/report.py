@@ -21,7 +21,8 @@ def command(args: argparse.Namespace) -> int:
 def report(out_dir: Path | None) -> int:
     """Write the static HTML report of every registered model's charts, read from the warehouse."""
 
-    from dagster_project.presentation.report import read_report_data, write_report
+    from dagster_project.presentation.report import write_report
+    from dagster_project.presentation.report_data import read_report_data
     from dagster_project.storage.lake import LakeConfigError
 
     warehouse = existing_warehouse()

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dagster_project.cli.common import UsageError
+from dagster_project.cli.run_in_process import execute_run, plan_run, print_outputs, run_config_from
 
 if TYPE_CHECKING:
     from dagster_project.defs.reproduction import ModelShape
@@ -32,7 +33,7 @@ def _stored_profile(model_id: str) -> str | None:
     """The profile of the model's last reproduction, read without creating a warehouse."""
     from dagster_project.defs.resources import default_resources
     from dagster_project.storage.backend import WarehouseConfig
-    from dagster_project.storage.warehouse import reproduction_profile
+    from dagster_project.storage.model_rows import reproduction_profile
 
     if not WarehouseConfig.from_env().exists():
         return None
@@ -42,7 +43,7 @@ def _stored_profile(model_id: str) -> str | None:
 
 def _record(model_id: str, profile: str) -> None:
     from dagster_project.defs.resources import default_resources
-    from dagster_project.storage.warehouse import record_reproduction
+    from dagster_project.storage.model_rows import record_reproduction
 
     with default_resources()["warehouse"].get_connection() as conn:
         record_reproduction(conn, model_id, profile)
@@ -84,17 +85,16 @@ def _run_finetuned_checkpoints(model_id: str, profile: str, verbose: bool, user_
     """The attention facts of each checkpoint the run fine-tuned from `model_id`, on its task's
     corpus (Kovaleva compares each fine-tuned model with its base there), one run per checkpoint;
     nonzero where a run failed."""
-    from dagster_project.cli.run import execute_run, prepare_run
     from dagster_project.compute.kovaleva.finetuning import FINETUNE_TASKS, finetuned_checkpoint_dir
-    from dagster_project.compute.model_registry import checkpoint_entry
     from dagster_project.corpora import PAPER_CORPORA
     from dagster_project.defs.jobs import ANALYSES
+    from dagster_project.defs.model_registry import checkpoint_entry
     from dagster_project.defs.reproduction import profile_run_config
 
     folders = [finetuned_checkpoint_dir(model_id, task) for task in FINETUNE_TASKS]
     for folder in [folder for folder in folders if folder.is_dir()]:
         entry = checkpoint_entry(folder, ANALYSES, PAPER_CORPORA)
-        prepared = prepare_run(
+        prepared = plan_run(
             entry.source, list(entry.corpora), list(entry.analyses), {}, rerun_targets=False, rerun_all=rerun_all
         )
         names = [key.to_user_string() for key in prepared.keys]
@@ -111,7 +111,6 @@ def _run_finetuned_checkpoints(model_id: str, profile: str, verbose: bool, user_
 def reproduce(sources: list[str], profile: str, dry_run: bool, verbose: bool, user_config: dict | None = None) -> int:
     """Plan every model's reproduction, print the plans and, unless `dry_run`, run them in turn;
     `user_config` (run config in the launchpad's format) goes over the profile's."""
-    from dagster_project.cli.run import execute_run, prepare_run, print_outputs
     from dagster_project.compute.devices import resolve
     from dagster_project.corpora import PAPER_CORPORA
     from dagster_project.defs.jobs import ANALYSES
@@ -122,7 +121,7 @@ def reproduce(sources: list[str], profile: str, dry_run: bool, verbose: bool, us
     analyses = list(ANALYSES)
     plans = []
     for source in sources:
-        planned = prepare_run(
+        planned = plan_run(
             source, list(PAPER_CORPORA), analyses, user_config or {}, rerun_targets=False, register=False
         )
         upgrade = profile == "paper" and _stored_profile(planned.model_id) == "quick"
@@ -139,7 +138,7 @@ def reproduce(sources: list[str], profile: str, dry_run: bool, verbose: bool, us
         return 0
     for source, upgrade in plans:
         # Planned again, registered: the run config covers what this plan runs.
-        prepared = prepare_run(
+        prepared = plan_run(
             source, list(PAPER_CORPORA), analyses, user_config or {}, rerun_targets=False, rerun_all=upgrade
         )
         names = [key.to_user_string() for key in prepared.keys]
@@ -188,7 +187,5 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def command(args: argparse.Namespace) -> int:
     if len(set(args.models)) != len(args.models):
         raise UsageError("a model is named twice")
-    from dagster_project.cli.run import run_config_from
-
     user_config = run_config_from(args.config, args.set)
     return reproduce(args.models, "quick" if args.quick else "paper", args.dry_run, args.verbose, user_config)

@@ -2,8 +2,13 @@
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from dagster_project.cli.common import existing_warehouse, reader_error
+
+if TYPE_CHECKING:
+    import duckdb
+    import polars as pl
 
 HELP = "run a query on the warehouse opened read-only and print the result (holds no lock afterwards)"
 
@@ -22,10 +27,9 @@ def sql(query: str, max_rows: int) -> int:
     that does not keep a run from writing once it has printed."""
     import duckdb
     import polars as pl
-    import pyarrow as pa
 
     from dagster_project.storage.backend import ReadOnlyQueryError, check_read_query
-    from dagster_project.storage.lake import LakeConfigError
+    from dagster_project.storage.lake import LakeConfigError, read_retrying
 
     warehouse = existing_warehouse()
     if warehouse is None:
@@ -33,14 +37,8 @@ def sql(query: str, max_rows: int) -> int:
     try:
         with warehouse.connect_read_only() as conn:
             check_read_query(conn, query)
-            reader = conn.execute(query).to_arrow_reader(max_rows + 1)
-            batches, n_rows = [], 0
-            for batch in reader:
-                batches.append(batch)
-                n_rows += batch.num_rows
-                if n_rows > max_rows:
-                    break
-            result = pl.from_arrow(pa.Table.from_batches(batches, schema=reader.schema))
+            # a read on a SQLite-catalog lake that meets a writer's commit is read again
+            result = read_retrying(conn, query, fetch=lambda found: _first_rows(found, max_rows))
     except ReadOnlyQueryError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -52,3 +50,18 @@ def sql(query: str, max_rows: int) -> int:
     if result.height > max_rows:
         print(f"(first {max_rows} rows; --max-rows to see more)")
     return 0
+
+
+def _first_rows(result: "duckdb.DuckDBPyConnection", max_rows: int) -> "pl.DataFrame":
+    """The first max_rows + 1 rows of an executed query (one more than shown, to say there are more)."""
+    import polars as pl
+    import pyarrow as pa
+
+    reader = result.to_arrow_reader(max_rows + 1)
+    batches, n_rows = [], 0
+    for batch in reader:
+        batches.append(batch)
+        n_rows += batch.num_rows
+        if n_rows > max_rows:
+            break
+    return pl.from_arrow(pa.Table.from_batches(batches, schema=reader.schema))

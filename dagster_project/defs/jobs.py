@@ -18,7 +18,7 @@ from dagster_project.defs.assets.charts import analysis_inputs, chart_assets_by_
 from dagster_project.defs.assets.compare.head_matching import head_match_assets
 from dagster_project.defs.partitions import model_partitions
 from dagster_project.defs.provenance import WarehouseEvidence
-from dagster_project.defs.schedules import up_to_date_keys
+from dagster_project.defs.staleness import up_to_date_keys
 from dagster_project.defs.tags import ANALYSIS, CORPUS
 from dagster_project.presentation.chart_registry import CHARTS
 

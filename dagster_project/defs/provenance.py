@@ -2,7 +2,7 @@
 warehouse itself. The history alone is not the truth: the file may be new (ATTN_WAREHOUSE moved,
 the old one deleted) or restored from an older copy while `.dagster` stays. A writing asset
 records its batch id and corpus (writing.write_partition), the views asset the SQL version it
-applied (views.warehouse_views; each view carries the digest of its SQL, storage/warehouse.py
+applied (views.warehouse_views; each view carries the digest of its SQL, storage/views.py
 views_are_current); a record whose write the warehouse does not hold is not current, whatever
 its code and data versions say."""
 
@@ -13,7 +13,8 @@ from dagster import AssetKey, EventLogRecord
 from dagster_duckdb import DuckDBResource
 
 from dagster_project.storage.backend import WarehouseConfig
-from dagster_project.storage.warehouse import held_batches, views_are_current
+from dagster_project.storage.batches import held_batches
+from dagster_project.storage.views import views_are_current
 
 BATCH_ID = "written_batch_id"
 CORPUS = "written_corpus"

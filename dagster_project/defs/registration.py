@@ -7,7 +7,7 @@ from dagster_duckdb import DuckDBResource
 
 from dagster_project.compute.models import ModelSpec, inspect_model
 from dagster_project.defs.partitions import model_partitions
-from dagster_project.storage.warehouse import upsert_model
+from dagster_project.storage.model_rows import upsert_model
 
 
 def register_model(

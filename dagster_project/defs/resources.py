@@ -15,8 +15,8 @@ from dagster_project import settings
 from dagster_project.compute import devices
 from dagster_project.compute.devices import DEVICE_SETTING, DTYPE_SETTING, ComputeDevice
 from dagster_project.storage.backend import BACKENDS, CATALOG_SETTING, DATA_PATH_SETTING, WarehouseConfig
+from dagster_project.storage.connections import DEFAULT_LOCK_TIMEOUT_SECONDS, connect_for_writing
 from dagster_project.storage.lake import LakeConfig, LakeConfigError, connect_lake
-from dagster_project.storage.warehouse import DEFAULT_LOCK_TIMEOUT_SECONDS, connect_for_writing
 
 LOCK_TIMEOUT_ENV = "ATTN_LOCK_TIMEOUT_SECONDS"
 

@@ -34,14 +34,6 @@ from dagster import (
 )
 from dagster_duckdb import DuckDBResource
 
-from dagster_project.compute.model_registry import (
-    RegistryEntry,
-    RegistryError,
-    RegistryProblem,
-    drop_folders,
-    registry_path,
-    scan_registry,
-)
 from dagster_project.compute.models import ModelLoadError, inspect_model, is_local_checkpoint, model_key
 from dagster_project.corpora import CORPORA, DEFAULT_CORPORA, present_corpora
 from dagster_project.defs.assets import warehouse_views
@@ -53,9 +45,19 @@ from dagster_project.defs.jobs import (
     plan_model_run,
     views_job,
 )
+from dagster_project.defs.model_registry import (
+    RegistryEntry,
+    RegistryError,
+    RegistryProblem,
+    drop_folders,
+    registry_path,
+    scan_registry,
+)
 from dagster_project.defs.partitions import model_partitions
 from dagster_project.defs.resources import DataDirectory, connect_warehouse
-from dagster_project.storage.warehouse import WarehouseLockedError, sql_code_version, upsert_model
+from dagster_project.storage.connections import WarehouseLockedError
+from dagster_project.storage.model_rows import upsert_model
+from dagster_project.storage.sql_files import sql_code_version
 
 MINIMUM_INTERVAL_SECONDS = 60
 RETRY_UNLOADABLE_HUB_ID_SECONDS = 15 * 60

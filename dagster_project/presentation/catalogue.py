@@ -1,7 +1,7 @@
 """The results catalogue: for every paper result (a chart of presentation/chart_registry.py, and
 every results view of sql/results), what builds it, from the chart down to the math: the view,
 the materialized aggregates and the staged fact tables it reads (followed through the views, as
-storage/warehouse.py orders them), the compute functions that produce those facts, the tests
+storage/sql_files.py orders them), the compute functions that produce those facts, the tests
 that name the view and the docs section that describes it. `attn-warehouse catalogue` prints it;
 docs/catalogue.md shows it as cards (presentation/result_cards.py). The Python API finds a result
 by the name a person gives it ("table 1", "fig. 2") with results_named."""
@@ -20,14 +20,9 @@ from dagster_project.compute.kovaleva import ablation, finetune_similarity, fine
 from dagster_project.compute.pascual import hta_facts
 from dagster_project.presentation.chart_registry import CHARTS, PAPER_AUTHORS, ChartSpec
 from dagster_project.settings import PROJECT_ROOT
-from dagster_project.storage.warehouse import (
-    AGGREGATE_TABLES,
-    aggregate_sources,
-    schema_columns,
-    staged_table,
-    view_definitions,
-    views_reached,
-)
+from dagster_project.storage.aggregates import AGGREGATE_TABLES, aggregate_sources
+from dagster_project.storage.schema import schema_columns
+from dagster_project.storage.sql_files import staged_table, view_definitions, views_reached
 
 # The function that computes each fact table's numbers (the tables the corpora write, and the
 # warehouse's own bookkeeping, are inputs, not results of a computation).

@@ -14,7 +14,7 @@ from dagster_project.compute.kovaleva.finetuning import FINETUNE_TASKS
 from dagster_project.corpora import CORPORA, GLUE_TASKS
 from dagster_project.presentation.charts import clark, compare, kovaleva, pascual
 from dagster_project.presentation.charts.common import short_model_name
-from dagster_project.storage.warehouse import partition_rows
+from dagster_project.storage.batches import partition_rows
 
 # Corpora with gold coreference mentions: Table 2 is drawn for each one with rows.
 COREFERENCE_CORPORA = tuple(name for name, spec in CORPORA.items() if "coref_mentions" in spec.annotations)

@@ -32,7 +32,7 @@ from dagster_project.presentation.result_cards import CHART_IMAGES, refresh_docs
 from dagster_project.presentation.scorecard import markdown_table, scorecard_rows, summary_line
 from dagster_project.settings import PROJECT_ROOT
 from dagster_project.storage.backend import WarehouseConfig
-from dagster_project.storage.warehouse import sql_code_version
+from dagster_project.storage.sql_files import sql_code_version
 
 DOCS_DIR = PROJECT_ROOT / "docs"
 SNAPSHOT_DIR = DOCS_DIR / "snapshot"

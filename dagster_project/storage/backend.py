@@ -7,8 +7,8 @@
   ATTN_LAKE_DATA_PATH (a folder or s3://bucket/prefix/; S3 endpoint and credentials from the
   standard AWS_* variables). Many processes write different (model, corpus) partitions at once.
 
-Both give a DuckDB connection on which the same SQL of sql/ runs, and the functions of
-warehouse.py work on either.
+Both give a DuckDB connection on which the same SQL of sql/ runs, and the functions of the
+other storage modules work on either.
 """
 
 import os

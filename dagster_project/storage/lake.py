@@ -8,19 +8,29 @@ variables. Every failure to reach the catalog or the data path is raised as Lake
 naming the catalog (password masked) or the path, before anything is written.
 """
 
+import functools
 import importlib.util
 import os
 import random
 import re
 import time
 import uuid
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
+from typing import Concatenate, ParamSpec, TypeVar
 from urllib.parse import urlsplit
 
 import duckdb
+from filelock import FileLock, Timeout
+
+from dagster_project.storage.connections import DEFAULT_LOCK_TIMEOUT_SECONDS, WarehouseLockedError
+
+T = TypeVar("T")
+R = TypeVar("R")
+P = ParamSpec("P")
 
 LAKE_NAME = "lake"  # the database name the lake is attached under (`USE lake`)
 _SECRET_NAME = "attn_lake"
@@ -231,6 +241,8 @@ def connect_lake(
         _ATTACHED[key] = _attach(config, read_only, check_data_path)
     cursor = _ATTACHED[key].cursor()
     cursor.execute(f"USE {LAKE_NAME}")
+    if config.catalog_kind == "sqlite" and not read_only:
+        _WRITE_LOCKS[cursor] = _write_lock_for(config)
     return cursor
 
 
@@ -287,6 +299,51 @@ def is_lake(conn: duckdb.DuckDBPyConnection) -> bool:
     return bool(row) and row[0] == "ducklake"
 
 
+# Beside a SQLite catalog: the file lock its writers take turns on (holding_write_lock).
+WRITE_LOCK_SUFFIX = ".write-lock"
+# The write lock of each connection connect_lake made on a SQLite catalog, known without a
+# statement: every statement on the lake reads the catalog, which fails while another commits.
+_WRITE_LOCKS: "weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, FileLock]" = weakref.WeakKeyDictionary()
+
+
+def _write_lock_for(config: LakeConfig) -> FileLock:
+    """The catalog's write lock: one instance per file in this process (reentrant in a thread, so
+    a locked write may call another), one file descriptor per thread (so threads take turns too)."""
+    path = f"{Path(config.catalog).expanduser().resolve()}{WRITE_LOCK_SUFFIX}"
+    return FileLock(path, timeout=DEFAULT_LOCK_TIMEOUT_SECONDS, is_singleton=True)
+
+
+def holding_write_lock(
+    write: Callable[Concatenate[duckdb.DuckDBPyConnection, P], R],
+) -> Callable[Concatenate[duckdb.DuckDBPyConnection, P], R]:
+    """A write of the storage modules (its first argument the connection), run holding the lake's
+    write lock: a SQLite catalog takes one committing transaction at a time and fails the others,
+    and any reads beside them, with `database is locked`, so the writers of a machine (processes
+    and threads) take turns on a file lock beside it, which the OS releases when a holder dies. A
+    PostgreSQL catalog takes concurrent writers itself, a DuckDB-file catalog has one process, and
+    the DuckDB file its own lock: no lock. Raises WarehouseLockedError when another writer held the
+    lock for DEFAULT_LOCK_TIMEOUT_SECONDS."""
+
+    @functools.wraps(write)
+    def locked(conn: duckdb.DuckDBPyConnection, *args: P.args, **kwargs: P.kwargs) -> R:
+        lock = _WRITE_LOCKS.get(conn)
+        if lock is None:
+            return write(conn, *args, **kwargs)
+        try:
+            lock.acquire()
+        except Timeout:
+            raise WarehouseLockedError(
+                f"another writer of the DuckLake held its catalog's write lock {lock.lock_file} for "
+                f"{DEFAULT_LOCK_TIMEOUT_SECONDS:g} s: a write or maintenance pass is stuck; end it (or wait) and re-run"
+            ) from None
+        try:
+            return write(conn, *args, **kwargs)
+        finally:
+            lock.release()
+
+    return locked
+
+
 def retry_on_conflict(
     transaction: Callable[[], None], attempts: int = 8, log: Callable[[str], None] | None = None
 ) -> int:
@@ -312,6 +369,7 @@ def retry_on_conflict(
 ORPHAN_FLOOR = timedelta(hours=1)
 
 
+@holding_write_lock
 def maintain_files(
     conn: duckdb.DuckDBPyConnection, keep: timedelta, orphan_floor: timedelta = ORPHAN_FLOOR
 ) -> dict[str, int]:
@@ -343,14 +401,19 @@ def maintain_files(
 
 
 def read_retrying(
-    conn: duckdb.DuckDBPyConnection, query: str, parameters: list | None = None, attempts: int = 8
-) -> list[tuple]:
-    """A read's rows, run again while it fails on a concurrent writer (RETRYABLE): on a SQLite
-    catalog, a read that meets a committing writer fails with `database is locked` and leaves
-    its connection's transaction aborted, which a ROLLBACK clears."""
+    conn: duckdb.DuckDBPyConnection,
+    query: str,
+    parameters: list | None = None,
+    attempts: int = 8,
+    fetch: Callable[[duckdb.DuckDBPyConnection], T] = duckdb.DuckDBPyConnection.fetchall,
+) -> T:
+    """A read's result (`fetch` of the executed query: its rows by default), run again while it
+    fails on a concurrent writer (RETRYABLE): on a SQLite catalog, a read that meets a committing
+    writer fails with `database is locked` and leaves its connection's transaction aborted, which a
+    ROLLBACK clears."""
     for attempt in range(attempts):
         try:
-            return conn.execute(query, parameters or []).fetchall()
+            return fetch(conn.execute(query, parameters or []))
         except duckdb.Error as error:
             if attempt == attempts - 1 or not RETRYABLE.search(str(error)):
                 raise

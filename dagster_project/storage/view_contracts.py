@@ -25,7 +25,7 @@ import duckdb
 import yaml
 
 from dagster_project.settings import SQL_DIR
-from dagster_project.storage.warehouse import view_definitions
+from dagster_project.storage.sql_files import view_definitions
 
 RESULTS_LAYER = "results"
 CONTRACT_SUFFIX = ".yaml"

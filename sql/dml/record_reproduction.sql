@@ -1,4 +1,4 @@
--- A model's reproduction profile; storage/warehouse.py record_reproduction first deletes the row it
+-- A model's reproduction profile; storage/model_rows.py record_reproduction first deletes the row it
 -- replaces, in the same transaction.
 INSERT INTO reproductions BY NAME
 SELECT

@@ -1,4 +1,4 @@
--- A model's row (parameters named after the columns); storage/warehouse.py upsert_model first
+-- A model's row (parameters named after the columns); storage/model_rows.py upsert_model first
 -- deletes the row it replaces, in the same transaction.
 INSERT INTO models BY NAME
 SELECT

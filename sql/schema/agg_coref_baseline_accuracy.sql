@@ -1,6 +1,6 @@
 -- Clark §4.3 baseline systems' accuracy per mention type and 'all' (int_coref_baseline_accuracy);
--- accuracy_n: the coreferent mentions scored. A materialized aggregate (storage/warehouse.py
--- _write_aggregates, in the facts' write transaction), filled per (model_id, corpus) by
+-- accuracy_n: the coreferent mentions scored. A materialized aggregate (storage/partition_writes.py
+-- write_aggregates, in the facts' write transaction), filled per (model_id, corpus) by
 -- sql/aggregates/agg_coref_baseline_accuracy.sql: per measure m its value (a ratio of sums over
 -- examples), its 95% seeded bootstrap interval over examples (m_ci_low, m_ci_high;
 -- compute/bootstrap.py) and m_n, the sum of its denominator.

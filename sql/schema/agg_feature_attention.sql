@@ -2,7 +2,7 @@
 -- (pairs: the token-to-token attention), averaged over the examples with the feature; `from_cls`
 -- the final layer's [CLS]-row weight (NULL on other layers and for pairs), `from_cls_per_length`
 -- that weight divided by the example's length (Fig. 7's length-normalized reading). A materialized
--- aggregate (storage/warehouse.py _write_aggregates, in the facts' write transaction), filled per (model_id, corpus) by
+-- aggregate (storage/partition_writes.py write_aggregates, in the facts' write transaction), filled per (model_id, corpus) by
 -- sql/aggregates/agg_feature_attention.sql: per measure m its value (a ratio of sums over
 -- examples), its 95% seeded bootstrap interval over examples (m_ci_low, m_ci_high;
 -- compute/bootstrap.py) and m_n, the sum of its denominator.

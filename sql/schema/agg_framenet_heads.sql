@@ -1,6 +1,6 @@
 -- Kovaleva §4.2 per head the per-sentence largest lexical-unit/frame-element attention averaged
 -- over sentences, and the share of sentences above the model's 99th percentile p99. A materialized
--- aggregate (storage/warehouse.py _write_aggregates, in the facts' write transaction), filled per (model_id, corpus) by
+-- aggregate (storage/partition_writes.py write_aggregates, in the facts' write transaction), filled per (model_id, corpus) by
 -- sql/aggregates/agg_framenet_heads.sql: per measure m its value (a ratio of sums over examples),
 -- its 95% seeded bootstrap interval over examples (m_ci_low, m_ci_high; compute/bootstrap.py) and
 -- m_n, the sum of its denominator.

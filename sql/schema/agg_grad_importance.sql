@@ -1,6 +1,6 @@
 -- Clark Fig. 3 mean gradient magnitude per layer and target type: the mean over examples of each
 -- example's mean over its heads and weights; grad_magnitude_n: the examples, n_weights: the
--- weights. A materialized aggregate (storage/warehouse.py _write_aggregates, in the facts' write
+-- weights. A materialized aggregate (storage/partition_writes.py write_aggregates, in the facts' write
 -- transaction), filled per (model_id, corpus) by sql/aggregates/agg_grad_importance.sql:
 -- per measure m its value (a ratio of sums over examples), its 95% seeded bootstrap interval over
 -- examples (m_ci_low, m_ci_high; compute/bootstrap.py) and m_n, the sum of its denominator.

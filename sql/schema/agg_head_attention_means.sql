@@ -1,7 +1,7 @@
 -- Clark §3 corpus means of every head's attention summaries (int_head_attention_means), under two
 -- weightings (mean_over, docs/methods.md §3.1): 'examples' (the default) is the mean of per-example
 -- means, 'tokens' weights masses and entropies by query rows; sep_to_sep and cls_entropy are plain
--- means over examples under both. A materialized aggregate (storage/warehouse.py _write_aggregates,
+-- means over examples under both. A materialized aggregate (storage/partition_writes.py write_aggregates,
 -- in the facts' write transaction), filled per (model_id, corpus) by
 -- sql/aggregates/agg_head_attention_means.sql: one row per (mean_over, layer, head); per measure m
 -- its value (a ratio of sums over examples), its 95% seeded bootstrap interval over examples

@@ -1,5 +1,5 @@
 -- Pascual per head the attention-contribution correlations averaged over examples. A materialized
--- aggregate (storage/warehouse.py _write_aggregates, in the facts' write transaction), filled per (model_id, corpus) by
+-- aggregate (storage/partition_writes.py write_aggregates, in the facts' write transaction), filled per (model_id, corpus) by
 -- sql/aggregates/agg_hta_correlation_means.sql: per measure m its value (a ratio of sums over
 -- examples), its 95% seeded bootstrap interval over examples (m_ci_low, m_ci_high;
 -- compute/bootstrap.py) and m_n, the sum of its denominator.

@@ -1,6 +1,6 @@
 -- Kovaleva Fig. 2 share of each pattern class among the corpus's (example, layer, head) maps;
--- maps: how many fell into the class. A materialized aggregate (storage/warehouse.py
--- _write_aggregates, in the facts' write transaction), filled per (model_id, corpus) by sql/aggregates/agg_pattern_shares.sql: per
+-- maps: how many fell into the class. A materialized aggregate (storage/partition_writes.py
+-- write_aggregates, in the facts' write transaction), filled per (model_id, corpus) by sql/aggregates/agg_pattern_shares.sql: per
 -- measure m its value (a ratio of sums over examples), its 95% seeded bootstrap interval over
 -- examples (m_ci_low, m_ci_high; compute/bootstrap.py) and m_n, the sum of its denominator.
 CREATE TABLE IF NOT EXISTS agg_pattern_shares (

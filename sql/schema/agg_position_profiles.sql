@@ -1,6 +1,6 @@
 -- Pascual relative-position histograms of attention and of the HTA input contribution (kind)
 -- summed over the corpus's examples per head and offset (int_position_profiles). A materialized
--- aggregate (storage/warehouse.py _write_aggregates, in the facts' write transaction), filled per (model_id, corpus) by
+-- aggregate (storage/partition_writes.py write_aggregates, in the facts' write transaction), filled per (model_id, corpus) by
 -- sql/aggregates/agg_position_profiles.sql.
 CREATE TABLE IF NOT EXISTS agg_position_profiles (
     model_id VARCHAR NOT NULL,

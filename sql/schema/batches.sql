@@ -1,5 +1,5 @@
 -- One row per (table, model_id, corpus) write: which batch of rows a materialization wrote. Every
--- table with model_id and corpus also has a `batch_id` column (added by storage/warehouse.py
+-- table with model_id and corpus also has a `batch_id` column (added by storage/schema.py
 -- ensure_schema), and its stg_ view shows only the partition's current batch (stg_batches): the
 -- latest written_at (then batch_id) per (table_name, model_id, corpus). The DuckDB file backend
 -- deletes a partition's older batches in the write's own transaction; on DuckLake writes only

@@ -1,5 +1,5 @@
 -- One row per registered model: the partition key and where the weights come from. model_id is
--- unique by the write path (storage/warehouse.py upsert_model replaces the row in one transaction),
+-- unique by the write path (storage/model_rows.py upsert_model replaces the row in one transaction),
 -- not by a constraint: DuckLake has no PRIMARY KEY (warehouses created earlier keep theirs).
 CREATE TABLE IF NOT EXISTS models (
     model_id VARCHAR NOT NULL,         -- sanitized Dagster partition key

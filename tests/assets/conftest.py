@@ -6,7 +6,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from dagster_project.storage.warehouse import apply_views
+from dagster_project.storage.views import apply_views
 from tests.runs import run_resources
 
 

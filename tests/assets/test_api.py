@@ -25,7 +25,7 @@ from dagster_project.compute.models import DEFAULT_MODEL
 from dagster_project.defs.assets import corpus_assets_by_name, encoder_model, fact_assets_by_corpus, warehouse_views
 from dagster_project.defs.registration import register_model
 from dagster_project.settings import PROJECT_ROOT
-from dagster_project.storage.warehouse import view_definitions
+from dagster_project.storage.sql_files import view_definitions
 from tests.runs import materialize_model, run_resources
 from tests.tiny_models import TINY_HEADS, TINY_LAYERS
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import duckdb
 
 from dagster_project.storage.lake import LakeConfig, connect_lake
-from dagster_project.storage.warehouse import apply_views
+from dagster_project.storage.views import apply_views
 from tests.servers import S3Server
 
 WRITER = """

@@ -24,7 +24,7 @@ from dagster_project.defs.assets import (
 from dagster_project.defs.assets.clark.gradients import grad_importance
 from dagster_project.defs.assets.clark.probes import dependency_probes
 from dagster_project.defs.registration import register_model
-from dagster_project.storage.warehouse import apply_views
+from dagster_project.storage.views import apply_views
 from tests.assets.test_probes import UD  # right-branching attaches 3 of its 5 scored words correctly
 from tests.runs import materialize_model, run_resources
 from tests.tiny_models import FAMILIES, TINY_HEADS, TINY_LAYERS, tiny_family

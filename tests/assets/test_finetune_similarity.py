@@ -6,7 +6,7 @@ import polars as pl
 import pytest
 
 from dagster_project.defs.assets.kovaleva.similarity import tuned_model_for
-from dagster_project.storage.warehouse import replace_partition
+from dagster_project.storage.partition_writes import replace_partition
 
 
 def test_tuned_model_comes_from_task_scores(conn):

@@ -8,7 +8,6 @@ import polars as pl
 import pytest
 from dagster import DagsterInstance, materialize
 
-from dagster_project.compute.model_registry import drop_folders, scan_registry
 from dagster_project.corpora import CORPORA, present_corpora
 from dagster_project.defs.assets import (
     ablation_assets_by_task,
@@ -19,6 +18,7 @@ from dagster_project.defs.assets import (
 )
 from dagster_project.defs.assets.charts import chart_assets
 from dagster_project.defs.jobs import ANALYSES, analysis_asset_keys
+from dagster_project.defs.model_registry import drop_folders, scan_registry
 from dagster_project.defs.registration import register_model
 from dagster_project.defs.resources import DataDirectory
 from dagster_project.presentation.chart_registry import CHARTS

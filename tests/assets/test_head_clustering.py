@@ -12,7 +12,10 @@ from scipy.spatial.distance import pdist, squareform
 from dagster_project.compute.clark.head_clustering import distance_rows
 from dagster_project.compute.models import ModelSpec
 from dagster_project.defs.assets.clark.head_clustering import head_mds
-from dagster_project.storage.warehouse import apply_views, partition_rows, replace_partition, upsert_model
+from dagster_project.storage.batches import partition_rows
+from dagster_project.storage.model_rows import upsert_model
+from dagster_project.storage.partition_writes import replace_partition
+from dagster_project.storage.views import apply_views
 
 
 @pytest.fixture

@@ -10,8 +10,8 @@ from dagster import AssetSelection, DagsterInstance, materialize
 from dagster_project.defs.assets import all_assets, corpus_assets_by_name, encoder_model, warehouse_views
 from dagster_project.defs.assets.compare.head_matching import head_match_assets_by_corpus
 from dagster_project.defs.registration import register_model
+from dagster_project.storage.batches import partition_rows
 from dagster_project.storage.view_contracts import check_contracts
-from dagster_project.storage.warehouse import partition_rows
 from tests.tiny_models import TINY_HEADS, TINY_LAYERS, tiny_family
 
 HEADS = TINY_LAYERS * TINY_HEADS

@@ -11,7 +11,7 @@ from dagster_project.defs.assets import all_assets, corpus_assets_by_name, encod
 from dagster_project.defs.assets.clark.probes import dependency_probes
 from dagster_project.defs.registration import register_model
 from dagster_project.defs.resources import ChartFolder, ComputeResource, DataDirectory
-from dagster_project.storage.warehouse import apply_views
+from dagster_project.storage.views import apply_views
 
 UD = """# sent_id = s1
 1	I	I	PRON	PRP	_	4	nsubj	_	_

@@ -13,7 +13,7 @@ from dagster_duckdb import DuckDBResource
 from dagster_project.defs.assets import all_assets
 from dagster_project.defs.provenance import WarehouseEvidence
 from dagster_project.defs.registration import register_model
-from dagster_project.defs.schedules import up_to_date_keys
+from dagster_project.defs.staleness import up_to_date_keys
 from dagster_project.storage.backend import WarehouseConfig
 from tests.runs import materialize_model, run_resources
 

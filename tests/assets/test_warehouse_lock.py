@@ -17,7 +17,7 @@ from dagster import materialize
 from dagster_project.cli import main
 from dagster_project.defs.assets import warehouse_views
 from dagster_project.defs.resources import WarehouseResource, lock_timeout_from_env
-from dagster_project.storage.warehouse import LOCK_WAIT_MESSAGE, WarehouseLockedError
+from dagster_project.storage.connections import LOCK_WAIT_MESSAGE, WarehouseLockedError
 
 # Opens the file read-only, says so, and holds it until its stdin closes: a notebook or DuckDB CLI left open.
 HOLDER = """

@@ -38,10 +38,10 @@ from dagster_project.compute.attention_pass import extract_attention_facts, pass
 from dagster_project.compute.batching import head_columns, histogram_rows, length_batches
 from dagster_project.compute.clark.gradients import extract_grad_importance, load_loss_model
 from dagster_project.compute.clark.head_clustering import distance_matrix, embed_heads
+from dagster_project.compute.clark.probe_inputs import probe_batches
 from dagster_project.compute.clark.probes import (
     distance_probe_for,
     predict_heads,
-    probe_batches,
     probe_for,
     random_init_encoder,
     train_probe,

@@ -40,7 +40,7 @@ from dagster_project.defs.registration import register_model
 from dagster_project.presentation.chart_registry import CHARTS
 from dagster_project.presentation.charts.common import PAPER_COLOUR
 from dagster_project.storage.claims import load_claims
-from dagster_project.storage.warehouse import upsert_model
+from dagster_project.storage.model_rows import upsert_model
 from tests.runs import materialize_model, run_resources
 from tests.servers import ServerUnavailable, free_port, wait_until_ready
 from tests.tiny_models import TINY_HEADS, TINY_LAYERS

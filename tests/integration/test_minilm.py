@@ -19,8 +19,8 @@ from dagster_project.defs.assets.clark.head_clustering import head_mds
 from dagster_project.defs.assets.clark.probes import dependency_probes
 from dagster_project.defs.registration import register_model
 from dagster_project.settings import PROJECT_ROOT
+from dagster_project.storage.sql_files import view_definitions
 from dagster_project.storage.view_contracts import check_contracts
-from dagster_project.storage.warehouse import view_definitions
 from tests.runs import materialize_model, run_resources
 
 pytestmark = pytest.mark.integration

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from dagster_project.compute.attention_pass import extract_attention_facts
-from dagster_project.compute.model_registry import read_registry
 from dagster_project.compute.models import load_encoder
 from dagster_project.corpora.encoding import encode_corpus
 from dagster_project.corpora.text_pairs import read_demo_pairs
+from dagster_project.defs.model_registry import read_registry
 from dagster_project.settings import models_cache_dir
 
 pytestmark = pytest.mark.integration

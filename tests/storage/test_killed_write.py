@@ -14,7 +14,8 @@ import pytest
 
 from dagster_project.storage.backend import WarehouseConfig
 from dagster_project.storage.lake import LakeConfig, connect_lake, maintain_files
-from dagster_project.storage.warehouse import apply_views, replace_partition
+from dagster_project.storage.partition_writes import replace_partition
+from dagster_project.storage.views import apply_views
 from tests.servers import S3Server
 
 # Writes the partition's second batch through a connection that stops inside the write
@@ -24,7 +25,7 @@ import sys, time
 import duckdb
 import polars as pl
 from dagster_project.storage.lake import LakeConfig, connect_lake
-from dagster_project.storage.warehouse import replace_partition
+from dagster_project.storage.partition_writes import replace_partition
 
 class PausingConnection:
     def __init__(self, conn):

@@ -11,16 +11,13 @@ import polars as pl
 import pytest
 
 from dagster_project.compute.models import ModelSpec
+from dagster_project.storage.batches import expire_replaced_batches, partition_rows
+from dagster_project.storage.connections import LakeNotSetUpError
 from dagster_project.storage.lake import LakeConfig, LakeConfigError, connect_lake, extension_file, maintain_files
-from dagster_project.storage.warehouse import (
-    PARTITIONED_TABLES,
-    LakeNotSetUpError,
-    apply_views,
-    expire_replaced_batches,
-    partition_rows,
-    replace_partition,
-    upsert_model,
-)
+from dagster_project.storage.model_rows import upsert_model
+from dagster_project.storage.partition_writes import replace_partition
+from dagster_project.storage.schema import PARTITIONED_TABLES
+from dagster_project.storage.views import apply_views
 from tests.servers import S3Server, start_s3_process
 
 SPEC = ModelSpec("org--m", "org/m", "/x", "r1", "bert", 1, 2, True)

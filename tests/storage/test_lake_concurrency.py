@@ -15,8 +15,11 @@ import polars as pl
 import pytest
 
 from dagster_project.compute.models import ModelSpec
+from dagster_project.storage.batches import expire_replaced_batches
 from dagster_project.storage.lake import ORPHAN_FLOOR, LakeConfig, connect_lake, maintain_files, read_retrying
-from dagster_project.storage.warehouse import apply_views, expire_replaced_batches, replace_partition, upsert_model
+from dagster_project.storage.model_rows import upsert_model
+from dagster_project.storage.partition_writes import replace_partition
+from dagster_project.storage.views import apply_views
 from tests.servers import S3Server
 
 SPEC = ModelSpec("org--m", "org/m", "/x", "r1", "bert", 2, 4, True)

@@ -14,8 +14,11 @@ import polars as pl
 import pytest
 
 from dagster_project.compute.models import ModelSpec
+from dagster_project.storage.connections import WarehouseFullError
 from dagster_project.storage.lake import LakeConfig, connect_lake, maintain_files
-from dagster_project.storage.warehouse import WarehouseFullError, apply_views, replace_partition, upsert_model
+from dagster_project.storage.model_rows import upsert_model
+from dagster_project.storage.partition_writes import replace_partition
+from dagster_project.storage.views import apply_views
 from tests.servers import POSTGRES_PASSWORD, PostgresServer
 
 SPEC = ModelSpec("org--m", "org/m", "/x", "r1", "bert", 2, 4, True)

@@ -1,7 +1,7 @@
 """Maintenance never deletes what a writer may still commit (storage/lake.py ORPHAN_FLOOR):
 at its most aggressive setting (keep 0) beside a writer whose Parquet files are written but not
 yet committed, the files stay, the writer commits, and every view reads. A committed batch whose
-files are gone anyway is named as such, not as disk space (storage/warehouse.py)."""
+files are gone anyway is named as such, not as disk space (storage/partition_writes.py)."""
 
 from datetime import timedelta
 from pathlib import Path
@@ -10,14 +10,12 @@ import polars as pl
 import pytest
 
 from dagster_project.compute.models import ModelSpec
+from dagster_project.storage.connections import WarehouseFullError
 from dagster_project.storage.lake import LakeConfig, connect_lake, maintain_files
-from dagster_project.storage.warehouse import (
-    WarehouseFullError,
-    apply_views,
-    replace_partition,
-    upsert_model,
-    view_definitions,
-)
+from dagster_project.storage.model_rows import upsert_model
+from dagster_project.storage.partition_writes import replace_partition
+from dagster_project.storage.sql_files import view_definitions
+from dagster_project.storage.views import apply_views
 
 SPEC = ModelSpec("org--m", "org/m", "/x", "r1", "bert", 1, 2, True)
 

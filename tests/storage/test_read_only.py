@@ -14,7 +14,9 @@ from dagster_project.cli.sql import sql
 from dagster_project.compute.models import ModelSpec
 from dagster_project.storage.backend import BACKEND_SETTING, CATALOG_SETTING, DATA_PATH_SETTING, ReadOnlyQueryError
 from dagster_project.storage.lake import LakeConfig, connect_lake
-from dagster_project.storage.warehouse import apply_views, replace_partition, upsert_model
+from dagster_project.storage.model_rows import upsert_model
+from dagster_project.storage.partition_writes import replace_partition
+from dagster_project.storage.views import apply_views
 
 SPEC = ModelSpec("org--m", "org/m", "/x", "r1", "bert", 1, 2, True)
 WRITES = [

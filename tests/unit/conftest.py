@@ -3,7 +3,7 @@
 import duckdb
 import pytest
 
-from dagster_project.storage.warehouse import apply_views
+from dagster_project.storage.views import apply_views
 
 
 @pytest.fixture

@@ -10,7 +10,9 @@ from bench.bench_warehouse import partitioned_tables, replicate_model
 from dagster_project.compute.attention_pass import extract_attention_facts
 from dagster_project.compute.models import LoadedEncoder
 from dagster_project.settings import SQL_DIR
-from dagster_project.storage.warehouse import apply_views, refresh_aggregates, replace_partition, upsert_model
+from dagster_project.storage.model_rows import upsert_model
+from dagster_project.storage.partition_writes import refresh_aggregates, replace_partition
+from dagster_project.storage.views import apply_views
 
 COPIES = ["bench-copy-001", "bench-copy-002"]
 

@@ -4,7 +4,7 @@ results view is in it (its Markdown, the cards: tests/unit/test_result_cards.py)
 from dagster_project.compute.fact_kinds import FACT_KINDS
 from dagster_project.presentation.catalogue import TABLE_COMPUTATIONS, catalogue, heading_anchor
 from dagster_project.settings import PROJECT_ROOT
-from dagster_project.storage.warehouse import view_definitions
+from dagster_project.storage.sql_files import view_definitions
 
 ROWS = catalogue()
 

@@ -13,10 +13,10 @@ import pytest
 
 from dagster_project.cli import UsageError, main
 from dagster_project.cli.console import PROGRESS_MESSAGE
-from dagster_project.cli.run import run_config_from
+from dagster_project.cli.run_in_process import run_config_from
 from dagster_project.compute.models import ModelSpec
 from dagster_project.defs.assets.writing import progress_logger
-from dagster_project.storage.warehouse import upsert_model
+from dagster_project.storage.model_rows import upsert_model
 
 SPEC = ModelSpec("org--tiny", "org/tiny", "/models/tiny", "abc", "bert", 2, 2, True)
 
@@ -181,7 +181,7 @@ def test_export_all_removes_the_old_manifest_first_and_writes_the_new_one_last(
     env: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from dagster_project.cli import export
-    from dagster_project.storage.warehouse import apply_views
+    from dagster_project.storage.views import apply_views
 
     with duckdb.connect(str(env)) as conn:
         apply_views(conn)
@@ -209,7 +209,7 @@ def test_the_console_reads_the_progress_lines_of_the_passes():
 
 
 def test_all_corpora_leave_out_the_tasks_outside_the_papers_unless_named() -> None:
-    from dagster_project.cli.run import chosen_corpora
+    from dagster_project.cli.run_in_process import chosen_corpora
     from dagster_project.corpora import CORPORA, DEFAULT_CORPORA
 
     assert CORPORA["glue_cola"].outside_papers and CORPORA["glue_wnli_train"].outside_papers

@@ -16,7 +16,9 @@ from dagster_project.compute.metrics import TokenMasks, relative_position_histog
 from dagster_project.compute.models import ModelSpec
 from dagster_project.storage import dense_grain
 from dagster_project.storage.lake import LakeConfig, connect_lake
-from dagster_project.storage.warehouse import apply_views, replace_partition, upsert_model
+from dagster_project.storage.model_rows import upsert_model
+from dagster_project.storage.partition_writes import replace_partition
+from dagster_project.storage.views import apply_views
 
 SPEC = ModelSpec("org--m", "org/m", "/x", "r1", "bert", 1, 2, True)
 PRECISION = 2.0**-23  # times sqrt(mean): the error of a stored mean weight (sql/schema/position_histograms.sql)

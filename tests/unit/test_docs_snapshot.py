@@ -24,7 +24,9 @@ from dagster_project.presentation.docs_snapshot import (
 )
 from dagster_project.settings import PROJECT_ROOT
 from dagster_project.storage.claims import PAPERS, load_claims
-from dagster_project.storage.warehouse import apply_views, replace_partition, upsert_model
+from dagster_project.storage.model_rows import upsert_model
+from dagster_project.storage.partition_writes import replace_partition
+from dagster_project.storage.views import apply_views
 from tests.unit.test_report import _summaries
 
 FIX = "python -m dagster_project.presentation.docs_snapshot"

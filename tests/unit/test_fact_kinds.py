@@ -8,7 +8,8 @@ import pytest
 from dagster_project.compute.fact_kinds import ALWAYS, FACT_KINDS, corpus_fact_kinds
 from dagster_project.corpora import CORPORA
 from dagster_project.settings import SQL_DIR
-from dagster_project.storage.warehouse import PARTITIONED_TABLES, view_definitions
+from dagster_project.storage.schema import PARTITIONED_TABLES
+from dagster_project.storage.sql_files import view_definitions
 
 
 @pytest.mark.parametrize("table", sorted(FACT_KINDS))

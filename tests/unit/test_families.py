@@ -12,7 +12,7 @@ from transformers import FunnelConfig, FunnelModel, LongformerConfig, Longformer
 
 from dagster_project.compute.attention_pass import extract_attention_facts
 from dagster_project.compute.batching import length_batches
-from dagster_project.compute.clark.probes import attention_features
+from dagster_project.compute.clark.probe_inputs import attention_features
 from dagster_project.compute.kovaleva.ablation import ablated_logits, disabling_heads, use_ablation_attention
 from dagster_project.compute.kovaleva.finetuning import build_classifier, encode_task, no_decay_parameters
 from dagster_project.compute.metrics import head_summaries

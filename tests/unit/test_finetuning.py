@@ -14,7 +14,6 @@ from dagster_project.compute.kovaleva.ablation import ablation_settings, setting
 from dagster_project.compute.kovaleva.finetuning import (
     Recipe,
     TaskData,
-    TrainingCheckpoints,
     build_classifier,
     encode_task,
     fine_tune,
@@ -26,6 +25,7 @@ from dagster_project.compute.kovaleva.finetuning import (
     save_checkpoint,
     task_head,
 )
+from dagster_project.compute.kovaleva.training_state import TrainingCheckpoints
 from tests.out_of_memory import batch_rows, out_of_memory_above
 
 

@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 
 from dagster_project import settings
-from dagster_project.compute.model_registry import (
+from dagster_project.defs.model_registry import (
     RegistryEntry,
     RegistryError,
     checkpoint_folders,

@@ -32,7 +32,7 @@ from dagster_project.compute.devices import CPU, ComputeDevice
 from dagster_project.compute.models import DEFAULT_MODEL, ModelLoadError, inspect_model, load_encoder, model_key
 from dagster_project.defs.partitions import model_partitions
 from dagster_project.defs.registration import register_model
-from dagster_project.storage.warehouse import apply_views
+from dagster_project.storage.views import apply_views
 from tests.tiny_models import TINY_HEADS, TINY_LAYERS, save_model, tiny_config
 
 

@@ -10,26 +10,31 @@ import pytest
 import torch
 
 from dagster_project.compute.backoff import PassOutOfMemory
-from dagster_project.compute.clark.probes import (
-    DISTANCE_FEATURES,
+from dagster_project.compute.clark.probe_inputs import (
     IGNORE,
     ROOT,
     ProbeBatch,
-    attachment_counts,
     attention_features,
+    gold_heads,
+    read_word_vectors,
+)
+from dagster_project.compute.clark.probes import (
+    DISTANCE_FEATURES,
+    attachment_counts,
     distance_features,
     distance_probe_for,
-    gold_heads,
     predict_heads,
     probe_for,
     random_init_encoder,
-    read_word_vectors,
     right_branching,
     train_probe,
     uas,
 )
 from dagster_project.compute.models import ModelSpec, load_encoder
-from dagster_project.storage.warehouse import apply_views, partition_rows, replace_partition, upsert_model
+from dagster_project.storage.batches import partition_rows
+from dagster_project.storage.model_rows import upsert_model
+from dagster_project.storage.partition_writes import replace_partition
+from dagster_project.storage.views import apply_views
 from tests.out_of_memory import batch_rows, out_of_memory_above
 
 # Gold heads as candidate indices (0 = ROOT, j + 1 = word j) of three 5-word sentences.

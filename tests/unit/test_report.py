@@ -16,21 +16,25 @@ from dagster_project.cli import main
 from dagster_project.compute.models import ModelSpec
 from dagster_project.presentation.chart_registry import CHARTS
 from dagster_project.presentation.report import (
-    HEAD_LINKS,
     HEADLINES,
     QUICK_NOTE,
-    ReportData,
     _missing_note,
     charts_by_paper,
-    finetuned_from,
     headline_table,
-    model_names,
     ranked_models,
-    read_report_data,
     write_report,
 )
+from dagster_project.presentation.report_data import (
+    HEAD_LINKS,
+    ReportData,
+    finetuned_from,
+    model_names,
+    read_report_data,
+)
 from dagster_project.storage.claims import load_claims
-from dagster_project.storage.warehouse import apply_views, record_reproduction, replace_partition, upsert_model
+from dagster_project.storage.model_rows import record_reproduction, upsert_model
+from dagster_project.storage.partition_writes import replace_partition
+from dagster_project.storage.views import apply_views
 
 SPEC = ModelSpec("org--tiny", "org/tiny", "/models/tiny", "abc", "bert", 2, 2, True)
 

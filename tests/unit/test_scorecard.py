@@ -10,10 +10,12 @@ import pytest
 from dagster_project.api import open_warehouse
 from dagster_project.cli import main
 from dagster_project.compute.models import ModelSpec
-from dagster_project.presentation.report import read_report_data, write_report
+from dagster_project.presentation.report import write_report
+from dagster_project.presentation.report_data import read_report_data
 from dagster_project.presentation.scorecard import format_scorecard, scorecard_rows, verdict_counts
 from dagster_project.storage.claims import load_claims
-from dagster_project.storage.warehouse import apply_views, record_reproduction, upsert_model
+from dagster_project.storage.model_rows import record_reproduction, upsert_model
+from dagster_project.storage.views import apply_views
 
 SIX = ModelSpec("org--six", "org/six", "/models/six", "abc", "bert", 6, 12, True)
 TWELVE = ModelSpec("org--twelve", "org/twelve", "/models/twelve", "abc", "bert", 12, 12, True)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from dagster_project import settings
-from dagster_project.compute.model_registry import registry_path
+from dagster_project.defs.model_registry import registry_path
 
 LOCATION_SETTINGS = (
     "ATTN_HOME",

@@ -12,6 +12,7 @@ import polars as pl
 import pytest
 
 from dagster_project.settings import SQL_DIR
+from dagster_project.storage.sql_files import view_definitions
 from dagster_project.storage.view_contracts import (
     ViewContract,
     check_contracts,
@@ -19,13 +20,12 @@ from dagster_project.storage.view_contracts import (
     load_contract,
     view_contracts,
 )
-from dagster_project.storage.warehouse import view_definitions
 
 
 def test_every_results_view_has_a_contract() -> None:
     results = [view.name for view in view_definitions() if view.layer == "results"]
     assert list(view_contracts()) == results
-    assert len(results) == 34
+    assert len(results) == 35
     judgments = view_contracts()["claim_judgments"]
     assert (judgments.grain, judgments.ranges) == (("claim", "model_id", "corpus"), {"n": (0.0, None)})
 

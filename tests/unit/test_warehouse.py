@@ -13,25 +13,18 @@ import pytest
 
 from dagster_project import settings
 from dagster_project.compute.models import ModelSpec
-from dagster_project.storage import warehouse
+from dagster_project.storage import sql_files
 from dagster_project.storage.backend import WarehouseConfig
+from dagster_project.storage.batches import partition_rows
 from dagster_project.storage.claims import JUDGMENTS_VIEW, load_claims
+from dagster_project.storage.connections import WarehouseFullError
 from dagster_project.storage.dense_grain import DENSE_TABLES
 from dagster_project.storage.lake import LakeConfigError
-from dagster_project.storage.warehouse import (
-    PARTITIONED_TABLES,
-    VIEW_LAYERS,
-    WEIGHTED_STAGING,
-    WEIGHTED_TABLES,
-    View,
-    apply_views,
-    partition_rows,
-    replace_partition,
-    schema_columns,
-    strip_sql_comments,
-    upsert_model,
-    view_definitions,
-)
+from dagster_project.storage.model_rows import upsert_model
+from dagster_project.storage.partition_writes import replace_partition
+from dagster_project.storage.schema import PARTITIONED_TABLES, WEIGHTED_TABLES, schema_columns
+from dagster_project.storage.sql_files import VIEW_LAYERS, WEIGHTED_STAGING, View, strip_sql_comments, view_definitions
+from dagster_project.storage.views import apply_views
 
 SPEC = ModelSpec("org--m", "org/m", "/x", "r1", "bert", 1, 2, True)
 
@@ -121,7 +114,7 @@ def test_view_order_ignores_names_in_comments_and_strings(tmp_path, monkeypatch)
             "b": "CREATE OR REPLACE VIEW b AS SELECT * FROM a; -- not from a_b\n",
         },
     )
-    monkeypatch.setattr(warehouse, "SQL_DIR", tmp_path)
+    monkeypatch.setattr(sql_files, "SQL_DIR", tmp_path)
     assert [view.name for view in view_definitions()] == ["a", "b"]
     # the dependency rule itself: a name in the code (not a comment) is a dependency
     (tmp_path / "results" / "a.sql").write_text("CREATE OR REPLACE VIEW a AS SELECT * FROM b;\n")
@@ -136,7 +129,7 @@ def test_strip_sql_comments_keeps_code_and_quoted_identifiers():
 
 def test_partitioned_tables_come_from_the_schema_files():
     tables = schema_columns()
-    assert len(tables) == len(list((Path(warehouse.SQL_DIR) / "schema").glob("*.sql")))
+    assert len(tables) == len(list((Path(sql_files.SQL_DIR) / "schema").glob("*.sql")))
     assert PARTITIONED_TABLES == set(tables) - {"models", "batches", "reproductions", "claims"}
     assert all({"model_id", "corpus", "batch_id"} <= set(tables[table]) for table in PARTITIONED_TABLES)
     assert "word_index" in tables["tokens"]  # columns added by an ALTER count too
@@ -296,7 +289,7 @@ def test_a_full_disk_names_the_file_and_the_space_and_rolls_back(tmp_path: Path)
         replace_partition(conn, {"head_summaries": _summaries(0, 10, 0.2, 1.0)}, "org--m", "demo")
         histograms = _histogram([0.1] * 3, [1] * 3)
         frames = {"head_summaries": _summaries(5, 12, 0.3, 1.0), "position_histograms": histograms}
-        with pytest.raises(warehouse.WarehouseFullError) as raised:
+        with pytest.raises(WarehouseFullError) as raised:
             replace_partition(_DiskFullConnection(conn, "position_histograms"), frames, "org--m", "demo")
         message = str(raised.value)
         assert f"to the warehouse {database}: the disk is full (" in message
@@ -327,7 +320,7 @@ def test_a_log_that_cannot_be_merged_fails_the_write_saying_so(tmp_path: Path):
     database = tmp_path / "warehouse.duckdb"
     with duckdb.connect(str(database)) as conn:
         frames = {"head_summaries": _summaries(0, 10, 0.2, 1.0)}
-        with pytest.raises(warehouse.WarehouseFullError) as raised:
+        with pytest.raises(WarehouseFullError) as raised:
             replace_partition(_DiskFullConnection(conn, "CHECKPOINT"), frames, "org--m", "demo")
         message = str(raised.value)
         assert message.startswith(f"partition (org--m, demo) is committed to the write-ahead log of {database}, but")
@@ -403,11 +396,16 @@ def test_the_default_backend_is_the_duckdb_file():
 
 def test_staging_views_come_from_templates_unless_a_table_has_a_file_of_its_own():
     staging = {view.name: view for view in view_definitions() if view.layer == "staging"}
-    templates = warehouse.SQL_DIR / "staging" / "templates"
+    templates = sql_files.SQL_DIR / "staging" / "templates"
     assert staging["stg_examples"].source == templates / "plain.sql"
     assert "FROM examples AS t" in staging["stg_examples"].sql and "{" not in staging["stg_examples"].sql
     histograms = {name: staging[f"stg_{name}"] for name in ("position_histograms", "contribution_histograms")}
     assert {view.source for view in histograms.values()} == {templates / "histograms.sql"}
     assert "'attention' AS kind" in histograms["position_histograms"].sql
     assert "'contribution' AS kind" in histograms["contribution_histograms"].sql
-    assert staging["stg_relation_hits"].source == warehouse.SQL_DIR / "staging" / "stg_relation_hits.sql"
+    assert staging["stg_head_example_maps"].source == sql_files.SQL_DIR / "staging" / "stg_head_example_maps.sql"
+    # relation_hits' two views from one template: the attention rows, and every weighting's
+    relation_hits = staging["stg_relation_hits"], staging["stg_weighted_relation_hits"]
+    assert {view.source for view in relation_hits} == {templates / "relation_hits.sql"}
+    assert [view.sql.count("t.weighting = 'attention'") for view in relation_hits] == [1, 0]
+    assert all("unnest(t.target_words)" in view.sql and "{" not in view.sql for view in relation_hits)

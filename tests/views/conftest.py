@@ -8,7 +8,7 @@ import duckdb
 import pytest
 
 from dagster_project.storage.lake import LakeConfig, connect_lake
-from dagster_project.storage.warehouse import apply_views
+from dagster_project.storage.views import apply_views
 
 
 @pytest.fixture(params=["duckdb", "ducklake"])

@@ -7,14 +7,11 @@ import polars as pl
 import pytest
 
 from dagster_project.compute.models import ModelSpec
-from dagster_project.storage import warehouse
-from dagster_project.storage.warehouse import (
-    apply_views,
-    refresh_aggregates,
-    replace_partition,
-    stale_aggregates,
-    upsert_model,
-)
+from dagster_project.storage import aggregates
+from dagster_project.storage.aggregates import stale_aggregates
+from dagster_project.storage.model_rows import upsert_model
+from dagster_project.storage.partition_writes import refresh_aggregates, replace_partition
+from dagster_project.storage.views import apply_views
 
 SPEC = ModelSpec("org--m", "org/m", "/x", "r1", "bert", 2, 2, True)
 
@@ -73,7 +70,7 @@ def test_aggregates_computed_by_other_code_are_recomputed(
 ) -> None:
     upsert_model(conn, SPEC)
     replace_partition(conn, {"head_summaries": _summaries([0.25, 0.75])}, SPEC.model_id, "demo")
-    monkeypatch.setattr(warehouse, "aggregate_version", lambda: "changed")
+    monkeypatch.setattr(aggregates, "aggregate_version", lambda: "changed")
     assert set(stale_aggregates(conn)[("org--m", "demo")]) == {"agg_head_attention_means", "agg_pattern_shares"}
     apply_views(conn)
     assert stale_aggregates(conn) == {}

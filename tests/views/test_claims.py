@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from dagster_project.storage.claims import JUDGE_COLUMNS, PAPERS, VERDICTS, Claim, load_claims
-from dagster_project.storage.warehouse import apply_views
+from dagster_project.storage.views import apply_views
 
 CASES_DIR = Path(__file__).parent / "claim_cases"
 CLAIMS = load_claims()

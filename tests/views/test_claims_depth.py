@@ -15,7 +15,7 @@ import polars as pl
 import pytest
 
 from dagster_project.storage.claims import load_claims
-from dagster_project.storage.warehouse import apply_views
+from dagster_project.storage.views import apply_views
 from tests.views.test_claims import judge_on
 
 CLAIMS = {claim.claim: claim for claim in load_claims()}

@@ -6,7 +6,9 @@ import polars as pl
 import pytest
 
 from dagster_project.compute.models import ModelSpec
-from dagster_project.storage.warehouse import partition_rows, replace_partition, upsert_model
+from dagster_project.storage.batches import partition_rows
+from dagster_project.storage.model_rows import upsert_model
+from dagster_project.storage.partition_writes import replace_partition
 
 SMALL = ModelSpec("org--small", "org/small", "/x", "r1", "bert", 2, 1, True)  # 2 layers x 1 head
 BIG = ModelSpec("local--big", "/models/big", "/models/big", "r1", "mpnet", 4, 1, False)  # 4 layers x 1 head

@@ -15,7 +15,9 @@ from dagster_duckdb import DuckDBResource
 from dagster_project.defs.assets.clark.coreference import coreference_baselines_by_corpus
 from dagster_project.presentation.chart_registry import CHARTS
 from dagster_project.presentation.charts import clark as charts
-from dagster_project.storage.warehouse import apply_views, partition_rows, replace_partition
+from dagster_project.storage.batches import partition_rows
+from dagster_project.storage.partition_writes import replace_partition
+from dagster_project.storage.views import apply_views
 from tests.unit.test_coreference_baselines import EXPECTED, document_frames
 
 MODEL, CORPUS = "tiny", "ontogum"

@@ -9,7 +9,8 @@ import pytest
 from dagster_project.compute.clark.gradients import (
     MASKED_LM,
 )
-from dagster_project.storage.warehouse import replace_partition, upsert_model
+from dagster_project.storage.model_rows import upsert_model
+from dagster_project.storage.partition_writes import replace_partition
 
 
 def test_view_averages_per_example_means(conn: duckdb.DuckDBPyConnection, tiny_model_dir: Path):

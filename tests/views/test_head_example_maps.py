@@ -6,7 +6,9 @@ import polars as pl
 import pytest
 
 from dagster_project.compute.models import ModelSpec
-from dagster_project.storage.warehouse import partition_rows, replace_partition, upsert_model
+from dagster_project.storage.batches import partition_rows
+from dagster_project.storage.model_rows import upsert_model
+from dagster_project.storage.partition_writes import replace_partition
 from tests.views.test_coreference import CORPUS as COREF_CORPUS
 from tests.views.test_coreference import MODEL as COREF_MODEL
 from tests.views.test_coreference import _fill as fill_coreference

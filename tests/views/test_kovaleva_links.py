@@ -6,8 +6,10 @@ import polars as pl
 import pytest
 
 from dagster_project.compute.models import ModelSpec
+from dagster_project.storage.batches import partition_rows
+from dagster_project.storage.model_rows import upsert_model
+from dagster_project.storage.partition_writes import replace_partition
 from dagster_project.storage.view_contracts import check_contracts
-from dagster_project.storage.warehouse import partition_rows, replace_partition, upsert_model
 
 MODEL = ModelSpec("org--base", "org/base", "/x", "r1", "bert", 2, 2, True)
 

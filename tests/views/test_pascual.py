@@ -8,7 +8,9 @@ import polars as pl
 import pytest
 
 from dagster_project.compute.models import ModelSpec
-from dagster_project.storage.warehouse import partition_rows, replace_partition, upsert_model
+from dagster_project.storage.batches import partition_rows
+from dagster_project.storage.model_rows import upsert_model
+from dagster_project.storage.partition_writes import replace_partition
 
 SPEC = ModelSpec("org--m", "org/m", "/x", "r1", "bert", 1, 2, True)
 

@@ -6,7 +6,9 @@ import polars as pl
 import pytest
 
 from dagster_project.compute.models import ModelSpec
-from dagster_project.storage.warehouse import replace_partition, upsert_model, view_definitions
+from dagster_project.storage.model_rows import upsert_model
+from dagster_project.storage.partition_writes import replace_partition
+from dagster_project.storage.sql_files import view_definitions
 
 SIX = ModelSpec("org--six", "org/six", "/x", "r1", "bert", 6, 1, True)
 TWELVE = ModelSpec("org--twelve", "org/twelve", "/x", "r1", "bert", 12, 1, True)

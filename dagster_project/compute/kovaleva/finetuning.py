@@ -17,7 +17,6 @@ the chosen settings for one base model and task.
 import json
 import logging
 import math
-import os
 import shutil
 import time
 from collections.abc import Callable
@@ -37,6 +36,12 @@ from transformers import (
 
 from dagster_project.compute.backoff import BackOff
 from dagster_project.compute.devices import CPU, ComputeDevice
+from dagster_project.compute.kovaleva.training_state import (
+    TrainingCheckpoints,
+    generator_state,
+    restore_generators,
+    training_state_dir,
+)
 from dagster_project.compute.models import inspect_model
 from dagster_project.corpora import CORPORA
 from dagster_project.corpora.base import OVERLONG
@@ -91,19 +96,6 @@ class TrainLog:
     seconds: float  # of this session's steps (a resumed run's earlier steps not counted)
     micro_batch: int  # examples per forward and backward pass (gradients summed over a step's micro-batches)
     resumed_at: int = 0  # the step a saved training state was resumed after (0: started afresh)
-
-
-@dataclass(frozen=True)
-class TrainingCheckpoints:
-    """Where fine-tuning saves its training state every `every` optimizer steps (model, optimizer,
-    schedule, random number generators, step), to resume from after a kill; removed when training ends."""
-
-    folder: Path
-    every: int
-
-    @property
-    def path(self) -> Path:
-        return self.folder / "training_state.pt"
 
 
 def task_head(task: str) -> tuple[int, str]:
@@ -199,11 +191,6 @@ def length_sorted_batches(data: TaskData, batch_size: int) -> list[list[int]]:
     return [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
 
 
-def training_state_dir() -> Path:
-    """Where fine-tuning keeps its training states to resume from: beside the models cache's folders."""
-    return models_cache_dir() / "training_state"
-
-
 def build_classifier(path: str, task: str, init: str, seed: int, device: torch.device = CPU.device) -> PreTrainedModel:
     """A float32 sequence classifier on the encoder at `path`, on `device`: `pretrained` loads its
     weights, `random` draws every weight from the config's initializer. The head is seeded either
@@ -297,11 +284,11 @@ def fine_tune(
     identity = {"recipe": asdict(recipe), "train_examples": len(data), "model": type(model).__name__}
     losses: list[float] = []
     micro = micro_batch or recipe.batch_size
-    if checkpoints is not None and (state := _saved_state(checkpoints, identity)) is not None:
+    if checkpoints is not None and (state := checkpoints.saved(identity)) is not None:
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         schedule.load_state_dict(state["schedule"])
-        _restore_generators(model.device, state["generators"])
+        restore_generators(model.device, state["generators"])
         losses, micro = state["losses"], min(micro, state["micro_batch"])
         LOG.info(f"fine-tuning resumed after step {len(losses)}/{steps} from {checkpoints.path}")
     resumed_at = len(losses)
@@ -315,7 +302,7 @@ def fine_tune(
     model.train()
     start = time.perf_counter()
     for batch in plan[resumed_at:]:
-        generators = _generator_state(model.device)
+        generators = generator_state(model.device)
         while True:
             try:
                 loss = _step_loss(model, data, batch, micro, pad_token_id, with_token_types)
@@ -323,7 +310,7 @@ def fine_tune(
             except torch.OutOfMemoryError as error:
                 reason = str(error)  # the traceback, which holds the step's tensors, stays in the except clause
             optimizer.zero_grad()
-            _restore_generators(model.device, generators)
+            restore_generators(model.device, generators)
             micro = backoff.halved(micro, reason)
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
@@ -331,7 +318,7 @@ def fine_tune(
         optimizer.zero_grad()
         losses.append(loss)
         if checkpoints is not None and len(losses) % checkpoints.every == 0 and len(losses) < steps:
-            _save_state(checkpoints, identity, model, optimizer, schedule, losses, micro)
+            checkpoints.save(identity, model, optimizer, schedule, losses, micro)
         if progress is not None:
             progress(len(losses), steps, losses[-1], time.perf_counter() - start)
     model.eval()
@@ -371,65 +358,6 @@ def _step_loss(
         loss.backward()
         total += loss.item()
     return total
-
-
-def _generator_state(device: torch.device) -> dict[str, torch.Tensor]:
-    """The random number generators' states that dropout draws from: the CPU's and the model device's."""
-    state = {"cpu": torch.get_rng_state()}
-    if device.type == "cuda":
-        state["cuda"] = torch.cuda.get_rng_state(device)
-    elif device.type == "mps":
-        state["mps"] = torch.mps.get_rng_state()
-    return state
-
-
-def _restore_generators(device: torch.device, state: dict[str, torch.Tensor]) -> None:
-    torch.set_rng_state(state["cpu"])
-    if "cuda" in state:
-        torch.cuda.set_rng_state(state["cuda"], device)
-    elif "mps" in state:
-        torch.mps.set_rng_state(state["mps"])
-
-
-def _save_state(
-    checkpoints: TrainingCheckpoints,
-    identity: dict,
-    model: PreTrainedModel,
-    optimizer: torch.optim.Optimizer,
-    schedule: torch.optim.lr_scheduler.LRScheduler,
-    losses: list[float],
-    micro: int,
-) -> None:
-    """The training state after the last of `losses`' steps, written whole or not at all (a temporary
-    file renamed over the last one), so a kill while saving leaves the previous state."""
-    checkpoints.folder.mkdir(parents=True, exist_ok=True)
-    state = {
-        "identity": identity,
-        "losses": losses,
-        "micro_batch": micro,
-        "model": model.state_dict(),
-        "optimizer": optimizer.state_dict(),
-        "schedule": schedule.state_dict(),
-        "generators": _generator_state(model.device),
-    }
-    partial = checkpoints.path.with_suffix(".partial")
-    torch.save(state, partial)
-    os.replace(partial, checkpoints.path)
-
-
-def _saved_state(checkpoints: TrainingCheckpoints, identity: dict) -> dict | None:
-    """The saved training state to resume from, or None: none saved, or saved by another recipe or data
-    (then logged, and overwritten by this run's first save)."""
-    if not checkpoints.path.is_file():
-        return None
-    state = torch.load(checkpoints.path, map_location="cpu", weights_only=True)
-    if state["identity"] != identity:
-        LOG.warning(
-            f"{checkpoints.path} was saved by another fine-tuning run ({state['identity']}, not {identity}); "
-            "starting afresh"
-        )
-        return None
-    return state
 
 
 @torch.no_grad()
@@ -579,7 +507,7 @@ def score_settings(
         }
         tuned_model_id = None
         if setting == "pretrained_finetuned":
-            # recipe.json is also the checkpoint's registry entry (model_registry.checkpoint_entry)
+            # recipe.json is also the checkpoint's registry entry (defs/model_registry.py checkpoint_entry)
             entry = {"corpora": [f"glue_{task}"], "analyses": list(FINETUNED_ANALYSES)}
             folder = save_checkpoint(model, tokenizer, finetuned_checkpoint_dir(model_id, task), record | entry)
             tuned_model_id = register(folder)

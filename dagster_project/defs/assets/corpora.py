@@ -17,7 +17,8 @@ from dagster_project.defs.assets.writing import model_partition_asset, table_pre
 from dagster_project.defs.resources import DataDirectory
 from dagster_project.defs.tags import corpus_tags
 from dagster_project.defs.versioning import corpus_files_key
-from dagster_project.storage.warehouse import model_source, partition_rows
+from dagster_project.storage.batches import partition_rows
+from dagster_project.storage.model_rows import model_source
 
 CORPUS_CHECKS = {
     "tokens_match_examples": "Each example's tokens are positions 0..n-1 with n = examples.n_tokens <= max_len.",

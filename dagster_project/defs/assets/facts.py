@@ -32,7 +32,7 @@ from dagster_project.defs.assets.corpora import corpus_assets_by_name, model_tok
 from dagster_project.defs.assets.writing import model_partition_asset, progress_logger, write_partition
 from dagster_project.defs.resources import ComputeResource
 from dagster_project.defs.tags import corpus_tags
-from dagster_project.storage.warehouse import partition_rows
+from dagster_project.storage.batches import partition_rows
 
 
 class FactsConfig(Config):

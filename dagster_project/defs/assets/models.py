@@ -8,7 +8,7 @@ from dagster_duckdb import DuckDBResource
 from dagster_project.compute.models import load_encoder
 from dagster_project.defs.partitions import model_partitions
 from dagster_project.defs.pools import WRITER_POOL
-from dagster_project.storage.warehouse import model_source, upsert_model
+from dagster_project.storage.model_rows import model_source, upsert_model
 
 
 @asset(partitions_def=model_partitions, group_name="models", pool=WRITER_POOL)

@@ -8,8 +8,9 @@ from dagster_duckdb import DuckDBResource
 from dagster_project.defs.assets.charts import chart_assets
 from dagster_project.defs.resources import ChartFolder
 
-# A module import: dagster_project.presentation.report imports the chart registry, hence this package.
+# Module imports: the report's modules import the chart registry, hence this package.
 from dagster_project.presentation import report as report_pages
+from dagster_project.presentation import report_data
 
 
 @asset(deps=chart_assets, group_name="charts")
@@ -21,7 +22,7 @@ def paper_report(
     most results there) and headline numbers per layer; heads/<model>.html with the example maps
     of the heads the results name. Opens offline (charts are embedded PNGs)."""
     with warehouse.get_connection() as conn:
-        data = report_pages.read_report_data(conn)
+        data = report_data.read_report_data(conn)
     pages = report_pages.write_report(data, Path(chart_folder.path).expanduser().resolve() / "report")
     drawn = sum(isinstance(found, tuple) for found in data.chart_rows.values())
     context.log.info(f"Wrote {len(pages)} pages to {pages[0].parent}")

@@ -10,8 +10,10 @@ from pydantic import Field
 from dagster_project.defs.pools import WRITER_POOL
 from dagster_project.defs.provenance import VIEWS_SQL_VERSION
 from dagster_project.settings import SQL_DIR
+from dagster_project.storage.batches import expire_replaced_batches
 from dagster_project.storage.lake import is_lake, maintain_files
-from dagster_project.storage.warehouse import apply_views, expire_replaced_batches, sql_code_version
+from dagster_project.storage.sql_files import sql_code_version
+from dagster_project.storage.views import apply_views
 
 
 @asset(group_name="views", code_version=sql_code_version(), pool=WRITER_POOL)

@@ -23,7 +23,7 @@ from dagster_project.compute.checks import CheckOutcome
 from dagster_project.defs.partitions import model_partitions
 from dagster_project.defs.pools import GPU_PASS_OP_TAGS, GPU_PASS_POOL, WRITER_POOL
 from dagster_project.defs.provenance import BATCH_ID, CORPUS
-from dagster_project.storage.warehouse import new_batch_id, replace_partition
+from dagster_project.storage.partition_writes import new_batch_id, replace_partition
 
 PROGRESS_INTERVAL_SECONDS = 10.0
 

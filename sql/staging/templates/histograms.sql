@@ -4,7 +4,7 @@
 -- the same on every weighting's row, whose weighting of the maps is its own `weighting` column in
 -- the stg_weighted_ view), weight_sum (the stored mean times the pair count, see the schema
 -- for its precision) and pair_count, the run's parameters (every column after the two lists, such
--- as hta_method), and the model's readable name and shape from `models`. storage/warehouse.py
+-- as hta_method), and the model's readable name and shape from `models`. storage/sql_files.py
 -- instantiates it for position_histograms and contribution_histograms; for a table with rows per
 -- weighting, stg_<table> keeps the attention rows (the registry's clause in current_rows) and
 -- stg_weighted_<table> every row. The staging rules: stg_models.sql.

@@ -13,7 +13,7 @@ from dagster_project.corpora.coreference import mention_type_source
 from dagster_project.defs.assets.corpora import corpus_assets_by_name
 from dagster_project.defs.assets.writing import model_partition_asset, write_partition
 from dagster_project.defs.tags import corpus_tags
-from dagster_project.storage.warehouse import partition_rows
+from dagster_project.storage.batches import partition_rows
 
 COREFERENCE_CORPORA = tuple(name for name, spec in CORPORA.items() if "coref_mentions" in spec.annotations)
 MENTION_TYPES = ("pronoun", "proper", "nominal")

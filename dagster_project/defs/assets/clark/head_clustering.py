@@ -11,7 +11,7 @@ from dagster_project.compute.clark.head_clustering import distance_matrix, embed
 from dagster_project.defs.assets.facts import fact_assets_by_corpus
 from dagster_project.defs.assets.writing import model_partition_asset, write_partition
 from dagster_project.defs.tags import analysis_tag
-from dagster_project.storage.warehouse import partition_rows
+from dagster_project.storage.batches import partition_rows
 
 
 class HeadMdsConfig(Config):

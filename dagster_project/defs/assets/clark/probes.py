@@ -13,15 +13,14 @@ from dagster_duckdb import DuckDBResource
 from transformers import PreTrainedTokenizerBase
 
 from dagster_project.compute.checks import probe_scores_complete
+from dagster_project.compute.clark.probe_inputs import WordVectorTable, read_word_vectors
 from dagster_project.compute.clark.probes import (
     DISTANCE_HIDDEN,
     DISTANCE_LEARNING_RATE,
     PROBES,
     ProbeCorpus,
     ProbeSettings,
-    WordVectorTable,
     keep_first_examples,
-    read_word_vectors,
     run_probe_suite,
 )
 from dagster_project.compute.models import load_encoder
@@ -30,7 +29,7 @@ from dagster_project.defs.assets.corpora import corpus_assets_by_name, model_tok
 from dagster_project.defs.assets.writing import model_partition_asset, progress_logger, table_preview, write_partition
 from dagster_project.defs.resources import ComputeResource
 from dagster_project.defs.tags import analysis_tag
-from dagster_project.storage.warehouse import partition_rows
+from dagster_project.storage.batches import partition_rows
 
 TRAIN_CORPUS, TEST_CORPUS = "ud_ewt_dev", "ud_ewt_test"
 

@@ -17,7 +17,7 @@ from dagster_project.defs.assets.facts import fact_assets_by_corpus
 from dagster_project.defs.assets.writing import model_partition_asset, progress_logger, write_partition
 from dagster_project.defs.resources import ComputeResource
 from dagster_project.defs.tags import corpus_tags
-from dagster_project.storage.warehouse import partition_rows
+from dagster_project.storage.batches import partition_rows
 
 WORD_COLUMNS = ("example_id", "word_index", "piece_start", "piece_end")
 

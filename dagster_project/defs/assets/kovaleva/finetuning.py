@@ -28,7 +28,8 @@ from dagster_project.defs.assets.writing import model_partition_asset, progress_
 from dagster_project.defs.registration import register_model
 from dagster_project.defs.resources import ComputeResource, DataDirectory
 from dagster_project.defs.tags import analysis_tag
-from dagster_project.storage.warehouse import model_source, partition_rows
+from dagster_project.storage.batches import partition_rows
+from dagster_project.storage.model_rows import model_source
 
 SCORES_CHECK = {
     "scores_in_range": "Scores are finite and in [-1, 1]; undefined only for correlations of a constant prediction."

@@ -16,7 +16,9 @@ from dagster_project.defs.assets.kovaleva.finetuning import finetuned_assets_by_
 from dagster_project.defs.assets.writing import model_partition_asset, progress_logger, write_partition
 from dagster_project.defs.resources import ComputeResource
 from dagster_project.defs.tags import analysis_tag
-from dagster_project.storage.warehouse import ensure_schema, model_source, partition_rows
+from dagster_project.storage.batches import partition_rows
+from dagster_project.storage.model_rows import model_source
+from dagster_project.storage.schema import ensure_schema
 
 FINETUNED_SETTING = "pretrained_finetuned"
 SIMILARITY_CHECKS = {

@@ -1,0 +1,156 @@
+"""What `run` and `reproduce` share: run config from --config and --set, the corpora of --corpus,
+a planned run (defs/run_planning.py) materialized in this process with one line per asset, and
+where its outputs are."""
+
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from dagster_project import settings
+from dagster_project.cli.common import UsageError, one_line, user_error
+
+if TYPE_CHECKING:
+    from dagster_project.defs.run_planning import PreparedRun
+
+
+def run_config_from(config_file: Path | None, assignments: list[str]) -> dict:
+    """Run config in the launchpad's format (`ops: {ASSET: {config: {FIELD: VALUE}}}`) from a
+    YAML file, then `ASSET.FIELD=VALUE` assignments (values read as YAML: 50, true, [a, b])."""
+    import yaml
+
+    config: dict = {}
+    if config_file is not None:
+        try:
+            loaded = yaml.safe_load(config_file.read_text(encoding="utf-8"))
+        except OSError as error:
+            raise UsageError(f"--config {config_file}: {error.strerror}") from error
+        except yaml.YAMLError as error:
+            mark = getattr(error, "problem_mark", None)
+            where = f"{config_file}, line {mark.line + 1}" if mark else str(config_file)
+            raise UsageError(f"{where}: not valid YAML ({getattr(error, 'problem', error)})") from error
+        if loaded is not None and not (isinstance(loaded, dict) and isinstance(loaded.get("ops", {}), dict)):
+            raise UsageError(
+                f"{config_file}: expected the launchpad's run config, a mapping like "
+                "`ops: {xnli_en_hta_facts: {config: {max_examples: 50}}}`"
+            )
+        config = loaded or {}
+    for assignment in assignments:
+        target, equals, value = assignment.partition("=")
+        asset_name, dot, field = target.partition(".")
+        if not (equals and dot and asset_name and field):
+            raise UsageError(
+                f"--set {assignment!r}: expected ASSET.FIELD=VALUE, e.g. --set xnli_en_hta_facts.max_examples=50"
+            )
+        try:
+            parsed = yaml.safe_load(value)
+        except yaml.YAMLError as error:
+            raise UsageError(f"--set {assignment!r}: the value is not valid YAML") from error
+        config.setdefault("ops", {}).setdefault(asset_name, {}).setdefault("config", {})[field] = parsed
+    return config
+
+
+def chosen_corpora(names: list[str] | None) -> list[str]:
+    """The corpora of `--corpus` values: the default ones when none is given; `all` stands for
+    every corpus the papers use (CoLA and WNLI only when named as well)."""
+    from dagster_project.corpora import DEFAULT_CORPORA, PAPER_CORPORA
+
+    if not names:
+        return list(DEFAULT_CORPORA)
+    if "all" in names:
+        return list(dict.fromkeys([*PAPER_CORPORA, *(name for name in names if name != "all")]))
+    return names
+
+
+def _log_path() -> Path:
+    folder = settings.dagster_home() / "run_logs"  # not logs/: Dagster keeps its telemetry there
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / f"run-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
+
+
+def _execute(keys: list, resources: dict, instance: Any, model_id: str, run_config: dict, verbose: bool) -> int:
+    """Materialize `keys` for the model partition in one in-process run: one line per asset here,
+    the full event log in a file; a failure is one line naming the step and the log."""
+    import uuid
+
+    from dagster import AssetSelection, Definitions, define_asset_job
+
+    from dagster_project.cli.console import RunConsole, file_logger, library_logs_to
+    from dagster_project.defs.assets import all_assets
+
+    log_path = _log_path()
+    print(f"log: {log_path}" + ("" if verbose else " (--verbose to stream it here)"))
+    if not verbose:
+        library_logs_to(log_path)
+    job = define_asset_job("attn_warehouse_run", selection=AssetSelection.assets(*keys))
+    definitions = Definitions(
+        assets=all_assets, jobs=[job], resources=resources, loggers={"run_log": file_logger(log_path, verbose)}
+    )
+    console = RunConsole(instance, total_steps=len(keys))
+    run_id = str(uuid.uuid4())
+    console.start(run_id)
+    try:
+        definitions.resolve_job_def(job.name).execute_in_process(
+            # Only the log file's logger: Dagster's console logger would print every event.
+            run_config={**run_config, "loggers": {"run_log": {}}},
+            instance=instance,
+            partition_key=model_id,
+            run_id=run_id,
+        )
+    except Exception as error:
+        console.stop()
+        step, cause = user_error(error)
+        step = step or next((failed for failed, _ in console.failures), None)
+        with log_path.open("a", encoding="utf-8") as log:
+            log.write("".join(traceback.format_exception(error)))
+        print(f"error: {step + ': ' if step else ''}{one_line(cause)}", file=sys.stderr)
+        print(f"(the traceback is in {log_path})", file=sys.stderr)
+        return 1
+    console.stop()
+    return 0
+
+
+def plan_run(
+    source: str, corpus_names: list[str], analysis_names: list[str], run_config: dict, **options: bool
+) -> "PreparedRun":
+    """defs.run_planning.prepare_run with its skipped corpora printed and a plan error as a usage
+    error (one line, exit status 2); `options` are prepare_run's flags."""
+    from dagster_project.defs.run_planning import RunPlanError, prepare_run
+
+    try:
+        return prepare_run(source, corpus_names, analysis_names, run_config, note=print, **options)
+    except RunPlanError as error:
+        raise UsageError(str(error)) from error
+
+
+def execute_run(prepared: "PreparedRun", run_config: dict, verbose: bool) -> int:
+    """Materialize a prepared run in this process (one line per asset; the event log in a file)."""
+    import transformers
+    from dagster import DagsterInstance
+
+    from dagster_project.cli.recovery import announce_pool_waits, reclaim_dead_runs, stop_on_interrupt
+    from dagster_project.defs.resources import default_resources
+
+    if not verbose:  # one line per asset, not transformers' bar per model load
+        transformers.utils.logging.disable_progress_bar()
+    instance = DagsterInstance.get()
+    stop_on_interrupt(instance)
+    announce_pool_waits(instance)
+    for message in reclaim_dead_runs(instance):  # a killed run's pool slot would block this one forever
+        print(message)
+    return _execute(prepared.keys, default_resources(), instance, prepared.model_id, run_config, verbose)
+
+
+def print_outputs(model_id: str) -> None:
+    """Where the warehouse (a lake's catalog with its password masked), the charts, the report and
+    the Dagster instance are."""
+    from dagster_project.defs.resources import default_resources
+    from dagster_project.storage.backend import WarehouseConfig
+
+    resources = default_resources()
+    print(f"warehouse: {WarehouseConfig.from_env().describe()}")
+    print(f"charts:    {resources['chart_folder'].for_model(model_id)}")
+    print(f"report:    {Path(resources['chart_folder'].path).resolve() / 'report' / 'index.html'}")
+    print(f"dagster:   {os.environ['DAGSTER_HOME']} (open the UI with `attn-warehouse ui`)")

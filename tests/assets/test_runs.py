@@ -15,6 +15,7 @@ from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 
 from dagster_project import settings
 from dagster_project.cli.recovery import reclaim_dead_runs
+from tests.servers import stretched
 
 # Materializes one pool asset in a fresh process against $DAGSTER_HOME; argv: sleep seconds, guard.
 MATERIALIZE = """
@@ -59,8 +60,9 @@ def _start(seconds: float, guard: bool = False) -> subprocess.Popen:
 
 
 def _wait_for_line(process: subprocess.Popen, line: str, timeout: float = 60, whole: bool = True) -> None:
-    """Read the process's output until `line` (with whole=False: a line containing it)."""
-    deadline = time.monotonic() + timeout
+    """Read the process's output until `line` (with whole=False: a line containing it), for at
+    most `timeout` quiet-machine seconds (stretched by the load: a fresh process imports Dagster)."""
+    deadline = time.monotonic() + stretched(timeout)
     while time.monotonic() < deadline:
         out = process.stdout.readline()
         if out.strip() == line or (not whole and line in out):
@@ -72,7 +74,7 @@ def _wait_for_line(process: subprocess.Popen, line: str, timeout: float = 60, wh
 
 
 def _wait_until_blocked(instance: DagsterInstance, holder_run_id: str, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + stretched(timeout)
     while time.monotonic() < deadline:
         info = instance.event_log_storage.get_concurrency_info("warehouse_writer")
         if {step.run_id for step in info.pending_steps} - {holder_run_id}:
@@ -108,7 +110,7 @@ def test_killed_holder_is_failed_and_its_slot_freed(dagster_home: Path) -> None:
     # Without the reclaim the next writer waits for the dead run's slot forever.
     writer = _start(0)
     try:
-        out, _ = writer.communicate(timeout=40)
+        out, _ = writer.communicate(timeout=stretched(40))
     except subprocess.TimeoutExpired:
         writer.kill()
         writer.communicate()
@@ -132,11 +134,11 @@ def test_a_waiting_run_names_the_holder_and_ctrl_c_stops_it(dagster_home: Path) 
             waiter.send_signal(signal.SIGINT)
             start = time.monotonic()
             try:
-                waiter.wait(timeout=20)
+                waiter.wait(timeout=stretched(20))
             except subprocess.TimeoutExpired:
                 pytest.fail("Ctrl-C did not stop the run waiting for the pool")
             assert waiter.returncode == 130
-            assert time.monotonic() - start < 10
+            assert time.monotonic() - start < stretched(10)
             waiter_run = _only_run(instance, DagsterRunStatus.CANCELED)
             assert waiter_run != holder_run
             assert instance.get_run_by_id(holder_run).status == DagsterRunStatus.STARTED

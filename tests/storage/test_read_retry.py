@@ -11,6 +11,7 @@ import duckdb
 import pytest
 
 from dagster_project.storage.backend import WarehouseConfig
+from tests.servers import stretched
 
 HOLD = """
 import sys, time, duckdb
@@ -50,7 +51,7 @@ def test_a_reader_gives_up_after_its_wait(warehouse: WarehouseConfig) -> None:
         started = time.monotonic()
         with pytest.raises(duckdb.IOException, match="(?i)could not set lock"):
             warehouse.connect_read_only(wait_seconds=0.5)
-        assert 0.5 <= time.monotonic() - started < 5.0
+        assert 0.5 <= time.monotonic() - started < stretched(5.0)  # 5 s on a quiet machine
     finally:
         writer.kill()
         writer.wait()

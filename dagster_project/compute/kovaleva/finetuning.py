@@ -332,12 +332,13 @@ def step_batches(n_examples: int, recipe: Recipe) -> list[list[int]]:
     """The recipe's optimizer steps: a seeded subset of the examples (train_subset), shuffled again each
     epoch and cut into batches, up to max_steps. Drawn from the seed alone, so a resumed run takes the
     steps it had left without a saved generator."""
+    # Index planning on the CPU, whatever the model's device: the order is the same on every device.
     generator = torch.Generator().manual_seed(recipe.seed)
-    indices = torch.randperm(n_examples, generator=generator)[: recipe.train_subset or n_examples]
+    indices = torch.randperm(n_examples, generator=generator, device="cpu")[: recipe.train_subset or n_examples]
     steps = min(recipe.epochs * math.ceil(len(indices) / recipe.batch_size), recipe.max_steps or math.inf)
     batches: list[list[int]] = []
     while len(batches) < steps:
-        order = indices[torch.randperm(len(indices), generator=generator)].tolist()
+        order = indices[torch.randperm(len(indices), generator=generator, device="cpu")].tolist()
         batches += [order[start : start + recipe.batch_size] for start in range(0, len(order), recipe.batch_size)]
     return batches[:steps]
 

@@ -8,6 +8,7 @@ from dagster_project.defs.assets import (
     head_match_assets_by_corpus,
     hta_assets_by_corpus,
     similarity_assets_by_task,
+    weighting_faithfulness_asset,
 )
 from dagster_project.defs.assets.kovaleva.finetuning import finetuning_assets
 
@@ -19,4 +20,5 @@ GPU_PASSES = [
     dependency_probes,
     *finetuning_assets,
     *similarity_assets_by_task.values(),
+    weighting_faithfulness_asset,  # a classifier's forward and backward
 ]

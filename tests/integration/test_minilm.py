@@ -59,6 +59,10 @@ EMPTY_VIEWS = {
     "stg_value_norms",
     "compare_weightings_value_norms",
     "stg_reproductions",  # written by `attn-warehouse reproduce`, not by the assets
+    # the faithfulness pass explains a fine-tuned classifier's predictions; MiniLM has no classifier head
+    "stg_saliency_correlations",
+    "stg_weighted_saliency_correlations",
+    "compare_weightings_faithfulness",
 }
 
 

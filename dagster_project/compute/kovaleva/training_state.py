@@ -35,12 +35,35 @@ class TrainingCheckpoints:
         losses: list[float],
         micro: int,
     ) -> None:
-        """The training state after the last of `losses`' steps (_save_state)."""
-        _save_state(self, identity, model, optimizer, schedule, losses, micro)
+        """The training state after the last of `losses`' steps, written whole or not at all (a temporary
+        file renamed over the last one), so a kill while saving leaves the previous state."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        state = {
+            "identity": identity,
+            "losses": losses,
+            "micro_batch": micro,
+            "model": model.state_dict(),
+            "optimizer": optimizer.state_dict(),
+            "schedule": schedule.state_dict(),
+            "generators": generator_state(model.device),
+        }
+        partial = self.path.with_suffix(".partial")
+        torch.save(state, partial)
+        os.replace(partial, self.path)
 
     def saved(self, identity: dict) -> dict | None:
-        """The saved state to resume from, or None (_saved_state)."""
-        return _saved_state(self, identity)
+        """The saved training state to resume from, or None: none saved, or saved by another recipe or
+        data (then logged, and overwritten by this run's first save)."""
+        if not self.path.is_file():
+            return None
+        state = torch.load(self.path, map_location="cpu", weights_only=True)
+        if state["identity"] != identity:
+            LOG.warning(
+                f"{self.path} was saved by another fine-tuning run ({state['identity']}, not {identity}); "
+                "starting afresh"
+            )
+            return None
+        return state
 
 
 def training_state_dir() -> Path:
@@ -64,44 +87,3 @@ def restore_generators(device: torch.device, state: dict[str, torch.Tensor]) -> 
         torch.cuda.set_rng_state(state["cuda"], device)
     elif "mps" in state:
         torch.mps.set_rng_state(state["mps"])
-
-
-def _save_state(
-    checkpoints: "TrainingCheckpoints",
-    identity: dict,
-    model: PreTrainedModel,
-    optimizer: torch.optim.Optimizer,
-    schedule: torch.optim.lr_scheduler.LRScheduler,
-    losses: list[float],
-    micro: int,
-) -> None:
-    """The training state after the last of `losses`' steps, written whole or not at all (a temporary
-    file renamed over the last one), so a kill while saving leaves the previous state."""
-    checkpoints.folder.mkdir(parents=True, exist_ok=True)
-    state = {
-        "identity": identity,
-        "losses": losses,
-        "micro_batch": micro,
-        "model": model.state_dict(),
-        "optimizer": optimizer.state_dict(),
-        "schedule": schedule.state_dict(),
-        "generators": generator_state(model.device),
-    }
-    partial = checkpoints.path.with_suffix(".partial")
-    torch.save(state, partial)
-    os.replace(partial, checkpoints.path)
-
-
-def _saved_state(checkpoints: "TrainingCheckpoints", identity: dict) -> dict | None:
-    """The saved training state to resume from, or None: none saved, or saved by another recipe or data
-    (then logged, and overwritten by this run's first save)."""
-    if not checkpoints.path.is_file():
-        return None
-    state = torch.load(checkpoints.path, map_location="cpu", weights_only=True)
-    if state["identity"] != identity:
-        LOG.warning(
-            f"{checkpoints.path} was saved by another fine-tuning run ({state['identity']}, not {identity}); "
-            "starting afresh"
-        )
-        return None
-    return state

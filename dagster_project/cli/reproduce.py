@@ -101,9 +101,8 @@ def _run_finetuned_checkpoints(model_id: str, profile: str, verbose: bool, user_
         # The user's values reach the assets this run has (a fine-tuning setting has no asset here).
         own_ops = {name: op for name, op in user_config.get("ops", {}).items() if name in names}
         print(f"\nattention of {folder.name}, fine-tuned from {model_id}, on {', '.join(entry.corpora)}")
-        if execute_run(
-            prepared, with_user_config(profile_run_config(names, profile), {"ops": own_ops} if own_ops else {}), verbose
-        ):
+        run_config = with_user_config(profile_run_config(names, profile), {"ops": own_ops} if own_ops else {})
+        if execute_run(prepared.without_report(), run_config, verbose):
             return 1
     return 0
 
@@ -132,7 +131,8 @@ def reproduce(sources: list[str], profile: str, dry_run: bool, verbose: bool, us
         steps = [planned_step(name, profile, shape) for name in names]
         print_plan(source, planned.model_id, steps, planned.up_to_date, planned.skipped, device)
         if any(name.startswith("finetuned_") for name in names):
-            print("  then the attention facts of each fine-tuned checkpoint on its task's corpus, one run each")
+            print("  then the attention facts of each fine-tuned checkpoint on its task's corpus, one run each,")
+            print("  and again the steps that compare models on those corpora, and the report")
         plans.append((source, upgrade))
     if dry_run:
         return 0
@@ -148,9 +148,18 @@ def reproduce(sources: list[str], profile: str, dry_run: bool, verbose: bool, us
         # only once the run succeeded, so a failed paper run after a quick one still recomputes all.
         if profile == "quick":
             _record(prepared.model_id, profile)
-        if execute_run(prepared, run_config, verbose):
+        # The report is written once, at the end, when the checkpoints' claims can be judged too.
+        if execute_run(prepared.without_report(), run_config, verbose):
             return 1
         if _run_finetuned_checkpoints(prepared.model_id, profile, verbose, user_config or {}, upgrade):
+            return 1
+        # The checkpoints are models on the base's corpora too: what compares models there (head
+        # matching, its charts) and the report, whose scorecard now judges the fine-tuned claims, are
+        # stale until run again.
+        settled = plan_run(source, list(PAPER_CORPORA), analyses, user_config or {}, rerun_targets=False)
+        names = [key.to_user_string() for key in settled.keys]
+        print(f"\nnow that the checkpoints' facts are in: {', '.join(names)}")
+        if execute_run(settled, with_user_config(profile_run_config(names, profile), user_config or {}), verbose):
             return 1
         if profile == "paper":
             _record(prepared.model_id, profile)

@@ -6,7 +6,7 @@ prepare_run; nothing here prints or runs anything."""
 import difflib
 import shlex
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -111,6 +111,10 @@ class PreparedRun:
     up_to_date: list  # AssetKeys left out: materialized and not stale
     skipped: list[str]  # one line per kind of step left out because it cannot produce rows
     unheld: str | None = None  # what the run history calls current but the warehouse lacks, re-run
+
+    def without_report(self) -> "PreparedRun":
+        """This run less the report, for a run that another run of the same command follows."""
+        return replace(self, keys=[key for key in self.keys if key != paper_report.key])
 
 
 def _corpora_of_other_models(warehouse: Any, model_id: str) -> set[str]:

@@ -33,8 +33,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="attn-warehouse", description=__doc__)
     parser.add_argument("--version", action="version", version=f"%(prog)s {version('attention-warehouse')}")
     commands = parser.add_subparsers(dest="command", required=True)
+    words = sys.argv[1:] if argv is None else argv
+    chosen = next((word for word in words if not word.startswith("-")), None)
     for name, verb in VERBS.items():
-        verb.add_arguments(commands.add_parser(name, help=verb.HELP))
+        verb_parser = commands.add_parser(name, help=verb.HELP)
+        # Only the chosen verb's options: some import the asset graph and torch (seconds) for their
+        # choices and defaults, which `sql` or `export` never need.
+        if name == chosen:
+            verb.add_arguments(verb_parser)
     args = parser.parse_args(argv)
     use_project_instance()
     try:

@@ -25,6 +25,18 @@ from dagster_project.corpora import encode_corpus, read_demo_pairs
 from tests.servers import PostgresServer, S3Server, ServerUnavailable, start_postgres, start_s3
 from tests.tiny_models import bert_tokenizer, save_model, tiny_config
 
+# Folders in the order their files start on the test workers: the longest files (a MiniLM run,
+# subprocess runs, servers, a wheel install) first, so no worker is left with one of them at the end.
+FOLDERS_LONGEST_FIRST = ("integration", "deploy", "storage", "assets", "device", "unit", "views")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def folder_rank(item: pytest.Item) -> int:
+        folder = item.path.parent.name
+        return FOLDERS_LONGEST_FIRST.index(folder) if folder in FOLDERS_LONGEST_FIRST else len(FOLDERS_LONGEST_FIRST)
+
+    items.sort(key=folder_rank)  # stable: each file's tests keep their order
+
 
 @pytest.fixture(scope="session")
 def tokenizer() -> PreTrainedTokenizerBase:

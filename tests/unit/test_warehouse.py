@@ -147,6 +147,7 @@ def test_every_table_has_a_staging_view_with_all_its_columns(conn):
         "relation_hits",
         "saliency_correlations",
         "hta_agreement",
+        "agg_hta_agreement_means",
     }
     assert _relations_read(staging["stg_batches"]) == {"batches"}
     for view, table in [*((f"stg_{table}", table) for table in PARTITIONED_TABLES), *weighted.items()]:

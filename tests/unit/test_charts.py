@@ -550,6 +550,7 @@ def test_hta_agreement_chart_draws_a_line_per_weighting_with_its_interval() -> N
     lines, intervals = spec["layer"][:2]
     assert lines["mark"]["type"] == "line" and lines["encoding"]["color"]["field"] == "weighting"
     assert (intervals["encoding"]["y"]["field"], intervals["encoding"]["y2"]["field"]) == ("ci_low", "ci_high")
+    assert intervals["encoding"]["y"]["title"] == lines["encoding"]["y"]["title"] == "mean row Spearman with HTA"
     values = spec["datasets"][spec["data"]["name"]]
     assert {(value["weighting"], value["spearman"]) for value in values} == {("globenc", 0.9), ("attention", 0.2)}
     assert len(values) == 12  # two weightings, six layers

@@ -225,11 +225,12 @@ def weightings_hta_agreement_chart(rows: pl.DataFrame, title: str) -> alt.LayerC
         "x": alt.X("layer:O", title="layer"),
         "color": alt.Color("weighting:N", title="weighting", sort=WEIGHTING_ORDER),
     }
+    label = "mean row Spearman with HTA"
     lines = (
         alt.Chart()
         .mark_line(point=True)
         .encode(
-            y=alt.Y("spearman:Q", title="mean row Spearman with HTA", scale=alt.Scale(domain=[-1, 1])),
+            y=alt.Y("spearman:Q", title=label, scale=alt.Scale(domain=[-1, 1])),
             tooltip=[
                 "weighting",
                 "layer",
@@ -244,7 +245,7 @@ def weightings_hta_agreement_chart(rows: pl.DataFrame, title: str) -> alt.LayerC
             **encoding,
         )
     )
-    intervals = alt.Chart().mark_errorbar().encode(y="ci_low:Q", y2="ci_high:Q", **encoding)
+    intervals = alt.Chart().mark_errorbar().encode(y=alt.Y("ci_low:Q", title=label), y2="ci_high:Q", **encoding)
     marks = paper_marks("compare_weightings_hta_agreement")
     return layer_paper_marks([lines, intervals], marks, rows, data=rows).properties(
         width=320, height=220, title=f"{title}: each weighting's input attribution against HTA, per layer"

@@ -202,8 +202,9 @@ def _rolled_on(rolled: torch.Tensor | None, layer_map: torch.Tensor, rescale: bo
     return product
 
 
-def _rolled_out(per_layer: torch.Tensor, rescale: bool = False) -> torch.Tensor:
-    """_rolled_on through every layer of (B, L, T, T): (B, L, T, T), each layer's product."""
+def rolled_out(per_layer: torch.Tensor, rescale: bool = False) -> torch.Tensor:
+    """A product through the layers of per-layer maps (B, L, T, T) (one step: _rolled_on): (B, L, T, T), the
+    product of layers 1..l at layer l."""
     rolled = []
     for layer in range(per_layer.shape[1]):
         rolled.append(_rolled_on(rolled[-1] if rolled else None, per_layer[:, layer], rescale))
@@ -226,7 +227,7 @@ def rollout_maps(attn: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
     """Abnar and Zuidema's attention rollout: per layer l, A_hat_l = 0.5 mean_h(A_l) + 0.5 I over the
     real tokens, rows renormalized over them; rollout_1 = A_hat_1, rollout_l = A_hat_l rollout_(l-1).
     (B, L, H, T, T), (B, T) -> (B, L, 1, T, T): real rows sum to 1 over real keys, padded rows are 0."""
-    return _rolled_out(_rollout_layers(attn, valid))[:, :, None]
+    return rolled_out(_rollout_layers(attn, valid))[:, :, None]
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 from dagster_project.compute import attention_facts, metrics, weightings
 from dagster_project.compute.clark import coreference_baselines, gradients, head_clustering, probes
-from dagster_project.compute.compare import faithfulness, head_matching
+from dagster_project.compute.compare import faithfulness, head_matching, hta_agreement
 from dagster_project.compute.kovaleva import ablation, finetune_similarity, finetuning
 from dagster_project.compute.pascual import hta_facts
 from dagster_project.presentation.chart_registry import CHARTS, PAPER_AUTHORS, ChartSpec
@@ -49,6 +49,7 @@ TABLE_COMPUTATIONS: Mapping[str, Callable] = {
     "head_matches": head_matching.match_against_models,
     "value_norms": weightings.value_norms,
     "saliency_correlations": faithfulness.weighting_faithfulness,
+    "hta_agreement": hta_agreement.agreement_columns,
 }
 DOCS_DIR = PROJECT_ROOT / "docs"
 TESTS_DIR = PROJECT_ROOT / "tests"

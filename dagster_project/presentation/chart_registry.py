@@ -556,6 +556,17 @@ CHARTS += (
         "checkpoint), with run config corpus: its task's glue_<task>",
     ),
     ChartSpec(
+        "compare_weightings_hta_agreement",
+        "compare",
+        "weightings' agreement with HTA",
+        "compare_weightings_hta_agreement",
+        ("xnli_en", "demo"),
+        compare.weightings_hta_agreement_chart,
+        analysis="hta",
+        when_empty="materialize <corpus>_hta_facts again: an HTA run before the agreement was computed wrote none",
+        needs=(ATTENTION_LAYOUT,),
+    ),
+    ChartSpec(
         "compare_weightings_value_norms",
         "compare",
         "value-vector norms",

@@ -520,8 +520,40 @@ def _marked_rows(chart: str) -> pl.DataFrame:
                 "maps": [10] * 5,
             }
         )
+    if chart == "compare_weightings_hta_agreement":
+        return _agreement_rows()
     rows = _heads_rows()
     return rows.filter(pl.col("head") == 1) if chart == "kovaleva_fig9_layer_ablation" else rows
+
+
+def _agreement_rows(n_layers: int = _LAYERS) -> pl.DataFrame:
+    """compare_weightings_hta_agreement's rows of two weightings: globenc 0.9, attention 0.2 in every layer."""
+    cells = [(weighting, layer) for weighting in ("globenc", "attention") for layer in range(1, n_layers + 1)]
+    return pl.DataFrame(
+        {
+            "model": ["m"] * len(cells),
+            "weighting": [weighting for weighting, _ in cells],
+            "hta_method": ["exact"] * len(cells),
+            "layer": [layer for _, layer in cells],
+            "relative_depth": [(layer - 0.5) / n_layers for _, layer in cells],
+            "spearman": [0.9 if weighting == "globenc" else 0.2 for weighting, _ in cells],
+            "ci_low": [0.85 if weighting == "globenc" else 0.1 for weighting, _ in cells],
+            "ci_high": [0.95 if weighting == "globenc" else 0.3 for weighting, _ in cells],
+            "n_examples": [40] * len(cells),
+            "n_rows": [900] * len(cells),
+        }
+    )
+
+
+def test_hta_agreement_chart_draws_a_line_per_weighting_with_its_interval() -> None:
+    spec = SPECS["compare_weightings_hta_agreement"].draw(_agreement_rows(6), "m on xnli_en").to_dict()
+    lines, intervals = spec["layer"][:2]
+    assert lines["mark"]["type"] == "line" and lines["encoding"]["color"]["field"] == "weighting"
+    assert (intervals["encoding"]["y"]["field"], intervals["encoding"]["y2"]["field"]) == ("ci_low", "ci_high")
+    assert intervals["encoding"]["y"]["title"] == lines["encoding"]["y"]["title"] == "mean row Spearman with HTA"
+    values = spec["datasets"][spec["data"]["name"]]
+    assert {(value["weighting"], value["spearman"]) for value in values} == {("globenc", 0.9), ("attention", 0.2)}
+    assert len(values) == 12  # two weightings, six layers
 
 
 def _drawn_marks(chart) -> list[dict]:

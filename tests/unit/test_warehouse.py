@@ -141,7 +141,14 @@ def test_every_table_has_a_staging_view_with_all_its_columns(conn):
     # a table with rows per weighting has a second view, stg_weighted_<table>, with every weighting's rows
     weighted = {f"{WEIGHTED_STAGING}{table}": table for table in WEIGHTED_TABLES}
     assert set(staging) == {f"stg_{table}" for table in tables} | set(weighted)
-    assert WEIGHTED_TABLES == {"head_summaries", "position_histograms", "relation_hits", "saliency_correlations"}
+    assert WEIGHTED_TABLES == {
+        "head_summaries",
+        "position_histograms",
+        "relation_hits",
+        "saliency_correlations",
+        "hta_agreement",
+        "agg_hta_agreement_means",
+    }
     assert _relations_read(staging["stg_batches"]) == {"batches"}
     for view, table in [*((f"stg_{table}", table) for table in PARTITIONED_TABLES), *weighted.items()]:
         # the rows of the current batch (stg_batches), with the model's readable columns and without batch_id

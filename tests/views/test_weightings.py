@@ -1,14 +1,18 @@
 """The weighting views (docs/methods.md §3.9) on fixture rows with hand-computed numbers:
-compare_weightings_special_tokens, compare_weightings_dependency_heads, compare_weightings_value_norms;
+compare_weightings_special_tokens, compare_weightings_dependency_heads, compare_weightings_value_norms,
+compare_weightings_faithfulness, compare_weightings_hta_agreement;
 and the views written before the weightings, which keep showing the attention rows only."""
 
+import dataclasses
 import math
 import statistics
 
 import duckdb
+import numpy as np
 import polars as pl
 import pytest
 
+from dagster_project.compute import bootstrap
 from dagster_project.compute.models import ModelSpec
 from dagster_project.storage.batches import partition_rows
 from dagster_project.storage.model_rows import upsert_model
@@ -256,3 +260,49 @@ def test_faithfulness_per_weighting_with_fisher_z_intervals(conn: duckdb.DuckDBP
     rollout = by_weighting["rollout"]  # one example of correlation 1: a mean, no interval
     assert (rollout["mean_spearman"], rollout["ci_low"], rollout["n_examples"]) == (1.0, None, 1)
     assert rollout["spearman"] == pytest.approx(0.999999)  # clamped off 1 before atanh
+
+
+def test_hta_agreement_per_weighting_and_layer_with_bootstrap_intervals(conn: duckdb.DuckDBPyConnection) -> None:
+    spec = dataclasses.replace(SPEC, n_layers=2)
+    upsert_model(conn, spec)
+    # per (weighting, layer) the examples' mean row Spearman and rows; example 3 of globenc has no correlation
+    agreement = {
+        ("globenc", 1): ([0.9, 0.8, 0.7, None], [10, 12, 9, 0]),
+        ("globenc", 2): ([0.6, 0.5, 0.4, 0.3], [10, 12, 9, 8]),
+        ("attention", 1): ([0.1, -0.3, 0.2, 0.4], [10, 12, 9, 8]),
+    }
+    rows = pl.DataFrame(
+        [
+            {
+                "example_id": e,
+                "layer": layer,
+                "weighting": weighting,
+                "spearman": rho,
+                "n_rows": n,
+                "hta_method": "hutchpp(16,8,bf16)",
+            }
+            for (weighting, layer), (values, counts) in agreement.items()
+            for e, (rho, n) in enumerate(zip(values, counts, strict=True))
+        ],
+        schema_overrides={"spearman": pl.Float32, "n_rows": pl.Int16},
+    )
+    replace_partition(conn, {"hta_agreement": rows}, spec.model_id, "xnli_en")
+    found = {
+        (row["weighting"], row["layer"]): row
+        for row in partition_rows(conn, "compare_weightings_hta_agreement", spec.model_id).to_dicts()
+    }
+    assert set(found) == set(agreement)
+    globenc = found[("globenc", 1)]
+    assert (globenc["spearman"], globenc["n_examples"], globenc["n_rows"]) == (pytest.approx(0.8), 3, 31)
+    assert (globenc["relative_depth"], found[("globenc", 2)]["relative_depth"]) == (0.25, 0.75)
+    assert found[("attention", 1)]["spearman"] == pytest.approx(0.1)  # (0.1 - 0.3 + 0.2 + 0.4) / 4
+    assert found[("attention", 1)]["hta_method"] == "hutchpp(16,8,bf16)"
+    # the interval: a plain loop over 1,000 seeded resamples of the 4 examples (bootstrap.SEED), each
+    # resample's mean over the examples it drew that have a correlation (a resample of none has no mean),
+    # and the 2.5th and 97.5th percentiles of those means
+    draws = np.random.default_rng(bootstrap.SEED).integers(0, 4, size=(bootstrap.N_RESAMPLES, 4))
+    for key, (values, _) in agreement.items():
+        drawn_values = [[values[e] for e in drawn if values[e] is not None] for drawn in draws]
+        low, high = np.quantile([np.mean(drawn) for drawn in drawn_values if drawn], [0.025, 0.975])
+        assert (found[key]["ci_low"], found[key]["ci_high"]) == (pytest.approx(low), pytest.approx(high)), key
+    assert 0.7 - 1e-6 <= globenc["ci_low"] < 0.8 < globenc["ci_high"] <= 0.9 + 1e-6  # float32 facts

@@ -1,7 +1,8 @@
 """HTA facts of a tokenized corpus: per (example, layer, head) correlations of attention
-with both contributions, and relative-position histograms of the input contribution; and a
-run's protocol (checked_hta_facts): the estimator checked against exact HTA first, then the
-facts with their contribution sums checked."""
+with both contributions, relative-position histograms of the input contribution, and per (example,
+layer, weighting) the agreement of the weightings' input attributions with it (from the same
+forward, compute/compare/hta_agreement.py); and a run's protocol (checked_hta_facts): the estimator
+checked against exact HTA first, then the facts with their contribution sums checked."""
 
 import time
 from collections.abc import Callable
@@ -19,6 +20,11 @@ from dagster_project.compute.batching import (
     length_batches,
 )
 from dagster_project.compute.checks import CheckOutcome, estimate_matches_exact, histogram_masses
+from dagster_project.compute.compare.hta_agreement import (
+    AttributionWeightings,
+    agreement_columns,
+    layer_contributions,
+)
 from dagster_project.compute.metrics import (
     PATTERNS,
     PatternThresholds,
@@ -39,6 +45,7 @@ from dagster_project.compute.pascual.hta import (
     published_quantities,
     row_correlations,
 )
+from dagster_project.compute.weightings import WEIGHTINGS, captured_layers
 
 # The HTA run's default method. It passes the run's estimator check on MiniLM with a margin at 0.8x the cost of
 # estimate(32,bf16), the cheapest plain estimator that passes (hutchpp(12,8,bf16) is cheaper but passes by 0.001;
@@ -69,6 +76,7 @@ class HtaFacts:
     correlations: pl.DataFrame  # example_id, layer, head, kind, pearson, spearman (means over rows), n_rows
     histograms: pl.DataFrame  # dense rows as in contribution_histograms (batching.histogram_frame)
     example_maps: pl.DataFrame  # full maps of one example per attention-pattern class
+    agreement: pl.DataFrame  # example_id, layer, weighting, spearman (mean over rows), n_rows
     n_examples: int
     seconds: float
     previous_layer_cost: PreviousLayerCost
@@ -80,6 +88,7 @@ class HtaFacts:
             "hta_correlations": self.correlations,
             "contribution_histograms": self.histograms,
             "hta_example_maps": self.example_maps,
+            "hta_agreement": self.agreement,
         }
 
 
@@ -95,29 +104,45 @@ class CheckedHtaFacts:
 @dataclass(frozen=True)
 class ExampleMaps:
     """Attention and both contribution maps of one example, (L, H, n, n) each, and what the
-    previous-layer map cost."""
+    previous-layer map cost; the input contribution of every head at once, (L, n, n)
+    (hta_agreement.layer_contributions), and with weightings their input attributions, (W, L, n, n)."""
 
     attention: torch.Tensor
     previous_layer: torch.Tensor
     input: torch.Tensor
     previous_layer_cost: PreviousLayerCost
+    layer_input: torch.Tensor
+    attributions: torch.Tensor | None = None
 
 
-def example_maps(encoder: LoadedEncoder, inputs: dict[str, torch.Tensor], method: HtaMethod, seed: int) -> ExampleMaps:
-    """One example (batch of 1, no padding): its attention, previous-layer and input contributions."""
+def example_maps(
+    encoder: LoadedEncoder,
+    inputs: dict[str, torch.Tensor],
+    method: HtaMethod,
+    seed: int,
+    weightings: AttributionWeightings | None = None,
+) -> ExampleMaps:
+    """One example (batch of 1, no padding): its attention, previous-layer and input contributions,
+    and the input attributions of `weightings` from the same forward."""
     model = encoder.model
-    with torch.no_grad():
+    with_norms = weightings is not None and weightings.needs_norms
+    with captured_layers(model, with_norms) as captured, torch.no_grad():
         output = model(**inputs, output_attentions=True, output_hidden_states=True)
+        attention = torch.stack(output.attentions)[:, 0]
+        attributions = weightings.attributions(attention[None], captured.take()) if weightings else None
     hidden = torch.stack(output.hidden_states[:-1])[:, 0]  # inputs of every layer, (L, n, D)
     started = time.perf_counter()
     previous, jvps = layer_input_norms(model, hidden)
     cost = PreviousLayerCost(jvps, time.perf_counter() - started)
     generator = torch.Generator().manual_seed(seed)
+    norms = input_norms(model, hidden[0], method, generator, first_layer_norms=previous[0])
     return ExampleMaps(
-        attention=torch.stack(output.attentions)[:, 0],
+        attention=attention,
         previous_layer=normalize_rows(previous),
-        input=normalize_rows(input_norms(model, hidden[0], method, generator, first_layer_norms=previous[0])),
+        input=normalize_rows(norms),
         previous_layer_cost=cost,
+        layer_input=layer_contributions(norms),
+        attributions=attributions,
     )
 
 
@@ -145,9 +170,11 @@ def extract_hta_facts(
     seed: int = 0,
     progress: Callable[[int, int, float], None] | None = None,
     thresholds: PatternThresholds = PatternThresholds(),
+    weightings: AttributionWeightings | None = None,
 ) -> HtaFacts:
     """HTA of every example of a `tokens` frame, one example at a time (the input
-    contribution's tangents already fill the machine for one example).
+    contribution's tangents already fill the machine for one example), and the agreement of
+    the input attributions of `weightings` (None: every one of WEIGHTINGS) with it.
 
     For Pascual's Fig. 7 / appendix C, the full maps of one example per Kovaleva pattern
     class are kept (a few MB): the example with the most heads of that class (rules of
@@ -158,9 +185,11 @@ def extract_hta_facts(
             f"HTA takes derivatives, so it needs the encoder in float32, not {encoder.compute}: "
             "load it with load_encoder(source, compute.float32())."
         )
+    weightings = weightings or AttributionWeightings.of(encoder.model, WEIGHTINGS)
     started = time.perf_counter()
     total = tokens["example_id"].n_unique()
     correlation_parts: list[dict[str, np.ndarray]] = []
+    agreement_parts: list[dict[str, np.ndarray]] = []
     histogram_parts: list[pl.DataFrame] = []
     best: dict[str, tuple[int, int, ExampleMaps]] = {}  # pattern -> (heads of that pattern, example id, maps)
     previous_layer_cost = PreviousLayerCost()
@@ -168,8 +197,12 @@ def extract_hta_facts(
         length_batches(tokens, encoder.tokenizer.pad_token_id or 0, 1, encoder.spec.takes_token_types), 1
     ):
         batch = batch.to(encoder.compute.device)
-        maps = example_maps(encoder, batch.inputs, method, seed + int(batch.example_ids[0]))
+        example_id = int(batch.example_ids[0])
+        maps = example_maps(encoder, batch.inputs, method, seed + example_id, weightings)
         previous_layer_cost += maps.previous_layer_cost
+        agreement_parts.append(
+            agreement_columns(maps.attributions, maps.layer_input, weightings.weightings, example_id)
+        )
         for kind in CONTRIBUTION_KINDS:
             pearson, spearman, n_rows = row_correlations(maps.attention, getattr(maps, kind))
             # n_rows, the query rows with a correlation: the corpus mean weights the example's
@@ -197,6 +230,9 @@ def extract_hta_facts(
         ),
         histograms=pl.concat(histogram_parts).with_columns(hta_method=pl.lit(str(method))),
         example_maps=pl.concat(example_rows).with_columns(hta_method=pl.lit(str(method))),
+        agreement=frame(agreement_parts).with_columns(
+            pl.col("spearman").fill_nan(None), hta_method=pl.lit(str(method))
+        ),
         n_examples=total,
         seconds=time.perf_counter() - started,
         previous_layer_cost=previous_layer_cost,
@@ -275,13 +311,16 @@ def checked_hta_facts(
     fallback_to_exact: bool,
     progress: Callable[[int, int, float], None],
     checked: Callable[[CheckOutcome], None],
+    weightings: list[str] | tuple[str, ...] = WEIGHTINGS,
 ) -> CheckedHtaFacts:
     """HTA facts of the first `max_examples` examples by id (None: all) of a corpus's `tokens`,
     their contributions' sums checked. First the estimator is checked against exact HTA on
     `check_examples` of the whole corpus (`estimate_check`); where it misses, the facts are
     computed by exact HTA when `fallback_to_exact`, the check's metadata saying so
     (`hta_method_used`). `checked` receives the estimator's outcome before any fact is computed,
-    so it can stop the run."""
+    so it can stop the run. The agreement with HTA is taken for `weightings` (refused, like an
+    unknown weighting, before anything is computed where the model's family does not allow one)."""
+    chosen = AttributionWeightings.of(encoder.model, weightings)
     selected = tokens
     if max_examples:
         keep = selected["example_id"].unique().sort()[:max_examples]
@@ -296,7 +335,7 @@ def checked_hta_facts(
         estimate.description + " Where it misses, the run falls back to exact HTA (run config fallback_to_exact).",
         estimate.metadata | {"estimator_within_tolerance": estimate.passed, "hta_method_used": str(used)},
     )
-    facts = extract_hta_facts(encoder, selected, used, seed, progress)
+    facts = extract_hta_facts(encoder, selected, used, seed, progress, weightings=chosen)
     lengths = selected.group_by("example_id").agg(n_tokens=pl.len())
     sums = histogram_masses(
         histogram_rows(facts.histograms, "contribution"), lengths, "contributions_sum_to_one", CONTRIBUTION_CHECK

@@ -1,10 +1,12 @@
-"""Charts that compare models: per-layer results on relative depth, head matches."""
+"""Charts that compare models: per-layer results on relative depth, head matches; and the weightings of the
+maps side by side."""
 
 import altair as alt
 import polars as pl
 
 from dagster_project.compute.weightings import TOKEN_CLASSES, WEIGHTINGS
-from dagster_project.presentation.charts.common import in_order, short_model_names
+from dagster_project.presentation.charts.common import in_order, layer_paper_marks, short_model_names
+from dagster_project.presentation.paper_marks import paper_marks
 
 
 def _with_model_names(rows: pl.DataFrame) -> pl.DataFrame:
@@ -212,4 +214,39 @@ def weightings_faithfulness_chart(rows: pl.DataFrame, title: str) -> alt.LayerCh
     interval = alt.Chart().mark_rule(color="black").encode(x="ci_low:Q", x2="ci_high:Q", **encoding)
     return alt.layer(bars, interval, data=rows).properties(
         width=300, height=160, title=f"{title}: faithfulness of each weighting (last layer, [CLS] row)"
+    )
+
+
+def weightings_hta_agreement_chart(rows: pl.DataFrame, title: str) -> alt.LayerChart:
+    """Per layer, each weighting's agreement with HTA: the mean over examples of the row Spearman between
+    its input attribution up to the layer and HTA's input contribution, a line per weighting with its 95%
+    bootstrap interval, and GlobEnc's BERT-base number (paper_marks.py)."""
+    encoding = {
+        "x": alt.X("layer:O", title="layer"),
+        "color": alt.Color("weighting:N", title="weighting", sort=WEIGHTING_ORDER),
+    }
+    label = "mean row Spearman with HTA"
+    lines = (
+        alt.Chart()
+        .mark_line(point=True)
+        .encode(
+            y=alt.Y("spearman:Q", title=label, scale=alt.Scale(domain=[-1, 1])),
+            tooltip=[
+                "weighting",
+                "layer",
+                alt.Tooltip("relative_depth:Q", format=".2f"),
+                alt.Tooltip("spearman:Q", format=".3f"),
+                alt.Tooltip("ci_low:Q", format=".3f"),
+                alt.Tooltip("ci_high:Q", format=".3f"),
+                "n_examples",
+                "n_rows",
+                "hta_method",
+            ],
+            **encoding,
+        )
+    )
+    intervals = alt.Chart().mark_errorbar().encode(y=alt.Y("ci_low:Q", title=label), y2="ci_high:Q", **encoding)
+    marks = paper_marks("compare_weightings_hta_agreement")
+    return layer_paper_marks([lines, intervals], marks, rows, data=rows).properties(
+        width=320, height=220, title=f"{title}: each weighting's input attribution against HTA, per layer"
     )

@@ -1,5 +1,6 @@
 """HTA assets (Pascual et al.): per corpus analysed for HTA, partitioned by model, the
-correlations of attention with both contributions and the input-contribution histograms;
+correlations of attention with both contributions, the input-contribution histograms and the
+agreement of the weightings of the maps with the input contribution (GlobEnc's comparison);
 a blocking check measures the estimator against exact HTA, per estimated layer, before every run,
 and the run falls back to exact HTA where the estimator misses."""
 
@@ -19,6 +20,7 @@ from dagster_project.compute.pascual.hta_facts import (
     HtaFacts,
     checked_hta_facts,
 )
+from dagster_project.compute.weightings import WEIGHTINGS
 from dagster_project.corpora import CORPORA
 from dagster_project.defs.assets.corpora import corpus_assets_by_name, model_tokens
 from dagster_project.defs.assets.writing import (
@@ -49,6 +51,8 @@ class HtaConfig(Config):
     check_min_pearson: float = CHECK_MIN_PEARSON  # worst estimated layer's Pearson with exact HTA
     # where the estimator misses its check: compute the facts by exact HTA (false: fail the run)
     fallback_to_exact: bool = True
+    # the weightings whose input attributions are compared with the input contribution (hta_agreement)
+    weightings: list[str] = list(WEIGHTINGS)
 
 
 def _on_estimate_check(
@@ -93,6 +97,9 @@ def _hta_metadata(requested: HtaMethod, used: HtaMethod, encoder: LoadedEncoder,
         "previous_layer_method": facts.previous_layer_cost.method,
         "previous_layer_jvps": facts.previous_layer_cost.jvps,
         "previous_layer_seconds": round(facts.previous_layer_cost.seconds, 2),
+        "agreement_per_weighting": table_preview(
+            facts.agreement.group_by("weighting").agg(pl.col("spearman").mean()).sort("spearman")
+        ),
         "example_per_pattern": table_preview(
             facts.example_maps.group_by("pattern").agg(example_id=pl.col("example_id").first()).sort("pattern")
         ),
@@ -105,7 +112,8 @@ def build_hta_asset(corpus: str) -> AssetsDefinition:
     @model_partition_asset(
         name,
         description=f"Pascual et al. HTA on '{corpus}': attention vs previous-layer and input contribution per head, "
-        "and input-contribution position histograms.",
+        "input-contribution position histograms, and per layer each weighting's input attribution vs the input "
+        "contribution (run config `weightings`).",
         deps=[corpus_assets_by_name[corpus]],
         group_name="pascual",
         tags=corpus_tags(corpus, "hta"),
@@ -136,6 +144,7 @@ def build_hta_asset(corpus: str) -> AssetsDefinition:
             fallback_to_exact=config.fallback_to_exact,
             progress=progress_logger(context, f"{corpus} HTA ({method})"),
             checked=_on_estimate_check(context, name, method, config.check_min_pearson, config.fallback_to_exact),
+            weightings=config.weightings,
         )
         facts = checked.facts
         return write_partition(

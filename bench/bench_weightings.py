@@ -30,14 +30,7 @@ from dagster_project.compute.attention_layouts import attention_blocks, attentio
 from dagster_project.compute.batching import length_batches
 from dagster_project.compute.devices import float32_maps, resolve
 from dagster_project.compute.models import DEFAULT_MODEL, LoadedEncoder, load_encoder
-from dagster_project.compute.weightings import (
-    LAYER_DECOMPOSITIONS,
-    WEIGHTINGS,
-    captured_layers,
-    encoder_layer_parts,
-    output_grams,
-    weighted_maps,
-)
+from dagster_project.compute.weightings import WEIGHTINGS, ModelWeightings, captured_layers
 from dagster_project.corpora import CORPORA, encode_corpus
 from dagster_project.settings import compute_device, compute_dtype, data_dir
 
@@ -64,17 +57,13 @@ def bare_forward(encoder: LoadedEncoder, tokens: pl.DataFrame) -> None:
 
 def weighting_maps(encoder: LoadedEncoder, tokens: pl.DataFrame, weighting: str) -> list[torch.Tensor]:
     """The pass's forward and `weighting`'s maps, batch by batch, as compute/attention_pass.py runs them."""
-    weightings = ("attention",) if weighting == "attention" else ("attention", weighting)
-    decomposed = weighting in LAYER_DECOMPOSITIONS
-    grams = output_grams(encoder.model, encoder.spec.n_heads) if weighting == "norm" else None
-    parts = encoder_layer_parts(encoder.model, encoder.spec.n_heads) if decomposed else None
+    chosen = ModelWeightings.of(encoder.model, [weighting])
     maps = []
-    with torch.inference_mode(), captured_layers(encoder.model, with_norms=decomposed) as captured:
+    with torch.inference_mode(), captured_layers(encoder.model, with_norms=chosen.needs_norms) as captured:
         for batch in _batches(encoder, tokens):
             batch = batch.to(encoder.compute.device)
             attn = float32_maps(encoder.model(**batch.inputs, output_attentions=True).attentions)
-            weighted = weighted_maps(attn, weightings, batch.masks.valid, captured.take(), grams, parts)
-            maps.append(weighted.maps[weighting])
+            maps.append(chosen.maps(attn, batch.masks.valid, captured.take()).maps[weighting])
     _synchronized(encoder)
     return maps
 

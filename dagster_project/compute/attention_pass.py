@@ -38,14 +38,11 @@ from dagster_project.compute.metrics import PatternThresholds
 from dagster_project.compute.models import LoadedEncoder
 from dagster_project.compute.pass_timings import PassTimings, phase, timing
 from dagster_project.compute.weightings import (
-    LAYER_DECOMPOSITIONS,
-    EncoderLayerParts,
     LayerCapture,
     LayerWeightings,
+    ModelWeightings,
     captured_layers,
     check_weightings,
-    encoder_layer_parts,
-    output_grams,
 )
 
 
@@ -145,9 +142,7 @@ class _LayerStatistics:
     reads_norms: set[str]
     spans_layers: set[str]
     inputs: PassInputs
-    weightings: tuple[str, ...]
-    grams: torch.Tensor | None
-    parts: EncoderLayerParts | None
+    weightings: ModelWeightings
     captured: LayerCapture | None
     batch: Batch | None = None
     stepper: LayerWeightings | None = None
@@ -155,7 +150,7 @@ class _LayerStatistics:
 
     def start(self, batch: Batch) -> None:
         self.batch = batch
-        self.stepper = LayerWeightings(self.weightings, batch.masks.valid, self.grams, self.parts)
+        self.stepper = self.weightings.stepper(batch.masks.valid)
 
     def layer(self, index: int, probabilities: torch.Tensor) -> None:
         """Layer `index`'s (B, H, T, T) probabilities, as the forward finishes the layer."""
@@ -199,9 +194,7 @@ def _pass(
         for weighting in weightings if kind.weighted else ("attention",):
             collector = kind.start(inputs)
             collectors[weighting, kind.table] = WeightedRows(collector, weighting) if kind.weighted else collector
-    grams = output_grams(encoder.model, encoder.spec.n_heads) if "norm" in weightings else None
-    decomposed = bool(set(weightings) & set(LAYER_DECOMPOSITIONS))
-    parts = encoder_layer_parts(encoder.model, encoder.spec.n_heads) if decomposed else None
+    chosen = ModelWeightings.of(encoder.model, weightings)
     started = time.perf_counter()
     done = 0
     batches = length_batches(
@@ -211,17 +204,14 @@ def _pass(
         encoder.spec.takes_token_types,
         inputs.words,
     )
-    captures = "norm" in weightings or decomposed
-    states = captured_layers(encoder.model, with_norms=decomposed) if captures else nullcontext(None)
+    states = captured_layers(encoder.model, chosen.needs_norms) if chosen.needs_states else nullcontext(None)
     with torch.inference_mode(), timing(timings), states as captured:
         statistics = _LayerStatistics(
             collectors,
             {kind.table for kind in kinds if kind.reads_norms},
             {kind.table for kind in kinds if kind.spans_layers},
             inputs,
-            weightings,
-            grams,
-            parts,
+            chosen,
             captured,
         )
         with finished_layers(encoder.model, statistics.layer) as forward_options:

@@ -461,3 +461,44 @@ def weighted_maps(
     ]
     norms = torch.cat([layer.norms for layer in layers], dim=1) if "norm" in weightings else None
     return WeightedMaps({name: torch.cat([layer.maps[name] for layer in layers], dim=1) for name in weightings}, norms)
+
+
+@dataclass(frozen=True)
+class ModelWeightings:
+    """The weightings a pass takes (check_weightings' order) and what they read of the model besides a
+    forward: the output projection's Gram matrices for norm, the encoder layer's parts for the layer
+    decompositions."""
+
+    weightings: tuple[str, ...]
+    grams: torch.Tensor | None
+    parts: EncoderLayerParts | None
+
+    @classmethod
+    def of(cls, model: PreTrainedModel, weightings: list[str] | tuple[str, ...]) -> "ModelWeightings":
+        """Those of `model`: an unknown weighting, or a layer decomposition of a family whose LayerNorms
+        the layout does not name, is refused (ValueError) before any forward."""
+        chosen = check_weightings(weightings)
+        n_heads = model.config.num_attention_heads
+        return cls(
+            chosen,
+            output_grams(model, n_heads) if "norm" in chosen else None,
+            encoder_layer_parts(model, n_heads) if set(chosen) & set(LAYER_DECOMPOSITIONS) else None,
+        )
+
+    @property
+    def needs_norms(self) -> bool:
+        """Whether the forward must capture the LayerNorms' inputs and outputs (captured_layers)."""
+        return self.parts is not None
+
+    @property
+    def needs_states(self) -> bool:
+        """Whether the forward must capture any layer state (the value outputs for norm, or the norms')."""
+        return "norm" in self.weightings or self.needs_norms
+
+    def stepper(self, valid: torch.Tensor) -> LayerWeightings:
+        """The layer-at-a-time maps of one batch with real tokens `valid` (B, T)."""
+        return LayerWeightings(self.weightings, valid, self.grams, self.parts)
+
+    def maps(self, attn: torch.Tensor, valid: torch.Tensor, states: LayerStates | None) -> WeightedMaps:
+        """Every layer's maps at once (weighted_maps)."""
+        return weighted_maps(attn, self.weightings, valid, states, self.grams, self.parts)

@@ -19,7 +19,7 @@ from dagster_project.compute.compare.faithfulness import (
     spearman_rows,
     weighting_faithfulness,
 )
-from dagster_project.compute.weightings import WEIGHTINGS, encoder_layer_parts, output_grams
+from dagster_project.compute.weightings import WEIGHTINGS, ModelWeightings
 from tests.unit.test_gradients import PAIRS, _tokens
 
 
@@ -94,14 +94,7 @@ def test_the_pass_writes_one_correlation_per_example_and_weighting(classifier: L
     assert rows["spearman"].drop_nulls().is_between(-1, 1).all() and rows["spearman"].null_count() == 0
     # an example's value is its saliency and attribution row's correlation, whatever its batch
     (batch,) = length_batches(tokens.filter(pl.col("example_id") == 0), classifier.pad_token_id, 10_000, True)
-    n_heads = classifier.model.config.num_attention_heads
-    alone = saliency_maps(
-        classifier,
-        batch,
-        WEIGHTINGS,
-        output_grams(classifier.model, n_heads),
-        encoder_layer_parts(classifier.model, n_heads),
-    )
+    alone = saliency_maps(classifier, batch, ModelWeightings.of(classifier.model, WEIGHTINGS))
     for index, weighting in enumerate(WEIGHTINGS):
         expected = spearmanr(alone.attributions[0, index].numpy(), alone.saliency[0].numpy()).statistic
         value = rows.filter((pl.col("example_id") == 0) & (pl.col("weighting") == weighting))["spearman"].item()

@@ -13,16 +13,11 @@ from scipy.stats import ConstantInputWarning, spearmanr
 
 from dagster_project.compute import weightings
 from dagster_project.compute.batching import length_batches
-from dagster_project.compute.compare.hta_agreement import (
-    AttributionWeightings,
-    agreement_columns,
-    input_attributions,
-    layer_contributions,
-)
+from dagster_project.compute.compare.hta_agreement import agreement_columns, input_attributions, layer_contributions
 from dagster_project.compute.models import LoadedEncoder
 from dagster_project.compute.pascual.hta import HtaMethod, context_function
 from dagster_project.compute.pascual.hta_facts import extract_hta_facts
-from dagster_project.compute.weightings import WEIGHTINGS
+from dagster_project.compute.weightings import WEIGHTINGS, ModelWeightings
 from tests.tiny_models import TINY_LAYERS
 
 
@@ -142,5 +137,5 @@ def test_a_family_without_named_layer_norms_is_refused_before_any_forward(
     without_norms = replace(weightings.attention_layout(encoder.model), residual_norm=None)
     monkeypatch.setattr(weightings, "attention_layout", lambda model: without_norms)
     with pytest.raises(ValueError, match="family 'bert'"):
-        AttributionWeightings.of(encoder.model, ["globenc"])
-    assert AttributionWeightings.of(encoder.model, ["norm"]).weightings == ("attention", "norm")
+        ModelWeightings.of(encoder.model, ["globenc"])
+    assert ModelWeightings.of(encoder.model, ["norm"]).weightings == ("attention", "norm")

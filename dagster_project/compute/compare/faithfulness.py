@@ -29,15 +29,7 @@ from transformers import PreTrainedModel
 from dagster_project.compute.batching import Batch, length_batches
 from dagster_project.compute.clark.gradients import CLASSIFICATION, LossModel
 from dagster_project.compute.devices import float32_maps
-from dagster_project.compute.weightings import (
-    LAYER_DECOMPOSITIONS,
-    EncoderLayerParts,
-    captured_layers,
-    check_weightings,
-    encoder_layer_parts,
-    output_grams,
-    weighted_maps,
-)
+from dagster_project.compute.weightings import ModelWeightings, captured_layers
 
 ROW_SCHEMA = {
     "example_id": pl.Int32,
@@ -83,22 +75,15 @@ def cls_attributions(maps: dict[str, torch.Tensor], cls_positions: torch.Tensor)
     return last.gather(2, rows).squeeze(2)
 
 
-def saliency_maps(
-    loss_model: LossModel,
-    batch: Batch,
-    weightings: tuple[str, ...],
-    grams: torch.Tensor | None,
-    parts: EncoderLayerParts | None,
-) -> SaliencyMaps:
+def saliency_maps(loss_model: LossModel, batch: Batch, chosen: ModelWeightings) -> SaliencyMaps:
     """The predicted classes, saliencies and [CLS] attributions of one batch (module docstring)."""
     model = loss_model.model
-    decomposed = bool(set(weightings) & set(LAYER_DECOMPOSITIONS))
-    with captured_layers(model, with_norms=decomposed) as captured:
+    with captured_layers(model, with_norms=chosen.needs_norms) as captured:
         saliency, output = gradient_x_input(model, batch.inputs)
         states = captured.take()
     with torch.no_grad():
         attn = float32_maps(output.attentions).detach()
-        maps = weighted_maps(attn, weightings, batch.masks.valid, states, grams, parts).maps
+        maps = chosen.maps(attn, batch.masks.valid, states).maps
         attributions = cls_attributions(maps, batch.masks.cls.to(torch.int64).argmax(-1))
     return SaliencyMaps(output.logits.argmax(-1).detach(), saliency, attributions)
 
@@ -136,16 +121,14 @@ def weighting_faithfulness(
             f"weighting faithfulness explains a classifier's predicted class; this model's head is "
             f"{loss_model.loss_name}. Use a checkpoint fine-tuned on a classification task (e.g. finetuned_sst2's)."
         )
-    weightings = check_weightings(weightings)
-    model, n_heads = loss_model.model, loss_model.model.config.num_attention_heads
-    grams = output_grams(model, n_heads) if "norm" in weightings else None
-    parts = encoder_layer_parts(model, n_heads) if set(weightings) & set(LAYER_DECOMPOSITIONS) else None
+    chosen = ModelWeightings.of(loss_model.model, weightings)
+    weightings = chosen.weightings
     budget = batch_tokens or loss_model.compute.batch_tokens(backward=True)
     started, done, total = time.perf_counter(), 0, tokens["example_id"].n_unique()
     frames = []
     for batch in length_batches(tokens, loss_model.pad_token_id, budget, loss_model.takes_token_types):
         batch = batch.to(loss_model.compute.device)
-        found = saliency_maps(loss_model, batch, weightings, grams, parts)
+        found = saliency_maps(loss_model, batch, chosen)
         valid = batch.masks.valid.cpu().numpy()
         rho = spearman_rows(found.attributions.cpu().numpy(), found.saliency.cpu().numpy(), valid)
         n_batch = len(batch.example_ids)

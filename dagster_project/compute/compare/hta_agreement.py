@@ -19,23 +19,11 @@ The HTA pass (compute/pascual/hta_facts.py) computes it from the forward it alre
 its attention maps and the layer states captured beside them give every weighting's maps.
 """
 
-from dataclasses import dataclass
-
 import numpy as np
 import torch
-from transformers import PreTrainedModel
 
 from dagster_project.compute.pascual.hta import normalize_rows, row_correlations
-from dagster_project.compute.weightings import (
-    LAYER_DECOMPOSITIONS,
-    EncoderLayerParts,
-    LayerStates,
-    check_weightings,
-    encoder_layer_parts,
-    output_grams,
-    rolled_out,
-    weighted_maps,
-)
+from dagster_project.compute.weightings import LayerStates, ModelWeightings, rolled_out
 
 # the weightings whose per-layer maps are rolled out here, by the plain product through the layers
 ROLLED_BY_PRODUCT = ("attention", "norm", "value_zeroing")
@@ -74,36 +62,8 @@ def agreement_columns(
     }
 
 
-@dataclass(frozen=True)
-class AttributionWeightings:
-    """The weightings of the comparison (check_weightings' order) and what they read of the model besides a
-    forward: the output projection's Gram matrices for norm, the encoder layer's parts for the layer
-    decompositions."""
-
-    weightings: tuple[str, ...]
-    grams: torch.Tensor | None
-    parts: EncoderLayerParts | None
-
-    @classmethod
-    def of(cls, model: PreTrainedModel, weightings: list[str] | tuple[str, ...]) -> "AttributionWeightings":
-        """Those of `model`: an unknown weighting, or a layer decomposition of a family whose LayerNorms
-        the layout does not name, is refused (ValueError) before any forward."""
-        chosen = check_weightings(weightings)
-        n_heads = model.config.num_attention_heads
-        return cls(
-            chosen,
-            output_grams(model, n_heads) if "norm" in chosen else None,
-            encoder_layer_parts(model, n_heads) if set(chosen) & set(LAYER_DECOMPOSITIONS) else None,
-        )
-
-    @property
-    def needs_norms(self) -> bool:
-        """Whether the forward must capture the LayerNorms' inputs and outputs (compute/weightings.captured_layers)."""
-        return self.parts is not None
-
-    def attributions(self, attn: torch.Tensor, states: LayerStates) -> torch.Tensor:
-        """One unpadded example's input attributions (W, L, n, n) from its attention (1, L, H, n, n) and the
-        layer states captured in the same forward."""
-        valid = torch.ones(attn.shape[0], attn.shape[-1], dtype=torch.bool, device=attn.device)
-        maps = weighted_maps(attn, self.weightings, valid, states, self.grams, self.parts).maps
-        return input_attributions(maps)[0]
+def example_attributions(chosen: ModelWeightings, attn: torch.Tensor, states: LayerStates) -> torch.Tensor:
+    """One unpadded example's input attributions (W, L, n, n) from its attention (1, L, H, n, n) and the
+    layer states captured in the same forward."""
+    valid = torch.ones(attn.shape[0], attn.shape[-1], dtype=torch.bool, device=attn.device)
+    return input_attributions(chosen.maps(attn, valid, states).maps)[0]

@@ -20,11 +20,7 @@ from dagster_project.compute.batching import (
     length_batches,
 )
 from dagster_project.compute.checks import CheckOutcome, estimate_matches_exact, histogram_masses
-from dagster_project.compute.compare.hta_agreement import (
-    AttributionWeightings,
-    agreement_columns,
-    layer_contributions,
-)
+from dagster_project.compute.compare.hta_agreement import agreement_columns, example_attributions, layer_contributions
 from dagster_project.compute.metrics import (
     PATTERNS,
     PatternThresholds,
@@ -45,7 +41,7 @@ from dagster_project.compute.pascual.hta import (
     published_quantities,
     row_correlations,
 )
-from dagster_project.compute.weightings import WEIGHTINGS, captured_layers
+from dagster_project.compute.weightings import WEIGHTINGS, ModelWeightings, captured_layers
 
 # The HTA run's default method. It passes the run's estimator check on MiniLM with a margin at 0.8x the cost of
 # estimate(32,bf16), the cheapest plain estimator that passes (hutchpp(12,8,bf16) is cheaper but passes by 0.001;
@@ -120,7 +116,7 @@ def example_maps(
     inputs: dict[str, torch.Tensor],
     method: HtaMethod,
     seed: int,
-    weightings: AttributionWeightings | None = None,
+    weightings: ModelWeightings | None = None,
 ) -> ExampleMaps:
     """One example (batch of 1, no padding): its attention, previous-layer and input contributions,
     and the input attributions of `weightings` from the same forward."""
@@ -129,7 +125,7 @@ def example_maps(
     with captured_layers(model, with_norms) as captured, torch.no_grad():
         output = model(**inputs, output_attentions=True, output_hidden_states=True)
         attention = torch.stack(output.attentions)[:, 0]
-        attributions = weightings.attributions(attention[None], captured.take()) if weightings else None
+        attributions = example_attributions(weightings, attention[None], captured.take()) if weightings else None
     hidden = torch.stack(output.hidden_states[:-1])[:, 0]  # inputs of every layer, (L, n, D)
     started = time.perf_counter()
     previous, jvps = layer_input_norms(model, hidden)
@@ -170,7 +166,7 @@ def extract_hta_facts(
     seed: int = 0,
     progress: Callable[[int, int, float], None] | None = None,
     thresholds: PatternThresholds = PatternThresholds(),
-    weightings: AttributionWeightings | None = None,
+    weightings: ModelWeightings | None = None,
 ) -> HtaFacts:
     """HTA of every example of a `tokens` frame, one example at a time (the input
     contribution's tangents already fill the machine for one example), and the agreement of
@@ -185,7 +181,7 @@ def extract_hta_facts(
             f"HTA takes derivatives, so it needs the encoder in float32, not {encoder.compute}: "
             "load it with load_encoder(source, compute.float32())."
         )
-    weightings = weightings or AttributionWeightings.of(encoder.model, WEIGHTINGS)
+    weightings = weightings or ModelWeightings.of(encoder.model, WEIGHTINGS)
     started = time.perf_counter()
     total = tokens["example_id"].n_unique()
     correlation_parts: list[dict[str, np.ndarray]] = []
@@ -320,7 +316,7 @@ def checked_hta_facts(
     (`hta_method_used`). `checked` receives the estimator's outcome before any fact is computed,
     so it can stop the run. The agreement with HTA is taken for `weightings` (refused, like an
     unknown weighting, before anything is computed where the model's family does not allow one)."""
-    chosen = AttributionWeightings.of(encoder.model, weightings)
+    chosen = ModelWeightings.of(encoder.model, weightings)
     selected = tokens
     if max_examples:
         keep = selected["example_id"].unique().sort()[:max_examples]

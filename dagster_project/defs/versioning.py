@@ -223,16 +223,27 @@ def computing_modules(asset: AssetsDefinition) -> set[str] | None:
     return found
 
 
+@lru_cache(maxsize=256)
+def _content_digest(path: Path, size: int, mtime_ns: int) -> str:
+    """The SHA-256 of a file's bytes, read once per (size, modification time) in a process."""
+    with path.open("rb") as file:
+        return hashlib.file_digest(file, "sha256").hexdigest()
+
+
 def corpus_files_version(spec: CorpusSpec, data_root: Path) -> str:
-    """Fingerprint of a corpus's files under `data_root`: which alternative exists, its size
-    and modification time (cheap on large files; a rewrite with equal size and mtime is missed)."""
+    """Fingerprint of a corpus's files under `data_root`: which alternative exists and its content.
+    Content, not modification time: a data folder copied or provisioned again (same bytes, new
+    times) keeps every corpus current, so a long reproduction resumes where it stopped."""
     digest = hashlib.sha256()
     for entry in spec.files:
         options = (entry,) if isinstance(entry, str) else entry
         found = next((data_root / name for name in options if (data_root / name).is_file()), None)
-        stat = found.stat() if found else None
-        where = found.relative_to(data_root) if found else "missing"
-        digest.update(f"{entry}|{where}|{stat.st_size if stat else 0}|{stat.st_mtime_ns if stat else 0}\n".encode())
+        if found is None:
+            digest.update(f"{entry}|missing\n".encode())
+            continue
+        stat = found.stat()
+        content = _content_digest(found.resolve(), stat.st_size, stat.st_mtime_ns)
+        digest.update(f"{entry}|{found.relative_to(data_root)}|{content}\n".encode())
     return digest.hexdigest()[:16]
 
 

@@ -1,4 +1,5 @@
 import importlib
+import os
 import sys
 import textwrap
 from pathlib import Path
@@ -139,6 +140,11 @@ def test_changed_corpus_files_make_their_corpus_stale(instance: DagsterInstance,
     assert record_corpus_files(instance, resources["data_dir"]) == []
     assert refresh_plan(instance, assets).selections == {}
     assert tick(refresh, instance, resources).skip_message == "nothing is stale"
+
+    # The same bytes written again (new modification time, as a data folder provisioned anew): still current.
+    wiki.write_text(" = Section = \n first paragraph \n")
+    os.utime(wiki, ns=(wiki.stat().st_atime_ns, wiki.stat().st_mtime_ns + 10**9))
+    assert record_corpus_files(instance, resources["data_dir"]) == []
 
     wiki.write_text(" = Section = \n first paragraph, edited \n")
     requests = tick(refresh, instance, resources)

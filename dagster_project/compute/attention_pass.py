@@ -36,7 +36,7 @@ from dagster_project.compute.fact_kinds import (
 from dagster_project.compute.layer_maps import finished_layers
 from dagster_project.compute.metrics import PatternThresholds
 from dagster_project.compute.models import LoadedEncoder
-from dagster_project.compute.pass_timings import PassTimings, phase, timing
+from dagster_project.compute.pass_timings import PassTimings, phase, phase_of_each, timing
 from dagster_project.compute.weightings import (
     LayerCapture,
     LayerWeightings,
@@ -215,7 +215,7 @@ def _pass(
             captured,
         )
         with finished_layers(encoder.model, statistics.layer) as forward_options:
-            for batch in batches:
+            for batch in phase_of_each(batches, "frames"):
                 with phase("forward"):
                     batch = batch.to(encoder.compute.device)
                     statistics.start(batch)

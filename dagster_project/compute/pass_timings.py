@@ -1,19 +1,22 @@
 """Where a pass spends its time on its device: forward, statistics on the device, copy to the host,
-frame building. Timing is opt-in (the device bench asks for it): a timed pass waits for the device
-at every phase boundary, so it runs a little slower than an untimed one and its phases add up to its
-wall time."""
+frame building (the batches' host tensors and the result frames). Timing is opt-in (the device bench
+asks for it): a timed pass waits for the device at every phase boundary, so it runs a little slower
+than an untimed one and its phases add up to its wall time."""
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import torch
 
 from dagster_project.compute.devices import synchronize
 
 PHASES = ("forward", "statistics", "copy", "frames")
+T = TypeVar("T")
+_END = object()
 
 
 @dataclass
@@ -71,3 +74,14 @@ def phase(name: str) -> Iterator[None]:
         return
     with timings.phase(name):
         yield
+
+
+def phase_of_each(items: Iterable[T], name: str) -> Iterator[T]:
+    """`items`, the making of each one (a generator's work up to its next item) timed as phase `name`."""
+    iterator = iter(items)
+    while True:
+        with phase(name):
+            item = next(iterator, _END)
+        if item is _END:
+            return
+        yield item

@@ -24,7 +24,7 @@ from dagster_project.storage.view_contracts import check_contracts
 from tests.runs import materialize_model, run_resources
 
 pytestmark = pytest.mark.integration
-HTA_EXAMPLES = 3
+HTA_EXAMPLES = 2
 SLICE = {
     "xnli_en": 20,
     "wiki_segments": 8,
@@ -75,8 +75,9 @@ def warehouse(shared_data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -
     assert materialize([warehouse_views], instance=instance, resources=resources).success
     selected = [pipeline[name] for name in SLICE for pipeline in (corpus_assets_by_name, fact_assets_by_corpus)]
     ops = {f"{name}_examples": {"config": {"size": size}} for name, size in SLICE.items()}
-    # Seed 23 draws the estimator check's one exact example among the slice's shortest (17 pieces):
-    # exact HTA grows with the square of the length, and the check is most of this fixture's time.
+    # HTA is most of this fixture's time. Seed 23 draws the estimator check's one exact example among
+    # the slice's shortest (17 pieces; exact HTA grows with the square of the length); the default
+    # estimator misses the published quantities' tolerances there, so the examples are exact too.
     ops["xnli_en_hta_facts"] = {"config": {"max_examples": HTA_EXAMPLES, "check_examples": 1, "seed": 23}}
     ops["dependency_probes"] = {"config": {"epochs": 2}}
     result = materialize_model([*selected, *ANALYSES], spec.model_id, instance, resources, {"ops": ops})

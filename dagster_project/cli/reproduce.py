@@ -70,6 +70,10 @@ def print_plan(source: str, model_id: str, steps: list, up_to_date: list, skippe
     total = sum(step.seconds for step in steps)
     note = "" if device == "cpu" else f" (rates measured on 2 CPU cores: an upper bound on {device})"
     print(f"  estimated: {_minutes(total)}{note}")
+    if falling_back := [step for step in steps if step.fallback_seconds is not None]:
+        worst = total + sum(step.fallback_seconds - step.seconds for step in falling_back)
+        names = ", ".join(step.asset for step in falling_back)
+        print(f"  where HTA's estimator misses its check and falls back to exact ({names}): {_minutes(worst)}")
     return total
 
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from dagster_project.cli.reproduce import with_user_config
+from dagster_project.cli.reproduce import print_plan, with_user_config
 from dagster_project.defs.reproduction import (
     QUICK_EXAMPLES,
     QUICK_HTA_EXAMPLES,
@@ -48,6 +48,19 @@ def test_estimates_scale_with_size_and_model() -> None:
     assert bert_base.seconds - rule.fixed_seconds == pytest.approx(8 * (quick.seconds - rule.fixed_seconds))
     ablation = planned_step("rte_ablation", "quick", MINILM)
     assert ablation.units == (1 + 72 + 6) * 32  # no head disabled, each head, each layer
+    # HTA's exact fallback (its estimator misses the check on MiniLM) is planned beside the estimate
+    assert paper.fallback_seconds == pytest.approx(rule.fixed_seconds + rule.fallback_seconds_per_unit * 1800)
+    assert ablation.fallback_seconds is None
+
+
+def test_the_plan_says_what_hta_costs_where_it_falls_back_to_exact(capsys: pytest.CaptureFixture) -> None:
+    steps = [planned_step(name, "paper", MINILM) for name in ("xnli_en_hta_facts", "rte_ablation")]
+    total = print_plan("m", "m", steps, [], [], "cpu")
+    printed = capsys.readouterr().out
+    assert total == pytest.approx(steps[0].seconds + steps[1].seconds)
+    minutes = (steps[0].fallback_seconds + steps[1].seconds) / 60
+    assert f"falls back to exact (xnli_en_hta_facts): {minutes:.1f} min" in printed
+    assert steps[0].fallback_seconds > 25 * steps[0].seconds  # exact HTA: about 30x the estimator per example
 
 
 def test_the_users_values_go_over_the_profiles() -> None:

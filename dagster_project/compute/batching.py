@@ -58,6 +58,14 @@ _CLASS_CODES = {"cls": 1, "sep": 2, "punct": 3}
 _PAD_CODE = -1
 
 
+def first_examples(tokens: pl.DataFrame, max_examples: int | None) -> pl.DataFrame:
+    """The rows of the first `max_examples` examples of `tokens` by example_id (None: all of them)."""
+    if not max_examples:
+        return tokens
+    keep = tokens["example_id"].unique().sort()[:max_examples]
+    return tokens.filter(pl.col("example_id").is_in(keep.implode()))
+
+
 def length_batches(
     tokens: pl.DataFrame,
     pad_token_id: int,

@@ -15,7 +15,7 @@ import polars as pl
 import torch
 
 from dagster_project.compute.backoff import BackOff
-from dagster_project.compute.batching import frame, head_columns, length_batches
+from dagster_project.compute.batching import first_examples, frame, head_columns, length_batches
 from dagster_project.compute.devices import ComputeDevice, float32_maps
 from dagster_project.compute.metrics import map_cosine
 from dagster_project.compute.models import LoadedEncoder, load_encoder
@@ -121,12 +121,13 @@ def finetune_similarity(
     """The base model `source` and its fine-tuned model `tuned_source` (partition `tuned_model_id`),
     both loaded on `compute`, compared over the first `max_examples` examples (by example_id) of the
     base model's `tokens`; see extract_finetune_cosines."""
-    keep = tokens["example_id"].unique().sort()[:max_examples]
-    tokens = tokens.filter(pl.col("example_id").is_in(keep.implode()))
+    tokens = first_examples(tokens, max_examples)
     base = load_encoder(source, compute)
     cosines, seconds = extract_finetune_cosines(
         base, load_encoder(tuned_source, compute), tokens, batch_tokens, progress
     )
     cosines = cosines.with_columns(tuned_model_id=pl.lit(tuned_model_id))
     per_layer = cosines.group_by("layer").agg(pl.col("cosine").mean()).sort("layer")
-    return FinetuneSimilarity(cosines, per_layer, keep.len(), base.spec.n_layers * base.spec.n_heads, seconds)
+    return FinetuneSimilarity(
+        cosines, per_layer, tokens["example_id"].n_unique(), base.spec.n_layers * base.spec.n_heads, seconds
+    )

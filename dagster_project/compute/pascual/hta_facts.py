@@ -13,6 +13,7 @@ import polars as pl
 import torch
 
 from dagster_project.compute.batching import (
+    first_examples,
     frame,
     head_columns,
     histogram_frame,
@@ -317,10 +318,7 @@ def checked_hta_facts(
     so it can stop the run. The agreement with HTA is taken for `weightings` (refused, like an
     unknown weighting, before anything is computed where the model's family does not allow one)."""
     chosen = ModelWeightings.of(encoder.model, weightings)
-    selected = tokens
-    if max_examples:
-        keep = selected["example_id"].unique().sort()[:max_examples]
-        selected = selected.filter(selected["example_id"].is_in(keep.implode()))
+    selected = first_examples(tokens, max_examples)
     estimate = estimate_check(encoder, tokens, method, check_examples, seed, check_min_pearson)
     checked(estimate)
     used = method if estimate.passed or not fallback_to_exact else HtaMethod(None)

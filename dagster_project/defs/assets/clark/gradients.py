@@ -8,6 +8,7 @@ import polars as pl
 from dagster import AssetExecutionContext, Config, MaterializeResult, MetadataValue
 from dagster_duckdb import DuckDBResource
 
+from dagster_project.compute.batching import first_examples
 from dagster_project.compute.checks import grad_sums_valid
 from dagster_project.compute.clark.gradients import (
     MASK_PROBABILITY,
@@ -77,9 +78,7 @@ def grad_importance(
 ) -> MaterializeResult:
     model_id, corpus = context.partition_key, config.corpus
     source, tokens = model_tokens(warehouse, model_id, corpus)
-    if config.max_examples:
-        keep = tokens["example_id"].unique().sort()[: config.max_examples]
-        tokens = tokens.filter(pl.col("example_id").is_in(keep.implode()))
+    tokens = first_examples(tokens, config.max_examples)
     placement = compute.resolve()
     if note := placement.float32_note("Gradient importance"):
         context.log.warning(note)

@@ -8,6 +8,7 @@ import polars as pl
 from dagster import AssetExecutionContext, Config, MaterializeResult, MetadataValue
 from dagster_duckdb import DuckDBResource
 
+from dagster_project.compute.batching import first_examples
 from dagster_project.compute.checks import correlations_in_range
 from dagster_project.compute.clark.gradients import CLASSIFICATION, NoLossHead, load_loss_model
 from dagster_project.compute.compare.faithfulness import ROW_SCHEMA, weighting_faithfulness
@@ -42,9 +43,7 @@ def weighting_faithfulness_asset(
     model_id, corpus = context.partition_key, config.corpus
     weightings = check_weightings(config.weightings)
     source, tokens = model_tokens(warehouse, model_id, corpus)
-    if config.max_examples:
-        keep = tokens["example_id"].unique().sort()[: config.max_examples]
-        tokens = tokens.filter(pl.col("example_id").is_in(keep.implode()))
+    tokens = first_examples(tokens, config.max_examples)
     placement = compute.resolve()
     if note := placement.float32_note("Weighting faithfulness"):
         context.log.warning(note)

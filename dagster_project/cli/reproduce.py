@@ -132,7 +132,8 @@ def reproduce(sources: list[str], profile: str, dry_run: bool, verbose: bool, us
             print(f"{source}: its last reproduction was quick; the paper profile recomputes every step")
         shape = _model_shape(source)
         names = [key.to_user_string() for key in planned.keys]
-        steps = [planned_step(name, profile, shape) for name in names]
+        ops = with_user_config(profile_run_config(names, profile), user_config or {}).get("ops", {})
+        steps = [planned_step(name, profile, shape, ops.get(name, {}).get("config", {})) for name in names]
         print_plan(source, planned.model_id, steps, planned.up_to_date, planned.skipped, device)
         if any(name.startswith("finetuned_") for name in names):
             print("  then the attention facts of each fine-tuned checkpoint on its task's corpus, one run each,")

@@ -48,7 +48,7 @@ class StepRule:
     unit: str  # what the cost counts
     seconds_per_unit: float  # MiniLM, 2 CPU cores
     fixed_seconds: float
-    units: Callable[[str, str, "ModelShape"], int]  # (asset name, profile, model) -> units
+    units: "Units"
     # where the step may fall back to a slower exact method after a check: its seconds per unit then
     fallback_seconds_per_unit: float | None = None
 
@@ -64,6 +64,10 @@ class ModelShape:
         return self.n_layers * self.hidden**2 / MINILM_FORWARD
 
 
+# (asset name, profile, model, the asset's run config: the profile's with the user's values over it) -> units
+Units = Callable[[str, str, ModelShape, dict], int]
+
+
 def _corpus(asset: str, suffix: str) -> str:
     return asset.removesuffix(suffix)
 
@@ -74,18 +78,23 @@ def _corpus_examples(corpus: str, profile: str) -> int:
     return min(size, QUICK_EXAMPLES) if profile == "quick" else size
 
 
-def _examples_of(suffix: str) -> Callable[[str, str, ModelShape], int]:
-    return lambda asset, profile, model: _corpus_examples(_corpus(asset, suffix), profile)
+def _limited(config: dict, key: str, count: int) -> int:
+    """`count`, or the run config's `key` where it sets a smaller one."""
+    return min(count, config[key]) if config.get(key) else count
 
 
-def _hta_examples(asset: str, profile: str, model: ModelShape) -> int:
-    return QUICK_HTA_EXAMPLES if profile == "quick" else _corpus_examples(_corpus(asset, "_hta_facts"), profile)
+def _examples_of(suffix: str, limit: str = "max_examples") -> Units:
+    return lambda asset, profile, model, config: _limited(
+        config, limit, _corpus_examples(_corpus(asset, suffix), profile)
+    )
 
 
-def _finetune_steps(asset: str, profile: str, model: ModelShape) -> int:
-    if profile == "quick":
-        return QUICK_FINETUNE_STEPS
-    return 3 * math.ceil(_training_examples(asset.removeprefix("finetuned_")) / 32)  # Kovaleva: 3 epochs, batch 32
+_corpus_size = _examples_of("_examples", "size")
+
+
+def _finetune_steps(asset: str, profile: str, model: ModelShape, config: dict) -> int:
+    training = _limited(config, "train_subset", _training_examples(asset.removeprefix("finetuned_")))
+    return _limited(config, "max_steps", 3 * math.ceil(training / 32))  # Kovaleva: 3 epochs, batch 32
 
 
 def _training_examples(task: str) -> int:
@@ -97,24 +106,29 @@ def _training_examples(task: str) -> int:
     return sum(pl.scan_parquet(path).select(pl.len()).collect().item() for path in present) or 8000
 
 
-def _ablation_settings(asset: str, profile: str, model: ModelShape) -> int:
+def _ablation_settings(asset: str, profile: str, model: ModelShape, config: dict) -> int:
     settings = 1 + model.n_layers * model.n_heads + model.n_layers  # none, each head, each layer (ablation.py)
     task = _corpus(asset, "_ablation")
-    examples = QUICK_ABLATION_EXAMPLES if profile == "quick" else _corpus_examples(f"glue_{task}", profile)
-    return settings * examples
+    return settings * _limited(config, "max_examples", _corpus_examples(f"glue_{task}", profile))
 
 
-def _gradient_examples(asset: str, profile: str, model: ModelShape) -> int:
-    return QUICK_ABLATION_EXAMPLES if profile == "quick" else _corpus_examples("wiki_segments", profile)
+def _gradient_examples(asset: str, profile: str, model: ModelShape, config: dict) -> int:
+    return _limited(config, "max_examples", _corpus_examples("wiki_segments", profile))
 
 
-def _one(asset: str, profile: str, model: ModelShape) -> int:
+def _probe_sentences(asset: str, profile: str, model: ModelShape, config: dict) -> int:
+    return _limited(config, "max_sentences", 2000)
+
+
+def _one(asset: str, profile: str, model: ModelShape, config: dict) -> int:
     return 1
 
 
 RULES = (
-    StepRule(_SAMPLED + "_examples", {"size": QUICK_EXAMPLES}, "examples", 0.01, 2.0, _examples_of("_examples")),
-    StepRule(_CORPUS + "_examples", {}, "examples", 0.01, 2.0, _examples_of("_examples")),
+    StepRule(
+        _SAMPLED + "_examples", {"size": QUICK_EXAMPLES}, "examples", 0.01, 2.0, _examples_of("_examples", "size")
+    ),
+    StepRule(_CORPUS + "_examples", {}, "examples", 0.01, 2.0, _examples_of("_examples", "size")),
     StepRule(r"wiki_segments_attention_facts", {}, "examples", 0.075, 1.0, _examples_of("_attention_facts")),
     StepRule(_CORPUS + "_attention_facts", {}, "examples", 0.012, 1.0, _examples_of("_attention_facts")),
     StepRule(
@@ -123,7 +137,7 @@ RULES = (
         "examples",
         2.6,  # the default estimator, <= d_head pieces; the fixed part is the exact check on one example
         60.0,
-        _hta_examples,
+        _examples_of("_hta_facts"),
         77.0,  # exact HTA, where the estimator misses the check's tolerances (it does on MiniLM)
     ),
     StepRule(
@@ -157,7 +171,7 @@ RULES = (
         "sentences",
         0.02,
         3.0,
-        lambda asset, profile, model: QUICK_PROBE_SENTENCES if profile == "quick" else 2000,
+        _probe_sentences,
     ),
     StepRule(_CORPUS + "_head_matches", {"max_examples": 16}, "steps", 0.0, 10.0, _one),
     StepRule(r"paper_report", {}, "steps", 0.0, 45.0, _one),  # draws the named heads' example maps
@@ -178,10 +192,13 @@ class PlannedStep:
     fallback_seconds: float | None = None  # where the step falls back to its exact method
 
 
-def planned_step(asset: str, profile: str, model: ModelShape) -> PlannedStep:
-    """The step of `asset` under `profile` for `model`: its size and estimated seconds."""
+def planned_step(asset: str, profile: str, model: ModelShape, config: dict | None = None) -> PlannedStep:
+    """The step of `asset` under `profile` for `model`: its size and estimated seconds. `config`: the
+    asset's run config (default: the profile's), whose limits (max_examples, train_subset, ...) size it."""
     rule = rule_for(asset)
-    units = rule.units(asset, profile, model)
+    if config is None:
+        config = rule.quick_config if profile == "quick" else {}
+    units = rule.units(asset, profile, model, config)
     fallback = rule.fallback_seconds_per_unit
     return PlannedStep(
         asset,

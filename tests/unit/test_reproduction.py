@@ -79,3 +79,18 @@ def test_the_users_values_go_over_the_profiles() -> None:
     }
     assert merged["ops"]["head_mds"] == {"config": {"metric_mds": True}}
     assert profile["ops"]["xnli_en_hta_facts"]["config"]["max_examples"] == 30  # the profile is not changed
+
+
+def test_the_plan_sizes_a_step_by_the_users_limits() -> None:
+    rule = rule_for("xnli_en_hta_facts")
+    hta = planned_step("xnli_en_hta_facts", "paper", MINILM, {"max_examples": 60})
+    assert hta.units == 60
+    assert hta.fallback_seconds == pytest.approx(rule.fixed_seconds + rule.fallback_seconds_per_unit * 60)
+    # never above the corpus
+    assert planned_step("xnli_en_hta_facts", "paper", MINILM, {"max_examples": 5000}).units == 1800
+    # 3 epochs of batches of 32 over the recorded subset, then max_steps where it is smaller
+    assert planned_step("finetuned_sst2", "paper", MINILM, {"train_subset": 320}).units == 30
+    assert planned_step("finetuned_sst2", "paper", MINILM, {"train_subset": 320, "max_steps": 20}).units == 20
+    assert planned_step("rte_ablation", "paper", MINILM, {"max_examples": 10}).units == (1 + 72 + 6) * 10
+    assert planned_step("dependency_probes", "paper", MINILM, {"max_sentences": 50}).units == 50
+    assert planned_step("xnli_en_examples", "paper", MINILM, {"size": 100}).units == 100

@@ -10,7 +10,7 @@ digests, so moving a function to another module, renaming a module, editing a co
 docstring or an import line changes nothing, while editing any statement that computes does.
 Editing metrics.py marks the assets that use it stale and no others.
 
-Data version of a corpus's input: a fingerprint (name, size, mtime) of its files,
+Data version of a corpus's input: a fingerprint of its files' content (corpus_files_version),
 reported as the `<corpus>_files` external asset that the corpus asset depends on.
 """
 
@@ -126,8 +126,60 @@ def module_file(module_name: str) -> Path:
     return Path(spec.origin)
 
 
-def _module_source(module_name: str) -> str:
-    return module_file(module_name).read_text(encoding="utf-8")
+class ModuleWalk:
+    """Reads of the project's modules that one versioning pass shares: each module's source is read,
+    and the project modules its names come from are found, once per walk, not once per asset that
+    reaches the module (versioned_assets versions every asset with one walk). A new walk reads again,
+    so a module edited between two walks is seen."""
+
+    def __init__(self) -> None:
+        self._sources: dict[str, str] = {}
+        self._uses: dict[str, frozenset[str]] = {}
+
+    def source(self, module_name: str) -> str:
+        if module_name not in self._sources:
+            self._sources[module_name] = module_file(module_name).read_text(encoding="utf-8")
+        return self._sources[module_name]
+
+    def defining_module(self, module_name: str, name: str) -> str:
+        """The module whose statements define `name` as seen from `module_name`: an imported name
+        is followed through re-exports (`from dagster_project.corpora import GLUE_TASKS` is defined
+        in corpora/text_pairs.py), as far as project modules go."""
+        seen = set()
+        while (module_name, name) not in seen and _is_project(module_name):
+            seen.add((module_name, name))
+            source = _import_sources(self.source(module_name), _package(module_name)).get(name)
+            if source is None:
+                return module_name
+            module_name, name = source
+        return module_name
+
+    def uses(self, module_name: str) -> frozenset[str]:
+        """The project modules (not asset modules, not plumbing) that the names `module_name` uses
+        come from: a module's own name, a function's or class's defining module, and for other
+        imported values (registries such as CORPORA, constants) the module that defines them."""
+        if module_name not in self._uses:
+            self._uses[module_name] = frozenset(self._find_uses(module_name))
+        return self._uses[module_name]
+
+    def _find_uses(self, module_name: str) -> set[str]:
+        imported = _import_sources(self.source(module_name), _package(module_name))
+        found = set()
+        for name, value in vars(importlib.import_module(module_name)).items():
+            if inspect.ismodule(value):
+                origin = value.__name__
+            elif inspect.isclass(value) or inspect.isroutine(value):
+                origin = getattr(value, "__module__", None)
+            else:
+                origin = self.defining_module(module_name, name) if name in imported else None
+            if (
+                isinstance(origin, str)
+                and origin.startswith(f"{PROJECT}.")
+                and not origin.startswith(f"{ASSET_MODULES}.")
+                and not any(origin == plumbing or origin.startswith(f"{plumbing}.") for plumbing in PLUMBING)
+            ):
+                found.add(origin)
+        return found
 
 
 def digests_version(digests: Iterable[str]) -> str:
@@ -135,12 +187,11 @@ def digests_version(digests: Iterable[str]) -> str:
     return hashlib.sha256("\n".join(sorted(set(digests))).encode()).hexdigest()[:16]
 
 
-def modules_version(module_names: Sequence[str]) -> str:
+def modules_version(module_names: Sequence[str], walk: ModuleWalk | None = None) -> str:
     """Hash of the sorted set of the named modules' statement digests (source_digests): moving
     a statement between them or renaming one of them leaves it unchanged."""
-    return digests_version(
-        digest for name in sorted(set(module_names)) for digest in source_digests(_module_source(name))
-    )
+    walk = walk or ModuleWalk()
+    return digests_version(digest for name in sorted(set(module_names)) for digest in source_digests(walk.source(name)))
 
 
 @lru_cache(maxsize=512)
@@ -169,57 +220,21 @@ def _is_project(module_name: str) -> bool:
     return module_name == PROJECT or module_name.startswith(f"{PROJECT}.")
 
 
-def _defining_module(module_name: str, name: str) -> str:
-    """The module whose statements define `name` as seen from `module_name`: an imported name
-    is followed through re-exports (`from dagster_project.corpora import GLUE_TASKS` is defined
-    in corpora/text_pairs.py), as far as project modules go."""
-    seen = set()
-    while (module_name, name) not in seen and _is_project(module_name):
-        seen.add((module_name, name))
-        source = _import_sources(_module_source(module_name), _package(module_name)).get(name)
-        if source is None:
-            return module_name
-        module_name, name = source
-    return module_name
-
-
-def _project_modules(module_name: str) -> set[str]:
-    """The project modules (not asset modules, not plumbing) that the names `module_name` uses
-    come from: a module's own name, a function's or class's defining module, and for other
-    imported values (registries such as CORPORA, constants) the module that defines them."""
-    imported = _import_sources(_module_source(module_name), _package(module_name))
-    found = set()
-    for name, value in vars(importlib.import_module(module_name)).items():
-        if inspect.ismodule(value):
-            origin = value.__name__
-        elif inspect.isclass(value) or inspect.isroutine(value):
-            origin = getattr(value, "__module__", None)
-        else:
-            origin = _defining_module(module_name, name) if name in imported else None
-        if (
-            isinstance(origin, str)
-            and origin.startswith(f"{PROJECT}.")
-            and not origin.startswith(f"{ASSET_MODULES}.")
-            and not any(origin == plumbing or origin.startswith(f"{plumbing}.") for plumbing in PLUMBING)
-        ):
-            found.add(origin)
-    return found
-
-
-def computing_modules(asset: AssetsDefinition) -> set[str] | None:
+def computing_modules(asset: AssetsDefinition, walk: ModuleWalk | None = None) -> set[str] | None:
     """The asset's module and every project module it uses, transitively, plumbing aside
     (corpus assets reach every reader through the dagster_project.corpora registry they import).
     None for an asset without a Python function (graph-backed)."""
     function = getattr(getattr(asset.node_def, "compute_fn", None), "decorated_fn", None)
     if function is None:
         return None
+    walk = walk or ModuleWalk()
     module = function.__module__
     pending = {module} | OWN_PLUMBING.get(module, frozenset())
     found: set[str] = set()
     while pending:
         name = pending.pop()
         found.add(name)
-        pending |= _project_modules(name) - found
+        pending |= walk.uses(name) - found
     return found
 
 
@@ -287,21 +302,23 @@ corpus_files_assets = [
 ]
 
 
-def computed_code_version(asset: AssetsDefinition) -> str | None:
+def computed_code_version(asset: AssetsDefinition, walk: ModuleWalk | None = None) -> str | None:
     """The code version this scheme gives `asset` (None: graph-backed, nothing to hash)."""
-    modules = computing_modules(asset)
-    return modules_version(sorted(modules)) if modules else None
+    walk = walk or ModuleWalk()
+    modules = computing_modules(asset, walk)
+    return modules_version(sorted(modules), walk) if modules else None
 
 
-def _versioned_spec(asset: AssetsDefinition, spec: AssetSpec) -> AssetSpec:
-    return spec.replace_attributes(code_version=spec.code_version or computed_code_version(asset))
+def _versioned_spec(asset: AssetsDefinition, spec: AssetSpec, walk: ModuleWalk) -> AssetSpec:
+    return spec.replace_attributes(code_version=spec.code_version or computed_code_version(asset, walk))
 
 
 def versioned_assets(assets: Sequence[AssetsDefinition]) -> list[AssetsDefinition]:
     """`assets` with code versions (an asset's own code_version is kept), after the external
     assets of the corpus files that the corpus assets depend on."""
     executable = [asset for asset in assets if asset.is_executable]
+    walk = ModuleWalk()
     return [
         *corpus_files_assets,
-        *(asset.map_asset_specs(lambda spec, asset=asset: _versioned_spec(asset, spec)) for asset in executable),
+        *(asset.map_asset_specs(lambda spec, asset=asset: _versioned_spec(asset, spec, walk)) for asset in executable),
     ]

@@ -21,7 +21,7 @@ from dagster_project.defs.provenance import WarehouseEvidence
 from dagster_project.defs.registration import register_model
 from dagster_project.defs.resources import default_resources
 from dagster_project.defs.schedules import record_corpus_files
-from dagster_project.defs.staleness import up_to_date_keys
+from dagster_project.defs.staleness import latest_materialization, up_to_date_keys
 from dagster_project.defs.tags import CORPUS
 from dagster_project.storage.backend import WarehouseConfig
 
@@ -61,6 +61,25 @@ def _check_configured_assets(
             )
         keys.append(key)
     return keys
+
+
+def configured_anew(
+    instance: DagsterInstance, run_config: dict, keys: list[AssetKey], partition_key: str | None
+) -> list[AssetKey]:
+    """Those of `keys` (assets `run_config` configures) whose latest materialization of `partition_key`
+    did not run with every value `run_config` gives them: a step that already ran with the user's values
+    is not forced again, so a resumed `reproduce` with the same --set does not redo its finished steps
+    (staleness still re-runs it after a change of code or inputs)."""
+    partitioned = {key for asset in all_assets for key in asset.keys if asset.get_asset_spec(key).partitions_def}
+    anew = []
+    for key in keys:
+        wanted = run_config["ops"][key.to_user_string()].get("config", {})
+        record = latest_materialization(instance, key, partition_key if key in partitioned else None)
+        run = instance.get_run_by_id(record.run_id) if record is not None else None
+        ran_with = run.run_config.get("ops", {}).get(key.to_user_string(), {}).get("config", {}) if run else {}
+        if run is None or any(field not in ran_with or ran_with[field] != value for field, value in wanted.items()):
+            anew.append(key)
+    return anew
 
 
 def _usable_corpora(
@@ -150,10 +169,9 @@ def prepare_run(
     present = present_corpora(data_dir)
     corpora = _usable_corpora(corpus_names, present, data_dir, source, note)
     wanted = _wanted_keys(analysis_names, corpora, present, data_dir)
-    required = _check_configured_assets(run_config, wanted, source, corpora, analysis_names, present)
-    if rerun_all:
-        required = sorted(wanted)
+    configured = _check_configured_assets(run_config, wanted, source, corpora, analysis_names, present)
     spec = register_model(source, instance, resources["warehouse"]) if register else inspect_model(source)
+    required = sorted(wanted) if rerun_all else configured_anew(instance, run_config, configured, spec.model_id)
     if register:
         record_corpus_files(instance, resources["data_dir"])  # changed corpus files make their examples stale
     analyses = [ANALYSES[name] for name in analysis_names]

@@ -11,7 +11,6 @@ Under each chart: the examples its numbers come from, with a warning below the c
 
 import base64
 import html
-import io
 import shlex
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -21,7 +20,7 @@ import altair as alt
 import polars as pl
 
 from dagster_project.presentation.chart_registry import CHARTS, NEEDS, ChartSpec
-from dagster_project.presentation.charts.common import mark_layers
+from dagster_project.presentation.charts.common import CHART_SCALE, chart_png, mark_layers, png_width
 from dagster_project.presentation.paper_marks import mark_of_claim
 from dagster_project.presentation.report_data import HEAD_LINKS, ExampleCount, ReportData
 from dagster_project.presentation.scorecard import scorecard_html
@@ -119,15 +118,10 @@ def charts_by_paper(specs: Iterable[ChartSpec] = CHARTS) -> dict[str, list[Chart
     return papers
 
 
-def chart_png(spec: ChartSpec, corpus: str, rows: pl.DataFrame) -> bytes:
-    """The chart drawn from its view rows, as PNG bytes."""
-    return _png(spec.draw(rows, spec.title(rows, corpus)))
-
-
-def _png(chart: alt.TopLevelMixin) -> bytes:
-    buffer = io.BytesIO()
-    chart.save(buffer, format="png")
-    return buffer.getvalue()
+def _img(png: bytes, alt_text: str) -> str:
+    """An embedded PNG shown at the size it was drawn (it holds CHART_SCALE pixels per chart pixel)."""
+    encoded = base64.b64encode(png).decode()
+    return f'<img alt="{alt_text}" width="{round(png_width(png) / CHART_SCALE)}" src="data:image/png;base64,{encoded}">'
 
 
 def _paper_column(headline: Headline, rows: pl.DataFrame) -> pl.DataFrame | None:
@@ -286,11 +280,10 @@ def _chart_content(data: ReportData, spec: ChartSpec, model_id: str, source: str
     if isinstance(found, str):
         return _missing_note(spec, data.name(model_id), source, found, data.lacks.get(model_id))
     corpus, rows = found
-    encoded = base64.b64encode(chart_png(spec, corpus, rows)).decode()
+    png = chart_png(spec.draw(rows, spec.title(rows, corpus)))
     caption, warning = _examples_note(data, spec, model_id)
     return (
-        f'<figure data-chart="{html.escape(spec.name)}">'
-        f'<img alt="{html.escape(spec.label)}" src="data:image/png;base64,{encoded}">'
+        f'<figure data-chart="{html.escape(spec.name)}">{_img(png, html.escape(spec.label))}'
         f"<figcaption>{html.escape(spec.label)}: model <code>{html.escape(spec.source(rows))}</code>, "
         f"view <code>{html.escape(spec.view)}</code>, corpus {html.escape(corpus)}, "
         f"{rows.height} rows{html.escape(caption)}</figcaption></figure>" + warning + _head_links(data, spec, model_id)
@@ -425,12 +418,10 @@ def heads_page(data: ReportData, model_id: str, papers: list[str]) -> str:
             chart = head_maps_chart(
                 of_head.filter(pl.col("corpus") == corpus), f"{name}, head {layer}-{head}, {corpus}"
             )
-            encoded = base64.b64encode(_png(chart)).decode()
             where = f"head {layer}-{head} on the first examples of {html.escape(corpus)}"
             section.append(
-                f'<figure data-head="{_head_anchor(layer, head)}"><img alt="{where}" '
-                f'src="data:image/png;base64,{encoded}"><figcaption>attention of {where} '
-                "(table head_example_maps)</figcaption></figure>"
+                f'<figure data-head="{_head_anchor(layer, head)}">{_img(chart_png(chart), where)}'
+                f"<figcaption>attention of {where} (table head_example_maps)</figcaption></figure>"
             )
         parts.append("<section>" + "\n".join(section) + "</section>")
     return _page(f"Named heads of {name}", "\n".join(parts))

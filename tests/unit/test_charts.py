@@ -1,7 +1,9 @@
 """Charts drawn from view rows, and which rows the registry hands them."""
 
 import dataclasses
+import io
 
+import altair as alt
 import duckdb
 import polars as pl
 import pytest
@@ -15,7 +17,14 @@ from dagster_project.presentation.charts.clark import (
     clark_head_distances_chart,
     clark_head_mds_chart,
 )
-from dagster_project.presentation.charts.common import PATTERN_ORDER, short_model_name
+from dagster_project.presentation.charts.common import (
+    CHART_SCALE,
+    PATTERN_ORDER,
+    chart_png,
+    png_width,
+    save_chart,
+    short_model_name,
+)
 from dagster_project.presentation.charts.compare import compare_head_matches_chart, depth_curves_chart
 from dagster_project.presentation.charts.kovaleva import kovaleva_pattern_examples_chart, kovaleva_task_scores_chart
 from dagster_project.presentation.charts.pascual import (
@@ -657,3 +666,18 @@ def test_depth_dependent_marks_span_the_layers_at_the_papers_relative_depth() ->
         ("Pascual: median", 2, 6),
         ("Pascual: median", 6, 6),
     }
+
+
+def test_a_chart_drawn_again_from_the_same_rows_is_rendered_once(tmp_path) -> None:
+    def drawn(values: list[float]) -> alt.Chart:
+        return alt.Chart(pl.DataFrame({"layer": [1, 2], "value": values})).mark_bar().encode(x="layer:O", y="value:Q")
+
+    html, png = save_chart(drawn([0.25, 0.5]), tmp_path, "bars")
+    again = chart_png(drawn([0.25, 0.5]))  # the report, drawing the chart asset's chart again
+    assert again is chart_png(drawn([0.25, 0.5])) and png.read_bytes() == again
+    other = chart_png(drawn([0.25, 0.75]))
+    assert other != again
+    # Vega-Lite's default bar chart is 2 x 20 pixels of band plus axes; the PNG holds CHART_SCALE per pixel.
+    unscaled = io.BytesIO()
+    drawn([0.25, 0.5]).save(unscaled, format="png")
+    assert png_width(again) == pytest.approx(png_width(unscaled.getvalue()) * CHART_SCALE, abs=1)

@@ -1,6 +1,7 @@
 """What the per-paper chart modules share: map and heatmap marks, category order, model names, saving,
 and the layer that draws the papers' numbers (presentation/paper_marks.py) on a chart."""
 
+import io
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -68,12 +69,39 @@ def short_model_name(source: str) -> str:
     return pl.select(short_model_names(pl.lit(source))).item()
 
 
+# Pixels per chart pixel in every PNG the project writes (chart files, the report): sharp on
+# high-density screens; the report shows them at their drawn size (png_width / CHART_SCALE).
+CHART_SCALE = 1.5
+# Charts whose PNG this process keeps: a run's report draws again, from the same rows, the charts its
+# chart assets just drew, and rendering (vl-convert) is most of what a chart costs.
+RENDERED_CHARTS = 128
+_rendered: dict[str, bytes] = {}
+
+
+def chart_png(chart: alt.TopLevelMixin) -> bytes:
+    """`chart` as PNG bytes at CHART_SCALE; a chart equal to one rendered before in this process (the
+    same Vega-Lite spec, data included) is not rendered again."""
+    key = chart.to_json()
+    if key not in _rendered:
+        buffer = io.BytesIO()
+        chart.save(buffer, format="png", scale_factor=CHART_SCALE)
+        if len(_rendered) >= RENDERED_CHARTS:
+            del _rendered[next(iter(_rendered))]  # the oldest
+        _rendered[key] = buffer.getvalue()
+    return _rendered[key]
+
+
+def png_width(png: bytes) -> int:
+    """The width in pixels of a PNG (its IHDR chunk)."""
+    return int.from_bytes(png[16:20], "big")
+
+
 def save_chart(chart: alt.TopLevelMixin, folder: Path, name: str) -> tuple[Path, Path]:
     """Write `name`.html and `name`.png into `folder`; returns both paths."""
     folder.mkdir(parents=True, exist_ok=True)
     html, png = folder / f"{name}.html", folder / f"{name}.png"
     chart.save(html)
-    chart.save(png, scale_factor=1.5)
+    png.write_bytes(chart_png(chart))
     return html, png
 
 

@@ -22,8 +22,9 @@ def test_hta_asset_runs_on_every_family(name: str, tmp_path: Path, monkeypatch: 
     monkeypatch.setenv("ATTN_MODELS_CACHE", str(tmp_path / "models_cache"))
     instance = DagsterInstance.ephemeral()
     model_id = register_model(str(tiny_family(name, tmp_path / name)), instance, resources["warehouse"]).model_id
-    # D = 32 orthonormal probes per token span the tiny model's whole space: the check's estimate is exact.
-    config = {"hta_method": "estimate(32)", "max_examples": EXAMPLES, "check_examples": EXAMPLES}
+    # D = 32 orthonormal probes per token span the tiny model's whole space: the check's estimate is exact
+    # (one check example: exact HTA there is most of the test's time).
+    config = {"hta_method": "estimate(32)", "max_examples": EXAMPLES, "check_examples": 1}
     result = materialize_model(
         [encoder_model, corpus_assets_by_name["demo"], hta_assets_by_corpus["demo"]],
         model_id,

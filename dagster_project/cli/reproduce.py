@@ -102,10 +102,9 @@ def _run_finetuned_checkpoints(model_id: str, profile: str, verbose: bool, user_
             entry.source, list(entry.corpora), list(entry.analyses), {}, rerun_targets=False, rerun_all=rerun_all
         )
         names = [key.to_user_string() for key in prepared.keys]
-        # The user's values reach the assets this run has (a fine-tuning setting has no asset here).
-        own_ops = {name: op for name, op in user_config.get("ops", {}).items() if name in names}
         print(f"\nattention of {folder.name}, fine-tuned from {model_id}, on {', '.join(entry.corpora)}")
-        run_config = with_user_config(profile_run_config(names, profile), {"ops": own_ops} if own_ops else {})
+        # The user's values reach the assets this run has (execute_run leaves out a fine-tuning setting's).
+        run_config = with_user_config(profile_run_config(names, profile), user_config)
         if execute_run(prepared.without_report(), run_config, verbose):
             return 1
     return 0

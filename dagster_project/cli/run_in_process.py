@@ -140,7 +140,8 @@ def execute_run(prepared: "PreparedRun", run_config: dict, verbose: bool) -> int
     announce_pool_waits(instance)
     for message in reclaim_dead_runs(instance):  # a killed run's pool slot would block this one forever
         print(message)
-    return _execute(prepared.keys, default_resources(), instance, prepared.model_id, run_config, verbose)
+    config = prepared.own_config(run_config)
+    return _execute(prepared.keys, default_resources(), instance, prepared.model_id, config, verbose)
 
 
 def print_outputs(model_id: str) -> None:

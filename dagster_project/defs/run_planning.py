@@ -135,6 +135,14 @@ class PreparedRun:
         """This run less the report, for a run that another run of the same command follows."""
         return replace(self, keys=[key for key in self.keys if key != paper_report.key])
 
+    def own_config(self, run_config: dict) -> dict:
+        """`run_config` without the values of assets this run leaves out (current: they last ran
+        with those values, configured_anew), which Dagster would refuse as unknown ops."""
+        names = {key.to_user_string() for key in self.keys}
+        ops = {name: op for name, op in run_config.get("ops", {}).items() if name in names}
+        rest = {field: value for field, value in run_config.items() if field != "ops"}
+        return {**rest, "ops": ops} if ops else rest
+
 
 def _corpora_of_other_models(warehouse: Any, model_id: str) -> set[str]:
     """The corpora other models have examples of in the warehouse (none before the first run)."""

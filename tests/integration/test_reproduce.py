@@ -104,7 +104,8 @@ def test_reproduce_quick_fills_every_result_it_can(shared_data_dir: Path, small_
     report = (tmp_path / "charts" / "report" / "clark.html").read_text()
     assert "Quick reproduction:" in report
 
-    second = _cli(["reproduce", str(small_mlm_dir), "--quick", "--dry-run"], env)
+    # Started again with the same --set: the configured HTA steps ran with those values and are current.
+    second = _cli(["reproduce", str(small_mlm_dir), "--quick", "--dry-run", *exact], env)
     assert second.returncode == 0, second.stderr[-3000:]
     to_run, current = map(int, re.search(r"(\d+) steps to run, (\d+) current", second.stdout).groups())
     assert to_run == 1 and current > 50, second.stdout  # only the report would be written again

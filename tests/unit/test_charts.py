@@ -670,13 +670,15 @@ def test_depth_dependent_marks_span_the_layers_at_the_papers_relative_depth() ->
 
 def test_a_chart_drawn_again_from_the_same_rows_is_rendered_once(tmp_path) -> None:
     def drawn(values: list[float]) -> alt.Chart:
-        return alt.Chart(pl.DataFrame({"layer": [1, 2], "value": values})).mark_bar().encode(x="layer:O", y="value:Q")
+        rows = pl.DataFrame({"layer": [1 + index % 2 for index in range(len(values))], "value": values})
+        return alt.Chart(rows).mark_bar().encode(x="layer:O", y="value:Q")
 
     html, png = save_chart(drawn([0.25, 0.5]), tmp_path, "bars")
     again = chart_png(drawn([0.25, 0.5]))  # the report, drawing the chart asset's chart again
     assert again is chart_png(drawn([0.25, 0.5])) and png.read_bytes() == again
     other = chart_png(drawn([0.25, 0.75]))
     assert other != again
+    assert png_width(chart_png(drawn([0.5] * 6000))) > 0  # more rows than Altair's default limit, as save allows
     # Vega-Lite's default bar chart is 2 x 20 pixels of band plus axes; the PNG holds CHART_SCALE per pixel.
     unscaled = io.BytesIO()
     drawn([0.25, 0.5]).save(unscaled, format="png")

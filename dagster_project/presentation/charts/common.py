@@ -81,7 +81,8 @@ _rendered: dict[str, bytes] = {}
 def chart_png(chart: alt.TopLevelMixin) -> bytes:
     """`chart` as PNG bytes at CHART_SCALE; a chart equal to one rendered before in this process (the
     same Vega-Lite spec, data included) is not rendered again."""
-    key = chart.to_json()
+    with alt.data_transformers.disable_max_rows():  # as chart.save does: maps of many examples have many rows
+        key = chart.to_json()
     if key not in _rendered:
         buffer = io.BytesIO()
         chart.save(buffer, format="png", scale_factor=CHART_SCALE)

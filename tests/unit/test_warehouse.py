@@ -163,14 +163,15 @@ def test_every_table_has_a_staging_view_with_all_its_columns(conn):
 
 def test_only_staging_reads_tables_and_joins_models():
     tables = set(schema_columns())
-    for view in view_definitions():
+    views = view_definitions()
+    results = {other.name for other in views if other.layer == "results"}
+    for view in views:
         read = _relations_read(view)
         if view.layer == "staging":
             continue
         # intermediate and results views read staged and intermediate views, never a raw table; the
         # claims' judgments (generated from sql/claims) read the results views they judge, and the
         # scorecard reads the judgments
-        results = {other.name for other in view_definitions() if other.layer == "results"}
         judged = results if view.name == JUDGMENTS_VIEW else {JUDGMENTS_VIEW}
         assert all(name.startswith(("stg_", "int_")) or name in judged for name in read), (view.name, read)
         assert not read & tables, (view.name, read & tables)

@@ -112,7 +112,13 @@ class QueryRows:
         self.head_entropy = torch.zeros(n_layers * n_heads, dtype=total, device=valid.device)
         self.head_mass = torch.zeros(n_layers * n_heads, dtype=total, device=valid.device)
         self.layers_added = 0
-        self._logs: torch.Tensor | None = None  # scratch of one layer's logarithms, (rows, H, T)
+        # Where real row r of head h lies in a layer's maps viewed as (B * H * T, T): add gathers the rows
+        # into one buffer per batch (a fresh ~20 MB tensor per layer, as indexing makes, cost page faults).
+        heads = torch.arange(n_heads, device=valid.device)
+        first_rows = (self.example_index * n_heads)[:, None] + heads
+        self._flat_rows = (first_rows * width + self.query_index[:, None]).reshape(-1)
+        self._rows = torch.empty((shape[0], n_heads, width), dtype=dtype, device=valid.device)
+        self._logs = torch.empty_like(self._rows)  # one layer's logarithms
 
     def add(self, layer: int, attn: torch.Tensor) -> None:
         """Layer `layer`'s (B, H, T, T) maps (0-based; columns over padded keys 0)."""
@@ -123,10 +129,8 @@ class QueryRows:
                 f"got {tuple(attn.shape)}"
             )
         heads = slice(layer * self.n_heads, (layer + 1) * self.n_heads)
-        # Advanced indices around a slice put the row dimension first: (rows, H, T).
-        rows = attn[self.example_index, :, self.query_index, :]
-        if self._logs is None:
-            self._logs = torch.empty_like(rows)  # one per batch, not one per layer: no fresh page faults
+        rows = self._rows
+        torch.index_select(attn.reshape(-1, width), 0, self._flat_rows, out=rows.view(-1, width))
         self.head_entropy[heads] = _entropy_sums(rows, self._logs).sum(0, dtype=self.head_entropy.dtype)
         self.head_mass[heads] = _mass_sums(rows, self.head_mass.dtype)
         # Padded keys hold 0 in both rows; half the smallest normal number keeps their s log s at 0 (to

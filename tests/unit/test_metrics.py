@@ -12,6 +12,7 @@ from dagster_project.compute.metrics import (
     head_summaries,
     map_cosine,
     most_attended_words,
+    nested_position_histograms,
     offset_bins,
     pair_mask,
     pattern_classes,
@@ -395,3 +396,20 @@ def test_summary_columns_skip_the_block_mass_only_where_it_decides_nothing():
         expected = pattern_classes(head_summaries(attn, masks), block, masks, PatternThresholds())
         assert found.tolist() == expected.reshape(-1).tolist()
     assert PATTERNS[found[3]] == "block"  # example 2, head 1 of the sentence pairs
+
+
+def test_nested_position_histograms_are_two_scatters_in_one():
+    """Both scopes of the position histograms (real tokens, and the content tokens among them) from one
+    scatter: what relative_position_histogram gives for each, sums up to float rounding, counts exactly."""
+    generator = torch.Generator().manual_seed(2)
+    lengths = torch.tensor([9, 6, 2])
+    valid = torch.arange(9)[None, :] < lengths[:, None]
+    content = valid & (torch.arange(9)[None, :] > 0) & (torch.arange(9)[None, :] < lengths[:, None] - 1)
+    attn = (torch.randn(3, 2, 4, 9, 9, generator=generator) * 2).softmax(-1)  # padded rows keep junk
+    nested = nested_position_histograms(attn, pair_mask(valid, valid), pair_mask(content, content))
+    for (sums, counts), tokens in zip(nested, (valid, content), strict=True):
+        expected_sums, expected_counts = relative_position_histogram(attn, pair_mask(tokens, tokens))
+        torch.testing.assert_close(sums, expected_sums, rtol=1e-6, atol=1e-7)
+        assert torch.equal(counts, expected_counts)
+    assert nested[1][1][2].sum().item() == 0  # a 2-token example has no content pair
+    assert nested[0][1][0].sum().item() == 81

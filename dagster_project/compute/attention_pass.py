@@ -2,8 +2,8 @@
 
 The statistics are taken as the forward finishes each layer (compute.layer_maps), on that layer's
 batch x head block at once, so a pass holds one layer's maps at a time; each kind's collector
-(compute.fact_kinds) takes the layer's maps and their head summaries. Only a kind that spans layers
-(head distances) has the batch's maps of every layer kept for it. They run on the encoder's device, in
+(compute.fact_kinds) takes the layer's maps and their head summaries; a kind that compares layers (head
+distances) keeps only what it needs of each (the real query rows). They run on the encoder's device, in
 float32 whatever the forward dtype, and their rows come back to the CPU. The same forward feeds the
 other weightings (compute/weightings.py, docs/methods.md §3.9), layer by layer too: the weighted kinds
 also run on their maps, with head summaries of their own.
@@ -12,7 +12,7 @@ also run on their maps, with head summaries of their own.
 import time
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import polars as pl
 import torch
@@ -136,17 +136,15 @@ def extract_attention_facts(
 @dataclass
 class _LayerStatistics:
     """Every kind's statistics of a pass's batches, taken as the forward finishes each layer (one layer's
-    maps at a time; a kind that spans layers gets the batch's maps of every layer once its forward is done)."""
+    maps at a time)."""
 
     collectors: dict[tuple[str, str], Collector]  # (weighting, table) -> collector
     reads_norms: set[str]
-    spans_layers: set[str]
     inputs: PassInputs
     weightings: ModelWeightings
     captured: LayerCapture | None
     batch: Batch | None = None
     stepper: LayerWeightings | None = None
-    kept: list[torch.Tensor] = field(default_factory=list)  # the batch's maps so far, for the kinds spanning layers
 
     def start(self, batch: Batch) -> None:
         self.batch = batch
@@ -161,20 +159,10 @@ class _LayerStatistics:
             for weighting, maps in weighted.maps.items():
                 summaries = summary_columns(maps, batch, self.inputs.thresholds, first_layer)
                 for (collector_weighting, table), collector in self.collectors.items():
-                    if collector_weighting == weighting and table not in self.reads_norms | self.spans_layers:
+                    if collector_weighting == weighting and table not in self.reads_norms:
                         collector.add(maps, batch, summaries, first_layer)
             for table in self.reads_norms:
                 self.collectors["attention", table].add(weighted.norms, batch, {}, first_layer)
-            if self.spans_layers:
-                self.kept.append(attn)
-
-    def finish_batch(self) -> None:
-        if self.spans_layers:
-            with phase("statistics"):
-                attn = torch.cat(self.kept, dim=1)
-                self.kept.clear()
-                for table in self.spans_layers:
-                    self.collectors["attention", table].add(attn, self.batch, {}, 1)
 
 
 def _pass(
@@ -209,7 +197,6 @@ def _pass(
         statistics = _LayerStatistics(
             collectors,
             {kind.table for kind in kinds if kind.reads_norms},
-            {kind.table for kind in kinds if kind.spans_layers},
             inputs,
             chosen,
             captured,
@@ -220,7 +207,6 @@ def _pass(
                     batch = batch.to(encoder.compute.device)
                     statistics.start(batch)
                     encoder.model(**batch.inputs, **forward_options)
-                statistics.finish_batch()
                 done += len(batch.example_ids)
                 if progress:
                     progress(done, inputs.n_examples, time.perf_counter() - started)

@@ -13,7 +13,7 @@ import polars as pl
 import torch
 
 from dagster_project.compute.devices import to_host
-from dagster_project.compute.metrics import TokenMasks, pair_mask, relative_position_histogram
+from dagster_project.compute.metrics import TokenMasks, nested_position_histograms, pair_mask
 from dagster_project.compute.pass_timings import phase
 
 SCOPES = ("all", "content")
@@ -198,8 +198,11 @@ def histogram_columns(
     distance = torch.arange(1 - width, width, device=maps.device).abs()
     rows, layers, heads = head_grid(batch_size, n_layers, n_heads, maps.device, first_layer)
     scopes = {}
-    for scope, tokens in zip(SCOPES, (masks.valid, masks.content)):
-        sums, counts = relative_position_histogram(maps, pair_mask(tokens, tokens))
+    # the content tokens are real ones: both scopes from one pass over the maps
+    histograms = nested_position_histograms(
+        maps, pair_mask(masks.valid, masks.valid), pair_mask(masks.content, masks.content)
+    )
+    for scope, (sums, counts) in zip(SCOPES, histograms, strict=True):
         reach = torch.where(counts > 0, distance, -1).amax(-1)  # (B,): -1 when no pair is in scope
         offsets = distance <= reach[:, None]  # (B, 2T - 1): offsets -m..m of each example
         per_head = (reach >= 0)[:, None, None].expand(-1, n_layers, n_heads)

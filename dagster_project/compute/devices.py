@@ -166,8 +166,10 @@ def resolve(
 def float32_maps(attentions: Sequence[torch.Tensor]) -> torch.Tensor:
     """(B, L, H, T, T) float32 maps from a forward's per-layer attentions, for the statistics.
     A low-precision forward's rows are renormalized after the cast: rounding each probability to
-    bfloat16 leaves rows that sum to 1 only within ~3e-3, and the statistics assume rows summing to 1."""
-    attn = torch.stack(tuple(attentions), dim=1)
+    bfloat16 leaves rows that sum to 1 only within ~3e-3, and the statistics assume rows summing to 1.
+    One layer's float32 maps (what the attention pass hands on per layer) come back as a view, not a copy."""
+    attentions = tuple(attentions)
+    attn = attentions[0].unsqueeze(1) if len(attentions) == 1 else torch.stack(attentions, dim=1)
     if attn.dtype == torch.float32:
         return attn
     attn = attn.float()

@@ -41,7 +41,7 @@ from dagster_project.compute.checks import (
     rows_per_example,
     rows_sum_to_one,
 )
-from dagster_project.compute.clark.head_clustering import distance_rows, head_js_divergence
+from dagster_project.compute.clark.head_clustering import QueryRows, distance_rows
 from dagster_project.compute.host_frames import built_beside
 from dagster_project.compute.metrics import PATTERNS, PatternThresholds
 from dagster_project.compute.weightings import LAYER_MAP_HEAD, LAYER_WEIGHTINGS, value_norm_columns
@@ -82,8 +82,8 @@ class PassInputs:
 class Collector(Protocol):
     """Rows of one kind, gathered batch by batch over a pass, and within a batch layer by layer in layer
     order: `attn` (B, L, H, T, T) holds the L layers from `first_layer` (1-based) on, and `summaries` their
-    head summaries (a kind that spans layers, FactKind.spans_layers, is given every layer at once, without
-    summaries)."""
+    head summaries. A kind whose rows span layers (head distances, pattern examples) keeps what it needs
+    of each layer until the batch's last (PassInputs.n_layers)."""
 
     def add(self, attn: torch.Tensor, batch: Batch, summaries: dict[str, np.ndarray], first_layer: int) -> None: ...
 
@@ -124,18 +124,30 @@ class BatchFrames:
 
 @dataclass
 class HeadDistances:
-    """Jensen-Shannon divergence of every pair of heads, summed over the corpus's query tokens: a kind that
-    spans layers, given every layer's maps of a batch at once. The sums stay on the pass's device until the
-    end: no copy, no wait per batch."""
+    """Jensen-Shannon divergence of every pair of heads, summed over the corpus's query tokens. Its rows of a
+    batch compare heads of every two layers, so it gathers the batch's real query rows of each layer as the
+    layer comes (QueryRows: not the layers' whole maps) and reduces them after the last. The sums stay on
+    the pass's device until the end: no copy, no wait per batch."""
 
+    n_layers: int
     n_heads: int
     js_sums: torch.Tensor | None = None  # (L*H, L*H), on the device of the first batch
     tokens: torch.Tensor | int = 0
+    rows: QueryRows | None = None  # the batch under way's
+    storage: torch.Tensor | None = None  # the rows' buffer, reused by the next batch where it fits
 
     def add(self, attn: torch.Tensor, batch: Batch, summaries: dict[str, np.ndarray], first_layer: int) -> None:
-        sums = head_js_divergence(attn, batch.masks.valid)
-        self.js_sums = sums if self.js_sums is None else self.js_sums + sums
-        self.tokens = self.tokens + batch.masks.valid.sum()
+        if first_layer == 1:
+            valid = batch.masks.valid
+            self.rows = QueryRows(valid, self.n_layers, self.n_heads, attn.dtype, self.storage)
+            self.storage = self.rows.storage
+        for offset in range(attn.shape[1]):
+            self.rows.add(first_layer - 1 + offset, attn[:, offset])
+        if first_layer - 1 + attn.shape[1] == self.n_layers:
+            sums = self.rows.divergences()
+            self.js_sums = sums if self.js_sums is None else self.js_sums + sums
+            self.tokens = self.tokens + batch.masks.valid.sum()
+            self.rows = None
 
     def finish(self) -> pl.DataFrame:
         if self.js_sums is None:
@@ -206,9 +218,6 @@ class FactKind:
     # given the batch's value norms (B, L, H, T) instead of its maps; collected when the pass's
     # weightings include norm, whatever the corpus lists
     reads_norms: bool = False
-    # its rows of a batch depend on every layer's maps together: the pass keeps the batch's maps of every
-    # layer for it (the others get each layer's maps as the forward finishes the layer)
-    spans_layers: bool = False
 
 
 def _lengths(tables: dict[str, pl.DataFrame]) -> pl.DataFrame:
@@ -348,8 +357,7 @@ FACT_KINDS: dict[str, FactKind] = {
         FactKind(
             "head_distances",
             "Per pair of heads: Jensen-Shannon divergence summed over the corpus's query tokens (Clark §6).",
-            lambda inputs: HeadDistances(inputs.n_heads),
-            spans_layers=True,
+            lambda inputs: HeadDistances(inputs.n_layers, inputs.n_heads),
             checks=(
                 FactCheck(
                     "finite_head_distances",

@@ -33,8 +33,12 @@ def _masked_row_mean(per_row: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
 
 
 def row_entropy(attn: torch.Tensor) -> torch.Tensor:
-    """Entropy in nats of every attention row, 0*log(0) := 0. (..., T, T) -> (..., T)."""
-    return torch.special.entr(attn).sum(-1)
+    """Entropy in nats of every attention row, 0*log(0) := 0. (..., T, T) -> (..., T).
+
+    -p log p with p clamped to the smallest normal number inside the log: 0 stays 0, and the log is torch's
+    vectorized one (torch.special.entr, the same up to float rounding, took ~1.4x as long on a CPU)."""
+    terms = torch.clamp_min(attn, torch.finfo(attn.dtype).tiny).log_().mul_(attn)
+    return -terms.sum(-1)
 
 
 def head_summaries(attn: torch.Tensor, masks: TokenMasks) -> dict[str, torch.Tensor]:
@@ -101,6 +105,28 @@ def relative_position_histogram(attn: torch.Tensor, pairs: torch.Tensor) -> tupl
     return sums[..., :n_bins], counts[..., :n_bins]
 
 
+def nested_position_histograms(
+    attn: torch.Tensor, outer: torch.Tensor, inner: torch.Tensor
+) -> tuple[tuple[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]:
+    """relative_position_histogram of the `outer` pairs and of the `inner` pairs, a subset of them (the
+    content tokens' pairs among the real ones), from one scatter over the maps instead of two: the inner
+    pairs and the outer pairs outside them have bins of their own, and the outer sums are the two added
+    (the same up to float rounding; one scatter took ~0.55x the time of two on 2 CPU cores).
+    Returns ((outer sums, outer counts), (inner sums, inner counts))."""
+    n_examples, n_layers, n_heads, size = attn.shape[:4]
+    n_bins = 2 * size - 1
+    offsets = offset_bins(size, attn.device)
+    inner, outer = inner.reshape(n_examples, -1), outer.reshape(n_examples, -1)
+    bins = torch.where(inner, offsets, torch.where(outer, offsets + n_bins, 2 * n_bins))
+    sums = torch.zeros(n_examples, n_layers, n_heads, 2 * n_bins + 1, dtype=attn.dtype, device=attn.device)
+    sums.scatter_add_(-1, bins[:, None, None].expand(-1, n_layers, n_heads, -1), attn.reshape(*sums.shape[:3], -1))
+    counts = torch.zeros(n_examples, 2 * n_bins + 1, dtype=torch.int32, device=attn.device)
+    counts.scatter_add_(-1, bins, torch.ones_like(bins, dtype=torch.int32))
+    inner_sums, inner_counts = sums[..., :n_bins], counts[..., :n_bins]
+    outer_sums = inner_sums + sums[..., n_bins : 2 * n_bins]
+    return (outer_sums, inner_counts + counts[..., n_bins : 2 * n_bins]), (inner_sums, inner_counts)
+
+
 PATTERNS = ("vertical", "diagonal", "vertical+diagonal", "block", "heterogeneous")
 
 
@@ -129,6 +155,11 @@ def segment_block_mass(attn: torch.Tensor, masks: TokenMasks) -> torch.Tensor:
     return _masked_row_mean(per_row, content)
 
 
+def two_segment_examples(masks: TokenMasks) -> torch.Tensor:
+    """(B,) bool: the examples with a real token of a segment after the first (sentence pairs)."""
+    return masks.segment.masked_fill(~masks.valid, 0).amax(-1) > 0
+
+
 def pattern_classes(
     summaries: dict[str, torch.Tensor], block: torch.Tensor, masks: TokenMasks, thresholds: PatternThresholds
 ) -> torch.Tensor:
@@ -142,8 +173,7 @@ def pattern_classes(
         vertical_mass = vertical_mass + summaries["to_punct"]
     diagonal_mass = summaries["to_prev"] + summaries["to_next"]
     mixed = (vertical_mass >= thresholds.mixed) & (diagonal_mass >= thresholds.mixed)
-    two_segments = (masks.segment.masked_fill(~masks.valid, 0).amax(-1) > 0)[:, None, None]
-    is_block = two_segments & (block >= thresholds.block)
+    is_block = two_segment_examples(masks)[:, None, None] & (block >= thresholds.block)
     return torch.where(
         mixed,
         2,

@@ -10,6 +10,7 @@ from scipy.spatial.distance import jensenshannon, pdist, squareform
 
 from dagster_project.compute.clark import head_clustering
 from dagster_project.compute.clark.head_clustering import (
+    QueryRows,
     classical_start,
     distance_matrix,
     distance_rows,
@@ -75,6 +76,35 @@ def test_fused_js_is_the_eager_loop_whatever_the_row_chunk() -> None:
 def test_js_is_the_same_whatever_the_row_chunk() -> None:
     attn, valid = _random_maps([5, 3], layers=2, heads=2, width=5, seed=1)
     torch.testing.assert_close(head_js_divergence(attn, valid, chunk_bytes=1), head_js_divergence(attn, valid))
+
+
+@pytest.mark.parametrize("fused", [False, True], ids=["eager", "fused"])
+def test_query_rows_filled_layer_by_layer_match_scipy(fused: bool) -> None:
+    """What the attention pass does: each layer's (B, H, T, T) maps as the forward finishes it, in a buffer
+    left by a larger batch before."""
+    attn, valid = _random_maps([5, 3, 2], layers=3, heads=2, width=5, seed=5)
+    larger = QueryRows(torch.ones(4, 5, dtype=torch.bool), 3, 2, attn.dtype)
+    rows = QueryRows(valid, 3, 2, attn.dtype, storage=larger.storage)
+    assert rows.storage is larger.storage  # reused, not reallocated
+    for layer in range(3):
+        rows.add(layer, attn[:, layer])
+    expected = _scipy_js_sums(attn, valid)
+    np.testing.assert_allclose(rows.divergences(fused=fused).numpy(), expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(rows.head_mass.numpy(), [10.0] * 6, rtol=1e-6)  # 10 real rows, each sums to 1
+    torch.testing.assert_close(head_js_divergence(attn, valid, fused=fused), rows.divergences(fused=fused))
+
+
+def test_query_rows_want_every_layer_and_the_batch_shape() -> None:
+    attn, valid = _random_maps([3, 2], layers=2, heads=2, width=3, seed=6)
+    rows = QueryRows(valid, 2, 2, attn.dtype)
+    with pytest.raises(ValueError, match=r"layer maps must be \(B, H, T, T\) = \(2, 2, 3, 3\)"):
+        rows.add(0, attn[:1, 0])
+    rows.add(0, attn[:, 0])
+    with pytest.raises(ValueError, match="1 layers added of 2"):
+        rows.divergences()
+    # a storage too small, or of another dtype, is not used
+    assert QueryRows(valid, 2, 2, attn.dtype, storage=torch.empty(3)).storage.numel() == 5 * 4 * 3
+    assert QueryRows(valid, 2, 2, attn.dtype, storage=torch.empty(100, dtype=torch.float64)).storage.dtype == attn.dtype
 
 
 def test_identical_heads_are_at_distance_zero() -> None:

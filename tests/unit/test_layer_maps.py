@@ -20,7 +20,8 @@ from dagster_project.compute.weightings import WEIGHTINGS
 from tests.tiny_models import FAMILIES, bert_tokenizer, save_model, tiny_config, tiny_family
 
 TEXTS = ("the cat sat on the mat.", "a dog slept well, and the quick brown fox was not home")
-# every kind that takes one layer at a time (head distances span layers: the pass keeps a batch's layers for it)
+# every kind that keeps nothing of a layer's maps past the layer (head distances keep each layer's real query
+# rows, (rows, L*H, T): shaped like maps here, where L*H = T = 32, so MapBytes would count them)
 PER_LAYER = ("head_summaries", "position_histograms", "received_attention", "pattern_example_maps", "head_example_maps")
 PER_LAYER_KINDS = [FACT_KINDS[name] for name in PER_LAYER]
 

@@ -12,6 +12,7 @@ from dagster_project.compute.metrics import (
     head_summaries,
     map_cosine,
     most_attended_words,
+    nested_position_histograms,
     offset_bins,
     pair_mask,
     pattern_classes,
@@ -20,6 +21,7 @@ from dagster_project.compute.metrics import (
     row_entropy,
     segment_block_mass,
     span_pair_max,
+    two_segment_examples,
     word_level_maps,
     word_pair_attention,
     word_piece_matrix,
@@ -44,6 +46,25 @@ def _as_batch(attn: torch.Tensor) -> torch.Tensor:
 def test_entropy_of_known_rows():
     rows = torch.tensor([[0.25, 0.25, 0.25, 0.25], [1.0, 0.0, 0.0, 0.0], [0.5, 0.5, 0.0, 0.0]])
     assert row_entropy(rows).tolist() == pytest.approx([math.log(4), 0.0, math.log(2)])
+
+
+def test_entropy_is_torchs_entr_up_to_rounding():
+    """Random rows with padded keys (exact zeros), whole rows at 0, and subnormal weights."""
+    generator = torch.Generator().manual_seed(0)
+    attn = (torch.randn(3, 2, 4, 9, 9, generator=generator) * 4).softmax(-1)
+    attn[..., 6:] = 0.0
+    attn[0, 0, 0, 2] = 0.0
+    attn[1, 1, 1, 3, :2] = 1e-40  # subnormal: entr takes their (tiny) terms, the clamped log nearly so
+    expected = torch.special.entr(attn.double()).sum(-1)
+    torch.testing.assert_close(row_entropy(attn).double(), expected, rtol=1e-6, atol=1e-6)
+    assert row_entropy(attn)[0, 0, 0, 2].item() == 0.0
+
+
+def test_two_segment_examples_count_real_tokens_only():
+    valid = torch.tensor([[True, True, True, False], [True, True, True, True], [True, False, False, False]])
+    segment = torch.tensor([[0, 0, 0, 1], [0, 0, 1, 1], [0, 1, 1, 1]])  # padding's segment is ignored
+    masks = TokenMasks(valid=valid, cls=valid & False, sep=valid & False, punct=valid & False, segment=segment)
+    assert two_segment_examples(masks).tolist() == [False, True, False]
 
 
 def test_uniform_map_summaries():
@@ -347,3 +368,48 @@ def test_map_cosine_of_a_map_with_itself_is_at_most_one_in_float32():
     assert (unclamped > 1).any()  # float32 rounding: here 9 of the 64 maps a step above 1
     cosines = map_cosine(maps, maps, valid)
     assert cosines.max() == 1.0 and cosines.min() > 1 - 1e-6
+
+
+def test_summary_columns_skip_the_block_mass_only_where_it_decides_nothing():
+    """A batch of single segments gets the classes pattern_classes gives with the block mass; a batch with a
+    sentence pair still finds its block head."""
+    from dagster_project.compute.attention_facts import summary_columns
+    from dagster_project.compute.batching import Batch
+
+    n = 8  # [CLS] a b [SEP] c d e [SEP]
+    generator = torch.Generator().manual_seed(1)
+    attn = (torch.randn(2, 1, 3, n, n, generator=generator) * 3).softmax(-1)
+    segment = torch.tensor([[0, 0, 0, 0, 1, 1, 1, 1]])
+    content = torch.tensor([False, True, True, False, True, True, True, False])
+    own = (segment[0][:, None] == segment[0][None, :]) & content
+    attn[1, 0, 0] = own / own.sum(-1, keepdim=True)  # each row uniform over its own segment's words
+    valid = torch.ones(2, n, dtype=torch.bool)
+    cls = torch.zeros(2, n, dtype=torch.bool)
+    cls[:, 0] = True
+    sep = torch.zeros(2, n, dtype=torch.bool)
+    sep[:, [3, 7]] = True
+    for segments in (torch.zeros(2, n, dtype=torch.int64), segment.expand(2, n)):
+        masks = TokenMasks(valid=valid, cls=cls, sep=sep, punct=valid & False, segment=segments)
+        batch = Batch(torch.tensor([7, 8]), {}, masks)
+        found = summary_columns(attn, batch)["pattern"]
+        block = segment_block_mass(attn, masks)
+        expected = pattern_classes(head_summaries(attn, masks), block, masks, PatternThresholds())
+        assert found.tolist() == expected.reshape(-1).tolist()
+    assert PATTERNS[found[3]] == "block"  # example 2, head 1 of the sentence pairs
+
+
+def test_nested_position_histograms_are_two_scatters_in_one():
+    """Both scopes of the position histograms (real tokens, and the content tokens among them) from one
+    scatter: what relative_position_histogram gives for each, sums up to float rounding, counts exactly."""
+    generator = torch.Generator().manual_seed(2)
+    lengths = torch.tensor([9, 6, 2])
+    valid = torch.arange(9)[None, :] < lengths[:, None]
+    content = valid & (torch.arange(9)[None, :] > 0) & (torch.arange(9)[None, :] < lengths[:, None] - 1)
+    attn = (torch.randn(3, 2, 4, 9, 9, generator=generator) * 2).softmax(-1)  # padded rows keep junk
+    nested = nested_position_histograms(attn, pair_mask(valid, valid), pair_mask(content, content))
+    for (sums, counts), tokens in zip(nested, (valid, content), strict=True):
+        expected_sums, expected_counts = relative_position_histogram(attn, pair_mask(tokens, tokens))
+        torch.testing.assert_close(sums, expected_sums, rtol=1e-6, atol=1e-7)
+        assert torch.equal(counts, expected_counts)
+    assert nested[1][1][2].sum().item() == 0  # a 2-token example has no content pair
+    assert nested[0][1][0].sum().item() == 81

@@ -72,6 +72,79 @@ def _add_eager_pair_sums(
         pair_s_log_s[head, head + 1 :] += logs.mul_(s).sum(-1).sum(0, dtype=pair_s_log_s.dtype)
 
 
+def _mass_sums(rows: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """(heads,) sums of (rows, heads, keys) over rows and keys, every term in `dtype`, a block of rows of
+    devices.scratch_bytes at a time: cast at once, a layer's rows make a fresh buffer (~40 MB for 32
+    MiniLM examples) whose page faults took ~6x as long as the sum on 2 CPU cores."""
+    block = max(1, scratch_bytes(rows.device) // max(1, rows[0].numel() * torch.finfo(dtype).bits // 8))
+    sums = torch.zeros(rows.shape[1], dtype=dtype, device=rows.device)
+    for start in range(0, rows.shape[0], block):
+        sums += rows[start : start + block].sum((0, 2), dtype=dtype)
+    return sums
+
+
+class QueryRows:
+    """A batch's real query rows of every head side by side, (rows, L*H, keys), filled one layer at a time:
+    what head_js_divergence reduces. The attention pass fills it as the forward finishes each layer, so it
+    keeps these rows (the maps' padded query rows left out) instead of every layer's whole maps.
+
+    `valid`: (B, T) bool, real tokens. `storage`: a flat tensor to hold the rows in when large enough (a
+    pass reuses one batch's for the next: a fresh buffer of ~100 MB per batch costs its page faults every
+    time). Each layer's rows are stored lifted above 0 (see head_js_divergence); each head's entropy and
+    mass are summed over the rows as its layer comes, in devices.sum_dtype.
+    """
+
+    def __init__(
+        self, valid: torch.Tensor, n_layers: int, n_heads: int, dtype: torch.dtype, storage: torch.Tensor | None = None
+    ) -> None:
+        if valid.dim() != 2 or valid.dtype != torch.bool:
+            raise ValueError(f"QueryRows: valid must be a (B, T) bool mask, got {valid.dtype} {tuple(valid.shape)}")
+        self.valid, self.n_layers, self.n_heads = valid, n_layers, n_heads
+        self.example_index, self.query_index = valid.nonzero(as_tuple=True)
+        width = valid.shape[1]
+        shape = (self.example_index.numel(), n_layers * n_heads, width)
+        size = math.prod(shape)
+        reusable = storage is not None and storage.numel() >= size
+        reusable = reusable and storage.dtype == dtype and storage.device == valid.device
+        self.storage = storage if reusable else torch.empty(size, dtype=dtype, device=valid.device)
+        self.lifted = self.storage[:size].view(shape)
+        total = sum_dtype(valid.device)
+        self.head_entropy = torch.zeros(n_layers * n_heads, dtype=total, device=valid.device)
+        self.head_mass = torch.zeros(n_layers * n_heads, dtype=total, device=valid.device)
+        self.layers_added = 0
+        # Where real row r of head h lies in a layer's maps viewed as (B * H * T, T): add gathers the rows
+        # into one buffer per batch (a fresh ~20 MB tensor per layer, as indexing makes, cost page faults).
+        heads = torch.arange(n_heads, device=valid.device)
+        first_rows = (self.example_index * n_heads)[:, None] + heads
+        self._flat_rows = (first_rows * width + self.query_index[:, None]).reshape(-1)
+        self._rows = torch.empty((shape[0], n_heads, width), dtype=dtype, device=valid.device)
+        self._logs = torch.empty_like(self._rows)  # one layer's logarithms
+
+    def add(self, layer: int, attn: torch.Tensor) -> None:
+        """Layer `layer`'s (B, H, T, T) maps (0-based; columns over padded keys 0)."""
+        batch, width = self.valid.shape
+        if attn.shape != (batch, self.n_heads, width, width):
+            raise ValueError(
+                f"QueryRows.add: layer maps must be (B, H, T, T) = ({batch}, {self.n_heads}, {width}, {width}), "
+                f"got {tuple(attn.shape)}"
+            )
+        heads = slice(layer * self.n_heads, (layer + 1) * self.n_heads)
+        rows = self._rows
+        torch.index_select(attn.reshape(-1, width), 0, self._flat_rows, out=rows.view(-1, width))
+        self.head_entropy[heads] = _entropy_sums(rows, self._logs).sum(0, dtype=self.head_entropy.dtype)
+        self.head_mass[heads] = _mass_sums(rows, self.head_mass.dtype)
+        # Padded keys hold 0 in both rows; half the smallest normal number keeps their s log s at 0 (to
+        # ~1e-36) without a clamp pass, and keeps subnormals, which slow torch's log several times, out.
+        torch.add(rows, torch.finfo(rows.dtype).tiny / 2, out=self.lifted[:, heads])
+        self.layers_added += 1
+
+    def divergences(self, chunk_bytes: int | None = None, fused: bool | None = None) -> torch.Tensor:
+        """head_js_divergence of the rows of every layer (each added once)."""
+        if self.layers_added != self.n_layers:
+            raise ValueError(f"QueryRows: {self.layers_added} layers added of {self.n_layers}")
+        return _pair_divergences(self.lifted, self.head_entropy, self.head_mass, chunk_bytes, fused)
+
+
 def head_js_divergence(
     attn: torch.Tensor, valid: torch.Tensor, chunk_bytes: int | None = None, fused: bool | None = None
 ) -> torch.Tensor:
@@ -80,8 +153,9 @@ def head_js_divergence(
     attn: (B, L, H, T, T) attention maps whose columns over padded keys are 0; valid: (B, T) bool,
     real tokens, on attn's device. Returns (L*H, L*H) float64 (float32 on MPS) on that device, head index =
     layer * H + head (0-based), symmetric with a zero diagonal. Per-row sums are taken in attn's dtype and
-    summed over rows in float64 (devices.sum_dtype). `chunk_bytes` bounds each chunk's pairwise buffers
-    (rows x heads x keys); default: devices.scratch_bytes, cache-sized on a CPU, large on a GPU.
+    summed over rows in float64 (devices.sum_dtype). The real query rows are gathered first (QueryRows, as
+    big as the maps' real rows); `chunk_bytes` bounds each chunk's pairwise buffers (rows x heads x keys);
+    default: devices.scratch_bytes, cache-sized on a CPU, large on a GPU.
 
     With s = p + q, the mixture m = s / 2 has sum m log m = (sum s log s - log 2 * sum s) / 2. Head a's
     pairs with the heads after it are one broadcast add, a log and a multiply over (rows, heads, keys): no
@@ -98,42 +172,45 @@ def head_js_divergence(
             f"head_js_divergence: valid must be a bool (B, T) = ({batch}, {width}) mask, "
             f"got {valid.dtype} {tuple(valid.shape)}"
         )
-    n_heads = layers * heads
-    chunk_bytes = chunk_bytes or scratch_bytes(attn.device)
-    rows_per_chunk = max(1, chunk_bytes // (max(1, n_heads - 1) * width * attn.element_size()))
-    example_index, query_index = valid.nonzero(as_tuple=True)
-    if fused is None:
-        terms = example_index.numel() * n_heads * (n_heads - 1) // 2 * width
-        fused = attn.device.type == "cpu" and terms >= FUSED_MIN_TERMS
+    rows = QueryRows(valid, layers, heads, attn.dtype)
+    for layer in range(layers):
+        rows.add(layer, attn[:, layer])
+    return rows.divergences(chunk_bytes, fused)
 
-    total = sum_dtype(attn.device)
-    head_entropy = torch.zeros(n_heads, dtype=total, device=attn.device)
-    head_mass = torch.zeros(n_heads, dtype=total, device=attn.device)
-    pair_s_log_s = torch.zeros(n_heads, n_heads, dtype=total, device=attn.device)
-    # Padded keys hold 0 in both rows; half the smallest normal number keeps their s log s at 0 (to ~1e-36)
-    # without a clamp pass, and keeps subnormals, which slow torch's log several times, out.
-    lift = torch.finfo(attn.dtype).tiny / 2
+
+def _pair_divergences(
+    lifted: torch.Tensor,
+    head_entropy: torch.Tensor,
+    head_mass: torch.Tensor,
+    chunk_bytes: int | None,
+    fused: bool | None,
+) -> torch.Tensor:
+    """head_js_divergence from the lifted rows (rows, heads, keys) and each head's entropy and mass sums."""
+    n_rows, n_heads, width = lifted.shape
+    device = lifted.device
+    chunk_bytes = chunk_bytes or scratch_bytes(device)
+    rows_per_chunk = max(1, chunk_bytes // (max(1, n_heads - 1) * width * lifted.element_size()))
+    if fused is None:
+        terms = n_rows * n_heads * (n_heads - 1) // 2 * width
+        fused = device.type == "cpu" and terms >= FUSED_MIN_TERMS
+
+    pair_s_log_s = torch.zeros(n_heads, n_heads, dtype=head_entropy.dtype, device=device)
     # Reused buffers of the eager loop: fresh multi-MB allocations per chunk would cost page faults on
     # every chunk.
     sums_buffer, log_buffer = (
-        attn.new_empty(0 if fused else rows_per_chunk * max(1, n_heads - 1) * width) for _ in range(2)
+        lifted.new_empty(0 if fused else rows_per_chunk * max(1, n_heads - 1) * width) for _ in range(2)
     )
-    for start in range(0, example_index.numel(), rows_per_chunk):
-        chunk = slice(start, start + rows_per_chunk)
-        # Advanced indices around slices put the row dimension first: (rows, L, H, T).
-        rows = attn[example_index[chunk], :, :, query_index[chunk], :].reshape(-1, n_heads, width)
-        head_entropy += _entropy_sums(rows, torch.empty_like(rows)).sum(0, dtype=total)
-        head_mass += rows.sum((0, 2), dtype=total)
-        lifted = rows + lift
+    for start in range(0, n_rows, rows_per_chunk):
+        chunk = lifted[start : start + rows_per_chunk]
         if fused:
-            _add_fused_pair_sums(lifted, pair_s_log_s)
+            _add_fused_pair_sums(chunk, pair_s_log_s)
         else:
-            _add_eager_pair_sums(lifted, pair_s_log_s, sums_buffer, log_buffer)
+            _add_eager_pair_sums(chunk, pair_s_log_s, sums_buffer, log_buffer)
 
-    first, second = torch.triu_indices(n_heads, n_heads, offset=1, device=attn.device)
+    first, second = torch.triu_indices(n_heads, n_heads, offset=1, device=device)
     mixture_entropy = -0.5 * (pair_s_log_s[first, second] - math.log(2.0) * (head_mass[first] + head_mass[second]))
     js = (mixture_entropy - 0.5 * (head_entropy[first] + head_entropy[second])).clamp_min(0.0)
-    distances = torch.zeros(n_heads, n_heads, dtype=total, device=attn.device)
+    distances = torch.zeros(n_heads, n_heads, dtype=head_entropy.dtype, device=device)
     distances[first, second] = js
     distances[second, first] = js
     return distances

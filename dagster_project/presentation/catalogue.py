@@ -28,7 +28,7 @@ from dagster_project.storage.sql_files import staged_table, view_definitions, vi
 # warehouse's own bookkeeping, are inputs, not results of a computation).
 TABLE_COMPUTATIONS: Mapping[str, Callable] = {
     "head_summaries": metrics.head_summaries,
-    "position_histograms": metrics.relative_position_histogram,
+    "position_histograms": metrics.nested_position_histograms,
     "relation_hits": metrics.most_attended_words,
     "head_distances": head_clustering.head_js_divergence,
     "received_attention": metrics.received_attention,

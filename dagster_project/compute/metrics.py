@@ -93,16 +93,10 @@ def relative_position_histogram(attn: torch.Tensor, pairs: torch.Tensor) -> tupl
 
     attn (B, L, H, T, T), pairs (B, T, T) bool -> sums (B, L, H, 2T - 1), counts (B, 2T - 1).
     Offset -(T - 1) is at index 0. Pairs outside `pairs` are scattered into an extra bin
-    that is dropped, so the map is read once and never multiplied by a mask.
+    that is dropped, so the map is read once and never multiplied by a mask (one scope of
+    nested_position_histograms, whose scatter this is).
     """
-    n_examples, n_layers, n_heads, size = attn.shape[:4]
-    n_bins = 2 * size - 1
-    bins = torch.where(pairs.reshape(n_examples, -1), offset_bins(size, attn.device), n_bins)
-    sums = torch.zeros(n_examples, n_layers, n_heads, n_bins + 1, dtype=attn.dtype, device=attn.device)
-    sums.scatter_add_(-1, bins[:, None, None].expand(-1, n_layers, n_heads, -1), attn.reshape(*sums.shape[:3], -1))
-    counts = torch.zeros(n_examples, n_bins + 1, dtype=torch.int32, device=attn.device)
-    counts.scatter_add_(-1, bins, torch.ones_like(bins, dtype=torch.int32))
-    return sums[..., :n_bins], counts[..., :n_bins]
+    return nested_position_histograms(attn, pairs, pairs)[1]
 
 
 def nested_position_histograms(
@@ -110,8 +104,9 @@ def nested_position_histograms(
 ) -> tuple[tuple[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]:
     """relative_position_histogram of the `outer` pairs and of the `inner` pairs, a subset of them (the
     content tokens' pairs among the real ones), from one scatter over the maps instead of two: the inner
-    pairs and the outer pairs outside them have bins of their own, and the outer sums are the two added
-    (the same up to float rounding; one scatter took ~0.55x the time of two on 2 CPU cores).
+    pairs and the outer pairs outside them have bins of their own, the pairs outside both an extra bin
+    that is dropped, and the outer sums are the two added (the same up to float rounding; one scatter
+    took ~0.55x the time of two on 2 CPU cores).
     Returns ((outer sums, outer counts), (inner sums, inner counts))."""
     n_examples, n_layers, n_heads, size = attn.shape[:4]
     n_bins = 2 * size - 1

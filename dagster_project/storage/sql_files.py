@@ -112,12 +112,14 @@ def view_definitions(sql_dir: Path | None = None) -> list[View]:
     claims_dir = sql_dir / CLAIMS_DIR
     if claims_dir.is_dir():  # an older tree's sql/ has no claims
         views[JUDGMENTS_VIEW] = View(JUDGMENTS_VIEW, "results", judgments_sql(load_claims(sql_dir)), claims_dir)
-    code = {name: strip_sql_comments(view.sql) for name, view in views.items()}
-    graph = {
-        name: {other for other in views if other != name and re.search(rf"\b{re.escape(other)}\b", code[name])}
-        for name in views
-    }
+    graph = {name: words_in(strip_sql_comments(view.sql)) & views.keys() - {name} for name, view in views.items()}
     return [views[name] for name in TopologicalSorter(graph).static_order()]
+
+
+def words_in(code: str) -> set[str]:
+    """The words of `code` (runs of letters, digits and underscores): a view name is one of them
+    where it appears as a word, as the view names are words."""
+    return set(re.findall(r"\w+", code))
 
 
 def aggregate_files() -> list[Path]:
@@ -151,7 +153,7 @@ def views_reached(sql: str) -> frozenset[str]:
     code = _view_code()
 
     def names_in(text: str) -> set[str]:
-        return {name for name in code if re.search(rf"\b{re.escape(name)}\b", text)}
+        return words_in(text) & code.keys()
 
     reached: set[str] = set()
     todo = names_in(strip_sql_comments(sql))

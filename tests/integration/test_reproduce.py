@@ -80,9 +80,13 @@ def test_reproduce_quick_fills_every_result_it_can(shared_data_dir: Path, small_
 
     # The default estimator is tuned on MiniLM; on random weights it misses exact HTA, and the run
     # would fall back to exact after its check, so this model's HTA is exact from the start: 32
-    # pieces x 64 dims is cheap.
-    exact = [f"--set=xnli_{language}_hta_facts.hta_method=exact" for language in ("en", "de", "ar")]
-    first = _cli(["reproduce", str(small_mlm_dir), "--quick", *exact], env)
+    # pieces x 64 dims is cheap. Eight examples per language are enough for every Pascual view.
+    hta_settings = [
+        f"--set=xnli_{language}_hta_facts.{key}={value}"
+        for language in ("en", "de", "ar")
+        for key, value in (("hta_method", "exact"), ("max_examples", 8))
+    ]
+    first = _cli(["reproduce", str(small_mlm_dir), "--quick", *hta_settings], env)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     assert "LOAD REPORT" not in first.stdout + first.stderr  # transformers' load reports go to the run log
     assert "head matching" in first.stdout and "not scheduled" in first.stdout
@@ -105,7 +109,7 @@ def test_reproduce_quick_fills_every_result_it_can(shared_data_dir: Path, small_
     assert "Quick reproduction:" in report
 
     # Started again with the same --set: the configured HTA steps ran with those values and are current.
-    second = _cli(["reproduce", str(small_mlm_dir), "--quick", "--dry-run", *exact], env)
+    second = _cli(["reproduce", str(small_mlm_dir), "--quick", "--dry-run", *hta_settings], env)
     assert second.returncode == 0, second.stderr[-3000:]
     to_run, current = map(int, re.search(r"(\d+) steps to run, (\d+) current", second.stdout).groups())
     assert to_run == 1 and current > 50, second.stdout  # only the report would be written again

@@ -5,8 +5,8 @@ forward, compute/compare/hta_agreement.py); and a run's protocol (checked_hta_fa
 checked against exact HTA first, then the facts with their contribution sums checked."""
 
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
 import numpy as np
 import polars as pl
@@ -168,10 +168,13 @@ def extract_hta_facts(
     progress: Callable[[int, int, float], None] | None = None,
     thresholds: PatternThresholds = PatternThresholds(),
     weightings: ModelWeightings | None = None,
+    known: Mapping[int, ExampleMaps] | None = None,
 ) -> HtaFacts:
     """HTA of every example of a `tokens` frame, one example at a time (the input
     contribution's tangents already fill the machine for one example), and the agreement of
-    the input attributions of `weightings` (None: every one of WEIGHTINGS) with it.
+    the input attributions of `weightings` (None: every one of WEIGHTINGS) with it. `known`
+    holds maps already computed by `method` with the same weightings (by example id, e.g. the
+    estimator check's exact ones): those examples are not computed again.
 
     For Pascual's Fig. 7 / appendix C, the full maps of one example per Kovaleva pattern
     class are kept (a few MB): the example with the most heads of that class (rules of
@@ -183,6 +186,7 @@ def extract_hta_facts(
             "load it with load_encoder(source, compute.float32())."
         )
     weightings = weightings or ModelWeightings.of(encoder.model, WEIGHTINGS)
+    known = known or {}
     started = time.perf_counter()
     total = tokens["example_id"].n_unique()
     correlation_parts: list[dict[str, np.ndarray]] = []
@@ -195,7 +199,7 @@ def extract_hta_facts(
     ):
         batch = batch.to(encoder.compute.device)
         example_id = int(batch.example_ids[0])
-        maps = example_maps(encoder, batch.inputs, method, seed + example_id, weightings)
+        maps = known.get(example_id) or example_maps(encoder, batch.inputs, method, seed + example_id, weightings)
         previous_layer_cost += maps.previous_layer_cost
         agreement_parts.append(
             agreement_columns(maps.attributions, maps.layer_input, weightings.weightings, example_id)
@@ -251,49 +255,40 @@ def check_sample(tokens: pl.DataFrame, n_examples: int, seed: int) -> list[int]:
 @dataclass(frozen=True)
 class EstimateCheck:
     """The run's estimator against exact HTA on the check examples: the contributions' Pearson
-    per layer and the published quantities' gaps (hta.published_gaps)."""
+    per layer, the published quantities' gaps (hta.published_gaps), and the exact maps by
+    example id (a run that falls back to exact HTA does not compute them again)."""
 
     error: EstimateError
     published_gaps: dict[str, dict[int, float]]
     examples: list[int]
+    exact_maps: dict[int, ExampleMaps] = field(default_factory=dict)
 
 
 def estimate_check_error(
-    encoder: LoadedEncoder, tokens: pl.DataFrame, method: HtaMethod, n_examples: int, seed: int = 0
+    encoder: LoadedEncoder,
+    tokens: pl.DataFrame,
+    method: HtaMethod,
+    n_examples: int,
+    seed: int = 0,
+    weightings: ModelWeightings | None = None,
 ) -> EstimateCheck:
     """The run's estimator against exact HTA on `check_sample`'s examples, with the probes the
-    run draws for them (seed + example id)."""
+    run draws for them (seed + example id); the exact maps carry the attributions of `weightings`."""
     chosen = check_sample(tokens, n_examples, seed)
     if method.probes is None:
         return EstimateCheck(EstimateError({}, 0.0), {}, chosen)
     sample = tokens.filter(pl.col("example_id").is_in(chosen))
-    attention, exact, estimated = [], [], []
+    exact_maps: dict[int, ExampleMaps] = {}
+    estimated = []
     for batch in length_batches(sample, encoder.tokenizer.pad_token_id or 0, 1, encoder.spec.takes_token_types):
         batch = batch.to(encoder.compute.device)
-        example_seed = seed + int(batch.example_ids[0])
-        exact_maps = example_maps(encoder, batch.inputs, HtaMethod(None), example_seed)
-        attention.append(exact_maps.attention)
-        exact.append(exact_maps.input)
-        estimated.append(example_maps(encoder, batch.inputs, method, example_seed).input)
+        example_id = int(batch.example_ids[0])
+        exact_maps[example_id] = example_maps(encoder, batch.inputs, HtaMethod(None), seed + example_id, weightings)
+        estimated.append(example_maps(encoder, batch.inputs, method, seed + example_id).input)
+    attention = [maps.attention for maps in exact_maps.values()]
+    exact = [maps.input for maps in exact_maps.values()]
     gaps = published_gaps(published_quantities(attention, exact), published_quantities(attention, estimated))
-    return EstimateCheck(compare_contributions(exact, estimated), gaps, chosen)
-
-
-def estimate_check(
-    encoder: LoadedEncoder, tokens: pl.DataFrame, method: HtaMethod, n_examples: int, seed: int, min_pearson: float
-) -> CheckOutcome:
-    """The run's estimator against exact HTA, per estimated layer: the contributions' Pearson and
-    every published quantity within PUBLISHED_TOLERANCES (passes with nothing to score for exact)."""
-    check = estimate_check_error(encoder, tokens, method, n_examples, seed)
-    return estimate_matches_exact(
-        check.error.layer_pearson,
-        check.error.mean_abs_error,
-        min_pearson,
-        str(method),
-        check.examples,
-        check.published_gaps,
-        PUBLISHED_TOLERANCES,
-    )
+    return EstimateCheck(compare_contributions(exact, estimated), gaps, chosen, exact_maps)
 
 
 def checked_hta_facts(
@@ -312,14 +307,24 @@ def checked_hta_facts(
 ) -> CheckedHtaFacts:
     """HTA facts of the first `max_examples` examples by id (None: all) of a corpus's `tokens`,
     their contributions' sums checked. First the estimator is checked against exact HTA on
-    `check_examples` of the whole corpus (`estimate_check`); where it misses, the facts are
-    computed by exact HTA when `fallback_to_exact`, the check's metadata saying so
+    `check_examples` of the examples it writes (`estimate_check_error`): the examples the facts
+    come from, and a fallback to exact HTA (`fallback_to_exact`, where the estimator misses)
+    computes only the others again. The check's metadata says which method the facts used
     (`hta_method_used`). `checked` receives the estimator's outcome before any fact is computed,
     so it can stop the run. The agreement with HTA is taken for `weightings` (refused, like an
     unknown weighting, before anything is computed where the model's family does not allow one)."""
     chosen = ModelWeightings.of(encoder.model, weightings)
     selected = first_examples(tokens, max_examples)
-    estimate = estimate_check(encoder, tokens, method, check_examples, seed, check_min_pearson)
+    check = estimate_check_error(encoder, selected, method, check_examples, seed, chosen)
+    estimate = estimate_matches_exact(
+        check.error.layer_pearson,
+        check.error.mean_abs_error,
+        check_min_pearson,
+        str(method),
+        check.examples,
+        check.published_gaps,
+        PUBLISHED_TOLERANCES,
+    )
     checked(estimate)
     used = method if estimate.passed or not fallback_to_exact else HtaMethod(None)
     # the written facts are within tolerance when the estimator is, or when they are exact
@@ -329,7 +334,8 @@ def checked_hta_facts(
         estimate.description + " Where it misses, the run falls back to exact HTA (run config fallback_to_exact).",
         estimate.metadata | {"estimator_within_tolerance": estimate.passed, "hta_method_used": str(used)},
     )
-    facts = extract_hta_facts(encoder, selected, used, seed, progress, weightings=chosen)
+    known = check.exact_maps if used.probes is None else None
+    facts = extract_hta_facts(encoder, selected, used, seed, progress, weightings=chosen, known=known)
     lengths = selected.group_by("example_id").agg(n_tokens=pl.len())
     sums = histogram_masses(
         histogram_rows(facts.histograms, "contribution"), lengths, "contributions_sum_to_one", CONTRIBUTION_CHECK

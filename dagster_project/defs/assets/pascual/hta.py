@@ -33,13 +33,14 @@ from dagster_project.defs.resources import ComputeResource
 from dagster_project.defs.tags import corpus_tags
 
 CHECK_MIN_PEARSON = 0.99
-CHECK_EXAMPLES = 16  # examples the estimator check runs exact HTA on (all, in a smaller corpus)
+CHECK_EXAMPLES = 16  # examples the estimator check runs exact HTA on (all, where the run writes fewer)
 ESTIMATE_CHECK = (
-    "Before any fact is computed: the run's estimator against exact HTA on a seeded sample of the corpus spread "
-    "over its length range (run config check_examples); the worst estimated layer's Pearson must reach "
-    "check_min_pearson and, on every estimated layer, each published quantity (row correlations, contribution "
-    "center of mass, histogram mass) must lie within its tolerance of exact HTA's. Where it misses, the facts are "
-    "computed by exact HTA (hta_method_used); with fallback_to_exact false the run fails and writes nothing."
+    "Before any fact is computed: the run's estimator against exact HTA on a seeded sample of the examples it "
+    "writes, spread over their length range (run config check_examples); the worst estimated layer's Pearson "
+    "must reach check_min_pearson and, on every estimated layer, each published quantity (row correlations, "
+    "contribution center of mass, histogram mass) must lie within its tolerance of exact HTA's. Where it misses, "
+    "the facts are computed by exact HTA, the check's examples not again (hta_method_used); with "
+    "fallback_to_exact false the run fails and writes nothing."
 )
 
 

@@ -1,0 +1,52 @@
+"""A run's HTA protocol (checked_hta_facts) on the tiny BERT: the estimator checked on the examples
+the run writes, and a fallback to exact HTA that computes each example once."""
+
+import polars as pl
+import pytest
+from polars.testing import assert_frame_equal
+
+from dagster_project.compute.batching import first_examples
+from dagster_project.compute.checks import CheckOutcome
+from dagster_project.compute.models import LoadedEncoder
+from dagster_project.compute.pascual import hta_facts
+from dagster_project.compute.pascual.hta import HtaMethod
+
+
+def test_a_fallback_to_exact_reuses_the_checks_exact_maps(
+    encoder: LoadedEncoder, demo_tokens: pl.DataFrame, monkeypatch: pytest.MonkeyPatch
+):
+    exact_lengths: list[int] = []  # pieces of each example whose exact input contributions were computed
+    original = hta_facts.input_norms
+
+    def counted(model, e0, method, generator, **options):
+        if method.probes is None:
+            exact_lengths.append(e0.shape[0])
+        return original(model, e0, method, generator, **options)
+
+    monkeypatch.setattr(hta_facts, "input_norms", counted)
+    outcomes: list[CheckOutcome] = []
+    checked = hta_facts.checked_hta_facts(
+        encoder,
+        demo_tokens,
+        HtaMethod(1),  # one probe per token misses exact HTA on every layer
+        max_examples=5,
+        seed=0,
+        check_examples=3,
+        check_min_pearson=0.99,
+        fallback_to_exact=True,
+        progress=lambda done, total, seconds: None,
+        checked=outcomes.append,
+    )
+    [outcome] = outcomes
+    assert not outcome.passed and checked.method == HtaMethod(None)
+    check_ids = [int(i) for i in outcome.metadata["example_ids"].split(", ")]
+    written = first_examples(demo_tokens, 5)
+    assert demo_tokens["example_id"].n_unique() > 5
+    assert len(check_ids) == 3 and set(check_ids) <= set(written["example_id"])  # drawn from the written examples
+    assert len(exact_lengths) == 5  # 3 in the check, then only the 2 others
+
+    exact_lengths.clear()
+    reference = hta_facts.extract_hta_facts(encoder, written, HtaMethod(None), seed=0)
+    assert len(exact_lengths) == 5
+    for table, rows in reference.tables.items():
+        assert_frame_equal(checked.facts.tables[table], rows, check_exact=True)

@@ -93,6 +93,8 @@ def test_finetune_and_ablation_assets(
     recipe = json.loads((folder / "recipe.json").read_text())
     assert (recipe["steps"], recipe["train_examples"], recipe["batch_size"]) == (2, 24, 8)
     assert (recipe["max_len"], recipe["overlong"], recipe["validation_overlong"]) == (128, "truncate", 2)
+    # each fine-tuned setting saved its state after its last step; all are removed once every setting is scored
+    assert not [*(tmp_path / "models_cache" / "training_state").glob("*")]
     with duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True) as conn:
         scores = conn.table("kovaleva_task_scores").pl().sort("setting")
         heads = conn.table("kovaleva_head_ablation").pl()

@@ -260,7 +260,13 @@ def test_a_killed_fine_tuning_resumes_from_its_last_saved_state(tiny_model_dir: 
     assert resumed.resumed_at == 6 and f"resumed after step 6/9 from {checkpoints.path}" in caplog.text
     assert resumed.losses == expected.losses and len(resumed.losses) == 9
     _assert_same_weights(_weights(resumed_model), _weights(uninterrupted))  # dropout masks included
-    assert not checkpoints.folder.exists()  # removed when training ends
+
+    # The state after the last step stays: a run killed after this fine-tuning (in a later setting of
+    # its task) trains nothing again here.
+    finished_model = build_classifier(str(tiny_model_dir), "sst2", "pretrained", seed=5)
+    finished = fine_tune(finished_model, data, RESUMABLE, 0, True, checkpoints=checkpoints)
+    assert finished.resumed_at == 9 and finished.losses == expected.losses
+    _assert_same_weights(_weights(finished_model), _weights(uninterrupted))
 
 
 def test_a_saved_state_of_another_recipe_is_not_resumed(tiny_model_dir: Path, tmp_path: Path, caplog):

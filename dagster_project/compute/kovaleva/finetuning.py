@@ -256,8 +256,9 @@ def fine_tune(
     A step's batch goes through the model `micro_batch` examples at a time (None: all at once), its
     gradients summed, weighted to the batch mean; a step that runs out of device memory is taken again
     (generators rewound) at half the micro-batch, logged, down to one example (then PassOutOfMemory).
-    With `checkpoints`, the training state is saved every `checkpoints.every` steps, training resumes
-    from a saved state of the same recipe and data, and the state is removed at the end.
+    With `checkpoints`, the training state is saved every `checkpoints.every` steps and after the last,
+    and training resumes from a saved state of the same recipe and data (after the last step: nothing
+    left to train). The caller removes the state once it no longer needs it.
     """
     if model.dtype != torch.float32:
         raise ValueError(
@@ -317,13 +318,11 @@ def fine_tune(
         schedule.step()
         optimizer.zero_grad()
         losses.append(loss)
-        if checkpoints is not None and len(losses) % checkpoints.every == 0 and len(losses) < steps:
+        if checkpoints is not None and (len(losses) % checkpoints.every == 0 or len(losses) == steps):
             checkpoints.save(identity, model, optimizer, schedule, losses, micro)
         if progress is not None:
             progress(len(losses), steps, losses[-1], time.perf_counter() - start)
     model.eval()
-    if checkpoints is not None:
-        shutil.rmtree(checkpoints.folder, ignore_errors=True)
     train_examples = min(recipe.train_subset or len(data), len(data))
     return TrainLog(losses, steps, train_examples, time.perf_counter() - start, micro, resumed_at)
 
@@ -474,8 +473,9 @@ def score_settings(
     """Kovaleva Table 1 on `task` for base model `source` (partition `model_id`): each setting built, fine-tuned
     unless `pretrained` (on glue_<task>_train under `data_root`) and scored on all of glue_<task>'s validation
     split. The pre-trained + fine-tuned one is saved with its recipe; `register(folder)` returns its partition key.
-    Each fine-tuning saves its training state every `checkpoint_every` steps (0: never; training_state_dir) and resumes
-    from it when run again after a kill."""
+    Each fine-tuning saves its training state every `checkpoint_every` steps and after its last (0: never;
+    training_state_dir) and resumes from it when run again after a kill; a finished setting is only scored
+    again. The states are removed once every setting is scored."""
     spec = inspect_model(source)
     tokenizer = AutoTokenizer.from_pretrained(spec.resolved_path)
     train_split = read_task_split(data_root, f"glue_{task}_train", tokenizer, max_len, overlong)
@@ -489,10 +489,12 @@ def score_settings(
     if note := compute.float32_note("Fine-tuning"):
         log.warning(note)
     rows = []
+    # Each setting's final training state stays until every setting is scored, so a task step killed
+    # in a later setting does not train the finished ones again.
+    states = {setting: training_state_dir() / f"{model_id}--{task}--{setting}" for setting in settings}
     for setting in settings:
         start = time.perf_counter()
-        folder = training_state_dir() / f"{model_id}--{task}--{setting}"
-        checkpoints = TrainingCheckpoints(folder, checkpoint_every) if checkpoint_every else None
+        checkpoints = TrainingCheckpoints(states[setting], checkpoint_every) if checkpoint_every else None
         model, train_log = _trained_classifier(
             setting, spec.resolved_path, task, recipe, train, pad_id, token_types, compute.device, log, checkpoints
         )
@@ -516,6 +518,8 @@ def score_settings(
         seconds = time.perf_counter() - start
         log.info(f"{task} {setting}: {scores} ({seconds:.0f} s)")
         rows += _setting_rows(task, setting, scores, len(validation), tuned_model_id, train_log, record, seconds)
+    for folder in states.values():
+        shutil.rmtree(folder, ignore_errors=True)
     frame = pl.DataFrame(rows, schema_overrides=TASK_SCORE_TYPES)
     return TaskScores(frame, len(train), len(validation), validation_split.n_overlong)
 

@@ -17,7 +17,7 @@ LOG = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class TrainingCheckpoints:
     """Where fine-tuning saves its training state every `every` optimizer steps (model, optimizer,
-    schedule, random number generators, step), to resume from after a kill; removed when training ends."""
+    schedule, random number generators, step) and after the last, to resume from after a kill."""
 
     folder: Path
     every: int

@@ -1,6 +1,7 @@
 """The docs' numbers from data: a committed snapshot of one model's scorecard (docs/snapshot/:
-scorecard.csv and snapshot.json saying which model, profile and code made it) and the generated
-blocks of the docs pages, rewritten from it. A page marks a block with
+scorecard.csv and snapshot.json saying which model, profile and code made it, and which steps ran on
+part of their corpus) and the generated blocks of the docs pages, rewritten from it. A page marks a
+block with
 
     <!-- snapshot: clark -->            every claim of a paper
     <!-- snapshot: clark Table 1 -->    the claims of one result of a paper
@@ -27,6 +28,7 @@ import altair as alt
 import duckdb
 import polars as pl
 
+from dagster_project.corpora import GLUE_TASKS
 from dagster_project.presentation.chart_registry import CHARTS, ChartSpec
 from dagster_project.presentation.result_cards import CHART_IMAGES, refresh_docs
 from dagster_project.presentation.scorecard import markdown_table, scorecard_rows, summary_line
@@ -78,9 +80,41 @@ def write_chart_images(
     return written
 
 
+# Where a reproduction ran a step on part of its corpus (run config max_examples, train_subset): the HTA
+# examples and the fine-tuning's training examples, beside the corpus's examples. Values are parameters.
+HTA_SUBSETS = (
+    "SELECT h.corpus, count(DISTINCT h.example_id), (SELECT count(*) FROM stg_examples AS e "
+    "WHERE e.model_id = h.model_id AND e.corpus = h.corpus) "
+    "FROM stg_hta_correlations AS h WHERE h.model_id = ? GROUP BY h.model_id, h.corpus ORDER BY h.corpus"
+)
+FINETUNE_SUBSETS = (
+    "SELECT s.task, max(s.steps), max(s.train_examples), (SELECT count(*) FROM stg_examples AS e "
+    "WHERE e.model_id = s.model_id AND e.corpus = 'glue_' || s.task || '_train') "
+    "FROM stg_task_scores AS s WHERE s.model_id = ? AND s.steps IS NOT NULL GROUP BY s.model_id, s.task ORDER BY s.task"
+)
+
+
+def reduced_sizes(conn: duckdb.DuckDBPyConnection, model_id: str) -> list[str]:
+    """What the model's reproduction ran on part of its corpus, in words: HTA on fewer examples than
+    the corpus holds, fine-tuning on fewer training examples than the task's train corpus."""
+    sizes = [
+        f"HTA on {used:,} of {held:,} {corpus} examples"
+        for corpus, used, held in conn.execute(HTA_SUBSETS, [model_id]).fetchall()
+        if used < held
+    ]
+    sizes += [
+        f"{GLUE_TASKS[task].tsv_folder} fine-tuned for {steps:,} steps on {used:,} of {held:,} training examples"
+        for task, steps, used, held in conn.execute(FINETUNE_SUBSETS, [model_id]).fetchall()
+        if used < held
+    ]
+    return sizes
+
+
 def write_snapshot(conn: duckdb.DuckDBPyConnection, model: str, folder: Path = SNAPSHOT_DIR) -> Path:
-    """Export `model`'s scorecard into `folder` (the CSV and what made it); returns the CSV."""
-    rows = scorecard_rows(conn, model).select(COLUMNS)
+    """Export `model`'s scorecard into `folder` (the CSV and what made it: model, profile, date, SQL,
+    and the steps run on part of their corpus); returns the CSV."""
+    scored = scorecard_rows(conn, model)
+    rows = scored.select(COLUMNS)
     folder.mkdir(parents=True, exist_ok=True)
     rows.write_csv(folder / SCORECARD_FILE)
     meta = {
@@ -88,6 +122,7 @@ def write_snapshot(conn: duckdb.DuckDBPyConnection, model: str, folder: Path = S
         "profile": rows["profile"][0],
         "made_at": datetime.now(UTC).strftime("%Y-%m-%d"),
         "sql_code_version": sql_code_version(),
+        "reduced_sizes": reduced_sizes(conn, scored["model_id"][0]),
     }
     (folder / META_FILE).write_text(json.dumps(meta, indent=2) + "\n")
     return folder / SCORECARD_FILE
@@ -111,6 +146,7 @@ def render_block(key: str, rows: pl.DataFrame, meta: dict) -> str:
         f"{meta['model']}, {label}, {meta['made_at']}: {summary_line(chosen)} "
         "(generated from docs/snapshot/ by `python -m dagster_project.presentation.docs_snapshot`).",
         "",
+        *([f"On part of the data: {'; '.join(meta['reduced_sizes'])}.", ""] if meta.get("reduced_sizes") else []),
         markdown_table(
             chosen.select(
                 "claim",

@@ -18,6 +18,7 @@ from dagster_project.presentation.docs_snapshot import (
     pages_with_blocks,
     palette_png,
     read_snapshot,
+    reduced_sizes,
     render_block,
     render_page,
     write_chart_images,
@@ -54,6 +55,50 @@ def test_a_block_renders_the_rows_of_its_paper_and_result() -> None:
     assert "clark_a" not in block
     assert "| clark_a | wiki_segments | > 0.5 | 0.1235 | fails | mean 0.123 |" in render_block("clark", ROWS, META)
     assert render_block("kovaleva", ROWS, META) == "No claim of kovaleva in the snapshot.\n"
+
+
+def _examples(n: int) -> pl.DataFrame:
+    return pl.DataFrame(
+        {"example_id": range(n), "text_a": "a b", "n_tokens": 4, "max_len": 128, "seed": 0},
+        schema_overrides={"example_id": pl.Int32, "n_tokens": pl.Int16, "max_len": pl.Int16, "seed": pl.Int32},
+    )
+
+
+def test_the_snapshot_says_which_steps_ran_on_part_of_their_corpus() -> None:
+    """HTA on 2 of xnli_en's 5 examples and on all 3 of xnli_de's; SST-2 fine-tuned on 4 of its 6 training
+    examples (the settings without training have no steps), RTE on all of its 3."""
+    conn = duckdb.connect(":memory:")
+    apply_views(conn)
+    upsert_model(conn, ModelSpec("org--m", "org/m", "/models/m", "abc", "bert", 2, 2, True))
+    hta = pl.DataFrame({"layer": 1, "head": 1, "kind": "input", "pearson": 0.5, "hta_method": "exact"})
+    for corpus, held, used in (("xnli_en", 5, 2), ("xnli_de", 3, 3)):
+        rows = hta.join(pl.DataFrame({"example_id": range(used)}, schema={"example_id": pl.Int32}), how="cross")
+        replace_partition(conn, {"examples": _examples(held), "hta_correlations": rows}, "org--m", corpus)
+    for task, held, used in (("sst2", 6, 4), ("rte", 3, 3)):
+        replace_partition(conn, {"examples": _examples(held)}, "org--m", f"glue_{task}_train")
+        scores = pl.DataFrame(
+            {
+                "task": task,
+                "setting": ["pretrained", "pretrained_finetuned"],
+                "metric": "accuracy",
+                "score": 0.5,
+                "n_examples": 10,
+                "steps": [None, 7],
+                "train_examples": [None, used],
+                "recipe": "{}",
+                "seconds": 1.0,
+            },
+            schema_overrides={"n_examples": pl.Int32, "steps": pl.Int32, "train_examples": pl.Int32},
+        )
+        replace_partition(conn, {"task_scores": scores}, "org--m", f"glue_{task}")
+    assert reduced_sizes(conn, "org--m") == [
+        "HTA on 2 of 5 xnli_en examples",
+        "SST-2 fine-tuned for 7 steps on 4 of 6 training examples",
+    ]
+    block = render_block("clark", ROWS, META | {"reduced_sizes": reduced_sizes(conn, "org--m")})
+    assert block.splitlines()[2] == (
+        "On part of the data: HTA on 2 of 5 xnli_en examples; SST-2 fine-tuned for 7 steps on 4 of 6 training examples."
+    )
 
 
 def test_a_page_keeps_its_prose_and_rewrites_its_blocks() -> None:

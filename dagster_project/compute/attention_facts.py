@@ -12,13 +12,11 @@ from dagster_project.compute.metrics import (
     PATTERNS,
     PatternThresholds,
     head_summaries,
+    map_pattern_classes,
     most_attended_words,
     pair_mask,
-    pattern_classes,
     received_attention,
-    segment_block_mass,
     span_pair_max,
-    two_segment_examples,
     word_level_maps,
     word_pair_attention,
     word_piece_matrix,
@@ -102,12 +100,7 @@ def summary_columns(
     masks = batch.masks
     n_tokens = masks.valid.sum(-1).to(torch.int16)[:, None, None].expand(attn.shape[:3])
     values = head_summaries(attn, masks)
-    # The block mass decides the class of two-segment examples only (pattern_classes): a batch without
-    # one (single sentences, as ud_ewt_test's) skips its product over every map: ~15% of the head summaries'
-    # time on 128-piece MiniLM batches.
-    two_segments = bool(two_segment_examples(masks).any())
-    block = segment_block_mass(attn, masks) if two_segments else attn.new_zeros(attn.shape[:3])
-    pattern = pattern_classes(values, block, masks, thresholds).to(torch.int8)
+    pattern = map_pattern_classes(attn, values, masks, thresholds).to(torch.int8)
     return head_columns({"n_tokens": n_tokens, **values, "pattern": pattern}, batch.example_ids, first_layer)
 
 

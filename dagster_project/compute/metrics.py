@@ -180,6 +180,19 @@ def pattern_classes(
     )
 
 
+def map_pattern_classes(
+    attn: torch.Tensor, summaries: dict[str, torch.Tensor], masks: TokenMasks, thresholds: PatternThresholds
+) -> torch.Tensor:
+    """pattern_classes of maps `attn` (B, L, H, T, T) with their head summaries. The block mass decides
+    the class of two-segment examples only, so a batch without one (single sentences, as ud_ewt_test's)
+    skips its product over every map: ~15% of the head summaries' time on 128-piece MiniLM batches."""
+    if bool(two_segment_examples(masks).any()):
+        block = segment_block_mass(attn, masks)
+    else:
+        block = attn.new_zeros(attn.shape[:3])
+    return pattern_classes(summaries, block, masks, thresholds)
+
+
 WORD_MODES = ("mean", "first", "max")
 
 

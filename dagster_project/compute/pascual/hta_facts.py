@@ -26,8 +26,7 @@ from dagster_project.compute.metrics import (
     PATTERNS,
     PatternThresholds,
     head_summaries,
-    pattern_classes,
-    segment_block_mass,
+    map_pattern_classes,
 )
 from dagster_project.compute.models import LoadedEncoder
 from dagster_project.compute.pascual.hta import (
@@ -215,9 +214,7 @@ def extract_hta_facts(
             correlation_parts.append({**columns, "kind": np.full(len(columns["layer"]), kind)})
         histogram_parts.append(histogram_frame(maps.input[None], batch.masks, batch.example_ids))
         attention = maps.attention[None]
-        classes = pattern_classes(
-            head_summaries(attention, batch.masks), segment_block_mass(attention, batch.masks), batch.masks, thresholds
-        )
+        classes = map_pattern_classes(attention, head_summaries(attention, batch.masks), batch.masks, thresholds)
         for index, count in enumerate(torch.bincount(classes.flatten(), minlength=len(PATTERNS)).tolist()):
             if count > best.get(PATTERNS[index], (0,))[0]:
                 best[PATTERNS[index]] = (count, int(batch.example_ids[0]), maps)

@@ -1,5 +1,5 @@
-"""The asset tests' warehouse (`conn`, in memory) and Dagster resources (`resources`, on a
-temporary warehouse file)."""
+"""The asset tests' warehouse (`conn`, in memory), Dagster resources (`resources`, on a temporary
+warehouse file) and a models cache of their own."""
 
 from pathlib import Path
 
@@ -8,6 +8,15 @@ import pytest
 
 from dagster_project.storage.views import apply_views
 from tests.runs import run_resources
+
+
+@pytest.fixture(autouse=True)
+def models_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A models cache of the test's own: fine-tuned checkpoints and the states long steps resume from
+    (training_state/, hta_state/) stay out of the working directory's."""
+    folder = tmp_path / "models_cache"
+    monkeypatch.setenv("ATTN_MODELS_CACHE", str(folder))
+    return folder
 
 
 @pytest.fixture

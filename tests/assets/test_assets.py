@@ -51,7 +51,7 @@ def _run_demo(instance: DagsterInstance, resources: dict, model_id: str, charts:
     assert checks["estimate_matches_exact"].metadata["worst_layer_pearson"].value == pytest.approx(1.0, abs=1e-5)
 
 
-def test_demo_pipeline_end_to_end(tiny_model_dir: Path, resources: dict, tmp_path: Path):
+def test_demo_pipeline_end_to_end(tiny_model_dir: Path, resources: dict, tmp_path: Path, models_cache: Path):
     instance = DagsterInstance.ephemeral()
     spec = register_model(str(tiny_model_dir), instance, resources["warehouse"])
     assert instance.get_dynamic_partitions("models") == [spec.model_id]
@@ -66,6 +66,10 @@ def test_demo_pipeline_end_to_end(tiny_model_dir: Path, resources: dict, tmp_pat
     message = str(failure.event_specific_data.error)
     assert "estimate(1) misses exact HTA on 16 examples: layer 2 has Pearson" in message
     assert "published quantities out of tolerance: " in message and "histogram_mass layer 2" in message
+    # The failed run keeps the contributions its check computed (16 examples, exact and estimated),
+    # for the next run to resume from; a run that writes its facts removes what it saved.
+    [saved] = [*(models_cache / "hta_state").iterdir()]
+    assert len([*saved.glob("*.pt")]) == 2 * 16
 
     conn = duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True)
     count = lambda table: conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]  # noqa: E731
@@ -141,6 +145,7 @@ def test_demo_pipeline_end_to_end(tiny_model_dir: Path, resources: dict, tmp_pat
     assert (metadata["hta_method"].value, metadata["hta_method_used"].value) == ("estimate(1)", "exact")
     with duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True) as conn:
         assert conn.execute("SELECT DISTINCT hta_method FROM hta_correlations").fetchall() == [("exact",)]
+    assert not saved.exists()
 
 
 def _run_hta(instance: DagsterInstance, resources: dict, model_id: str, config: dict):

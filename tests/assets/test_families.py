@@ -74,10 +74,7 @@ def shared(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Da
 
 
 @pytest.mark.parametrize("name", sorted(FAMILIES))
-def test_family_runs_every_analysis(
-    name: str, shared: tuple[DagsterInstance, dict], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-):
-    monkeypatch.setenv("ATTN_MODELS_CACHE", str(tmp_path / "models_cache"))
+def test_family_runs_every_analysis(name: str, shared: tuple[DagsterInstance, dict], tmp_path: Path):
     instance, resources = shared
     model_id = register_model(str(_masked_lm(name, tmp_path / name)), instance, resources["warehouse"]).model_id
     assets = [

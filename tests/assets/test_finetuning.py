@@ -39,10 +39,7 @@ def _toy_rte(folder: Path, split: str, n: int, overlong: int = 0) -> None:
     ).write_parquet(folder / f"rte_{split}.parquet")
 
 
-def test_finetune_and_ablation_assets(
-    tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, resources: dict
-):
-    monkeypatch.setenv("ATTN_MODELS_CACHE", str(tmp_path / "models_cache"))
+def test_finetune_and_ablation_assets(tiny_model_dir: Path, tmp_path: Path, resources: dict):
     glue = tmp_path / "data" / "glue" / "hf_parquet"
     glue.mkdir(parents=True)
     _toy_rte(glue, "train", 24)

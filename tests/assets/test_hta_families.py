@@ -18,8 +18,7 @@ EXAMPLES = 2
 
 
 @pytest.mark.parametrize("name", sorted(FAMILIES))
-def test_hta_asset_runs_on_every_family(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, resources: dict):
-    monkeypatch.setenv("ATTN_MODELS_CACHE", str(tmp_path / "models_cache"))
+def test_hta_asset_runs_on_every_family(name: str, tmp_path: Path, resources: dict):
     instance = DagsterInstance.ephemeral()
     model_id = register_model(str(tiny_family(name, tmp_path / name)), instance, resources["warehouse"]).model_id
     # D = 32 orthonormal probes per token span the tiny model's whole space: the check's estimate is exact

@@ -1,8 +1,12 @@
 """A run's HTA protocol (checked_hta_facts) on the tiny BERT: the estimator checked on the examples
 the run writes, and a fallback to exact HTA that computes each example once."""
 
+import copy
+from dataclasses import replace
+
 import polars as pl
 import pytest
+import torch
 from polars.testing import assert_frame_equal
 
 from dagster_project.compute.batching import first_examples
@@ -10,6 +14,7 @@ from dagster_project.compute.checks import CheckOutcome
 from dagster_project.compute.models import LoadedEncoder
 from dagster_project.compute.pascual import hta_facts
 from dagster_project.compute.pascual.hta import HtaMethod
+from dagster_project.compute.pascual.saved_contributions import SavedContributions
 
 
 def test_a_fallback_to_exact_reuses_the_checks_exact_maps(
@@ -50,3 +55,56 @@ def test_a_fallback_to_exact_reuses_the_checks_exact_maps(
     assert len(exact_lengths) == 5
     for table, rows in reference.tables.items():
         assert_frame_equal(checked.facts.tables[table], rows, check_exact=True)
+
+
+class Killed(Exception):
+    pass
+
+
+def test_a_killed_run_resumes_from_the_saved_contributions(
+    encoder: LoadedEncoder, demo_tokens: pl.DataFrame, monkeypatch: pytest.MonkeyPatch, tmp_path
+):
+    computed: list[int] = []  # pieces of each example whose input contributions were computed
+    original = hta_facts.input_norms
+
+    def counted(model, e0, method, generator, **options):
+        computed.append(e0.shape[0])
+        return original(model, e0, method, generator, **options)
+
+    def killed_after(examples: int):
+        def progress(done: int, total: int, seconds: float) -> None:
+            if done == examples:
+                raise Killed
+
+        return progress
+
+    monkeypatch.setattr(hta_facts, "input_norms", counted)
+    written = first_examples(demo_tokens, 5)
+    saved = SavedContributions(tmp_path / "hta_state")
+    with pytest.raises(Killed):
+        hta_facts.extract_hta_facts(encoder, written, HtaMethod(2), seed=3, progress=killed_after(3), saved=saved)
+    assert len(computed) == 3 and saved.count() == 3
+
+    computed.clear()
+    resumed = hta_facts.extract_hta_facts(encoder, written, HtaMethod(2), seed=3, saved=saved)
+    assert len(computed) == 2 and saved.count() == 5  # only the examples the killed run had not finished
+
+    computed.clear()
+    reference = hta_facts.extract_hta_facts(encoder, written, HtaMethod(2), seed=3)
+    assert len(computed) == 5
+    for table, rows in reference.tables.items():
+        assert_frame_equal(resumed.tables[table], rows, check_exact=True)
+
+    # another seed draws other probes, and other weights give other contributions: nothing is reused
+    computed.clear()
+    hta_facts.extract_hta_facts(encoder, written, HtaMethod(2), seed=4, saved=saved)
+    assert len(computed) == 5 and saved.count() == 10
+    retrained = replace(encoder, model=copy.deepcopy(encoder.model))
+    with torch.no_grad():
+        retrained.model.embeddings.word_embeddings.weight[0, 0] += 1.0
+    computed.clear()
+    hta_facts.extract_hta_facts(retrained, written, HtaMethod(2), seed=4, saved=saved)
+    assert len(computed) == 5 and saved.count() == 15
+
+    saved.remove()
+    assert saved.count() == 0 and not saved.folder.exists()

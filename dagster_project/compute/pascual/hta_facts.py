@@ -41,6 +41,7 @@ from dagster_project.compute.pascual.hta import (
     published_quantities,
     row_correlations,
 )
+from dagster_project.compute.pascual.saved_contributions import SavedContributions
 from dagster_project.compute.weightings import WEIGHTINGS, ModelWeightings, captured_layers
 
 # The HTA run's default method. It passes the run's estimator check on MiniLM with a margin at 0.8x the cost of
@@ -117,9 +118,11 @@ def example_maps(
     method: HtaMethod,
     seed: int,
     weightings: ModelWeightings | None = None,
+    saved: SavedContributions | None = None,
 ) -> ExampleMaps:
     """One example (batch of 1, no padding): its attention, previous-layer and input contributions,
-    and the input attributions of `weightings` from the same forward."""
+    and the input attributions of `weightings` from the same forward. The input contribution, the
+    costly part, is taken from `saved` where a killed run saved it, and saved there otherwise."""
     model = encoder.model
     with_norms = weightings is not None and weightings.needs_norms
     with captured_layers(model, with_norms) as captured, torch.no_grad():
@@ -130,8 +133,12 @@ def example_maps(
     started = time.perf_counter()
     previous, jvps = layer_input_norms(model, hidden)
     cost = PreviousLayerCost(jvps, time.perf_counter() - started)
-    generator = torch.Generator().manual_seed(seed)
-    norms = input_norms(model, hidden[0], method, generator, first_layer_norms=previous[0])
+
+    def contribution_norms() -> torch.Tensor:
+        generator = torch.Generator().manual_seed(seed)
+        return input_norms(model, hidden[0], method, generator, first_layer_norms=previous[0])
+
+    norms = saved.norms(model, inputs, method, seed, contribution_norms) if saved else contribution_norms()
     return ExampleMaps(
         attention=attention,
         previous_layer=normalize_rows(previous),
@@ -168,12 +175,14 @@ def extract_hta_facts(
     thresholds: PatternThresholds = PatternThresholds(),
     weightings: ModelWeightings | None = None,
     known: Mapping[int, ExampleMaps] | None = None,
+    saved: SavedContributions | None = None,
 ) -> HtaFacts:
     """HTA of every example of a `tokens` frame, one example at a time (the input
     contribution's tangents already fill the machine for one example), and the agreement of
     the input attributions of `weightings` (None: every one of WEIGHTINGS) with it. `known`
     holds maps already computed by `method` with the same weightings (by example id, e.g. the
-    estimator check's exact ones): those examples are not computed again.
+    estimator check's exact ones): those examples are not computed again. With `saved`, each example's
+    input contribution is saved as it is computed, and one a killed run saved is not computed again.
 
     For Pascual's Fig. 7 / appendix C, the full maps of one example per Kovaleva pattern
     class are kept (a few MB): the example with the most heads of that class (rules of
@@ -198,7 +207,9 @@ def extract_hta_facts(
     ):
         batch = batch.to(encoder.compute.device)
         example_id = int(batch.example_ids[0])
-        maps = known.get(example_id) or example_maps(encoder, batch.inputs, method, seed + example_id, weightings)
+        maps = known.get(example_id) or example_maps(
+            encoder, batch.inputs, method, seed + example_id, weightings, saved
+        )
         previous_layer_cost += maps.previous_layer_cost
         agreement_parts.append(
             agreement_columns(maps.attributions, maps.layer_input, weightings.weightings, example_id)
@@ -268,9 +279,11 @@ def estimate_check_error(
     n_examples: int,
     seed: int = 0,
     weightings: ModelWeightings | None = None,
+    saved: SavedContributions | None = None,
 ) -> EstimateCheck:
     """The run's estimator against exact HTA on `check_sample`'s examples, with the probes the
-    run draws for them (seed + example id); the exact maps carry the attributions of `weightings`."""
+    run draws for them (seed + example id); the exact maps carry the attributions of `weightings`.
+    Both contributions are saved in (and taken from) `saved`, as in extract_hta_facts."""
     chosen = check_sample(tokens, n_examples, seed)
     if method.probes is None:
         return EstimateCheck(EstimateError({}, 0.0), {}, chosen)
@@ -280,8 +293,10 @@ def estimate_check_error(
     for batch in length_batches(sample, encoder.tokenizer.pad_token_id or 0, 1, encoder.spec.takes_token_types):
         batch = batch.to(encoder.compute.device)
         example_id = int(batch.example_ids[0])
-        exact_maps[example_id] = example_maps(encoder, batch.inputs, HtaMethod(None), seed + example_id, weightings)
-        estimated.append(example_maps(encoder, batch.inputs, method, seed + example_id).input)
+        exact_maps[example_id] = example_maps(
+            encoder, batch.inputs, HtaMethod(None), seed + example_id, weightings, saved
+        )
+        estimated.append(example_maps(encoder, batch.inputs, method, seed + example_id, saved=saved).input)
     attention = [maps.attention for maps in exact_maps.values()]
     exact = [maps.input for maps in exact_maps.values()]
     gaps = published_gaps(published_quantities(attention, exact), published_quantities(attention, estimated))
@@ -301,6 +316,7 @@ def checked_hta_facts(
     progress: Callable[[int, int, float], None],
     checked: Callable[[CheckOutcome], None],
     weightings: list[str] | tuple[str, ...] = WEIGHTINGS,
+    saved: SavedContributions | None = None,
 ) -> CheckedHtaFacts:
     """HTA facts of the first `max_examples` examples by id (None: all) of a corpus's `tokens`,
     their contributions' sums checked. First the estimator is checked against exact HTA on
@@ -309,10 +325,11 @@ def checked_hta_facts(
     computes only the others again. The check's metadata says which method the facts used
     (`hta_method_used`). `checked` receives the estimator's outcome before any fact is computed,
     so it can stop the run. The agreement with HTA is taken for `weightings` (refused, like an
-    unknown weighting, before anything is computed where the model's family does not allow one)."""
+    unknown weighting, before anything is computed where the model's family does not allow one). With
+    `saved`, every input contribution computed is saved there, and a run killed part way resumes from them."""
     chosen = ModelWeightings.of(encoder.model, weightings)
     selected = first_examples(tokens, max_examples)
-    check = estimate_check_error(encoder, selected, method, check_examples, seed, chosen)
+    check = estimate_check_error(encoder, selected, method, check_examples, seed, chosen, saved)
     estimate = estimate_matches_exact(
         check.error.layer_pearson,
         check.error.mean_abs_error,
@@ -332,7 +349,7 @@ def checked_hta_facts(
         estimate.metadata | {"estimator_within_tolerance": estimate.passed, "hta_method_used": str(used)},
     )
     known = check.exact_maps if used.probes is None else None
-    facts = extract_hta_facts(encoder, selected, used, seed, progress, weightings=chosen, known=known)
+    facts = extract_hta_facts(encoder, selected, used, seed, progress, weightings=chosen, known=known, saved=saved)
     lengths = selected.group_by("example_id").agg(n_tokens=pl.len())
     sums = histogram_masses(
         histogram_rows(facts.histograms, "contribution"), lengths, "contributions_sum_to_one", CONTRIBUTION_CHECK

@@ -20,6 +20,7 @@ from dagster_project.compute.pascual.hta_facts import (
     HtaFacts,
     checked_hta_facts,
 )
+from dagster_project.compute.pascual.saved_contributions import SavedContributions, hta_state_dir
 from dagster_project.compute.weightings import WEIGHTINGS
 from dagster_project.corpora import CORPORA
 from dagster_project.defs.assets.corpora import corpus_assets_by_name, model_tokens
@@ -114,7 +115,8 @@ def build_hta_asset(corpus: str) -> AssetsDefinition:
         name,
         description=f"Pascual et al. HTA on '{corpus}': attention vs previous-layer and input contribution per head, "
         "input-contribution position histograms, and per layer each weighting's input attribution vs the input "
-        "contribution (run config `weightings`).",
+        "contribution (run config `weightings`). Each example's input contribution is saved under "
+        "models_cache/hta_state/ as it is computed, resumed from after a kill and removed once the facts are written.",
         deps=[corpus_assets_by_name[corpus]],
         group_name="pascual",
         tags=corpus_tags(corpus, "hta"),
@@ -134,6 +136,9 @@ def build_hta_asset(corpus: str) -> AssetsDefinition:
         if note := placement.float32_note("HTA"):
             context.log.warning(note)
         encoder = load_encoder(source, placement.float32())
+        saved = SavedContributions(hta_state_dir() / f"{context.partition_key}--{corpus}")
+        if resumed := saved.count():
+            context.log.info(f"{name}: resuming, {resumed} input contributions saved by a killed run in {saved.folder}")
         checked = checked_hta_facts(
             encoder,
             tokens,
@@ -146,9 +151,10 @@ def build_hta_asset(corpus: str) -> AssetsDefinition:
             progress=progress_logger(context, f"{corpus} HTA ({method})"),
             checked=_on_estimate_check(context, name, method, config.check_min_pearson, config.fallback_to_exact),
             weightings=config.weightings,
+            saved=saved,
         )
         facts = checked.facts
-        return write_partition(
+        result = write_partition(
             context,
             warehouse,
             facts.tables,
@@ -157,6 +163,8 @@ def build_hta_asset(corpus: str) -> AssetsDefinition:
             _hta_metadata(method, checked.method, encoder, facts),
             facts.correlations,
         )
+        saved.remove()
+        return result
 
     return hta_asset
 

@@ -13,10 +13,10 @@ from dagster_project.api import open_warehouse
 from dagster_project.cli.sql import sql
 from dagster_project.compute.models import ModelSpec
 from dagster_project.storage.backend import BACKEND_SETTING, CATALOG_SETTING, DATA_PATH_SETTING, ReadOnlyQueryError
-from dagster_project.storage.lake import LakeConfig, connect_lake
 from dagster_project.storage.model_rows import upsert_model
 from dagster_project.storage.partition_writes import replace_partition
 from dagster_project.storage.views import apply_views
+from tests.warehouse_templates import BACKENDS, Template, build_templates, copy_template
 
 SPEC = ModelSpec("org--m", "org/m", "/x", "r1", "bert", 1, 2, True)
 WRITES = [
@@ -41,21 +41,24 @@ def _fill(conn: duckdb.DuckDBPyConnection) -> None:
     replace_partition(conn, {"head_summaries": rows.with_columns(pl.col("to_cls").cast(pl.Float32))}, "org--m", "demo")
 
 
-@pytest.fixture(params=["duckdb", "ducklake"])
-def warehouse(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+@pytest.fixture(scope="module")
+def templates(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Template]:
+    return build_templates(tmp_path_factory.mktemp("read-only-templates"), _fill)
+
+
+@pytest.fixture(params=BACKENDS)
+def warehouse(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, templates: dict[str, Template]
+) -> str:
     """A warehouse with one batch, configured in the environment; its backend."""
-    if request.param == "duckdb":
-        monkeypatch.setenv("ATTN_WAREHOUSE", str(tmp_path / "warehouse.duckdb"))
+    copy = copy_template(templates[request.param], tmp_path)
+    if isinstance(copy, Path):
+        monkeypatch.setenv("ATTN_WAREHOUSE", str(copy))
         monkeypatch.delenv(BACKEND_SETTING, raising=False)
-        with duckdb.connect(str(tmp_path / "warehouse.duckdb")) as conn:
-            _fill(conn)
     else:
-        config = LakeConfig(str(tmp_path / "lake.ducklake"), str(tmp_path / "data"))
         monkeypatch.setenv(BACKEND_SETTING, "ducklake")
-        monkeypatch.setenv(CATALOG_SETTING, config.catalog)
-        monkeypatch.setenv(DATA_PATH_SETTING, config.data_path)
-        with connect_lake(config) as conn:
-            _fill(conn)
+        monkeypatch.setenv(CATALOG_SETTING, copy.catalog)
+        monkeypatch.setenv(DATA_PATH_SETTING, copy.data_path)
     return request.param
 
 

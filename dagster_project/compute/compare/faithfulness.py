@@ -23,7 +23,6 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 import torch
-from scipy.stats import rankdata
 from transformers import PreTrainedModel
 
 from dagster_project.compute.batching import Batch, length_batches
@@ -91,6 +90,9 @@ def saliency_maps(loss_model: LossModel, batch: Batch, chosen: ModelWeightings) 
 def spearman_rows(attributions: np.ndarray, saliency: np.ndarray, valid: np.ndarray) -> np.ndarray:
     """Spearman's rho of each (example, weighting) attribution row against the example's saliency over its
     real tokens: (B, W) from (B, W, T), (B, T) and the real-token mask (B, T); NaN where either side is constant."""
+    # imported here: scipy.stats takes 0.3 s to import, which every run would pay for this one pass
+    from scipy.stats import rankdata
+
     ranks = rankdata(np.where(valid[:, None], attributions, np.nan), axis=-1, nan_policy="omit")
     reference = rankdata(np.where(valid, saliency, np.nan), axis=-1, nan_policy="omit")[:, None]
     ranks = ranks - np.nanmean(ranks, axis=-1, keepdims=True)

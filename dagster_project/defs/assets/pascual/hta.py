@@ -148,7 +148,8 @@ def build_hta_asset(corpus: str) -> AssetsDefinition:
             check_examples=config.check_examples,
             check_min_pearson=config.check_min_pearson,
             fallback_to_exact=config.fallback_to_exact,
-            progress=progress_logger(context, f"{corpus} HTA ({method})"),
+            # no method in the label: the check decides it (and logs it) after the logger is made
+            progress=progress_logger(context, f"{corpus} HTA"),
             checked=_on_estimate_check(context, name, method, config.check_min_pearson, config.fallback_to_exact),
             weightings=config.weightings,
             saved=saved,

@@ -1,13 +1,12 @@
-"""The asset tests' warehouse (`conn`, in memory), Dagster resources (`resources`, on a temporary
-warehouse file) and a models cache of their own."""
+"""The asset tests' warehouse (`conn`, a copy of tests/warehouse_templates.py's template), Dagster
+resources (`resources`, on a temporary warehouse file) and a models cache of their own."""
 
 from pathlib import Path
 
-import duckdb
 import pytest
 
-from dagster_project.storage.views import apply_views
 from tests.runs import run_resources
+from tests.warehouse_templates import conn, duckdb_template  # noqa: F401  (fixtures)
 
 
 @pytest.fixture(autouse=True)
@@ -17,15 +16,6 @@ def models_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     folder = tmp_path / "models_cache"
     monkeypatch.setenv("ATTN_MODELS_CACHE", str(folder))
     return folder
-
-
-@pytest.fixture
-def conn() -> duckdb.DuckDBPyConnection:
-    """An in-memory warehouse with every table and view."""
-    connection = duckdb.connect(":memory:")
-    apply_views(connection)
-    yield connection
-    connection.close()
 
 
 @pytest.fixture

@@ -17,18 +17,27 @@ from dagster_project.compute.pascual.hta import HtaMethod
 from dagster_project.compute.pascual.saved_contributions import SavedContributions
 
 
-def test_a_fallback_to_exact_reuses_the_checks_exact_maps(
-    encoder: LoadedEncoder, demo_tokens: pl.DataFrame, monkeypatch: pytest.MonkeyPatch
-):
-    exact_lengths: list[int] = []  # pieces of each example whose exact input contributions were computed
+@pytest.fixture
+def computed(monkeypatch: pytest.MonkeyPatch) -> list[HtaMethod]:
+    """The method of every input contribution computed from here on, one per example."""
+    calls: list[HtaMethod] = []
     original = hta_facts.input_norms
 
     def counted(model, e0, method, generator, **options):
-        if method.probes is None:
-            exact_lengths.append(e0.shape[0])
+        calls.append(method)
         return original(model, e0, method, generator, **options)
 
     monkeypatch.setattr(hta_facts, "input_norms", counted)
+    return calls
+
+
+def exact(computed: list[HtaMethod]) -> list[HtaMethod]:
+    return [method for method in computed if method.probes is None]
+
+
+def test_a_fallback_to_exact_reuses_the_checks_exact_maps(
+    encoder: LoadedEncoder, demo_tokens: pl.DataFrame, computed: list[HtaMethod]
+):
     outcomes: list[CheckOutcome] = []
     checked = hta_facts.checked_hta_facts(
         encoder,
@@ -48,11 +57,11 @@ def test_a_fallback_to_exact_reuses_the_checks_exact_maps(
     written = first_examples(demo_tokens, 5)
     assert demo_tokens["example_id"].n_unique() > 5
     assert len(check_ids) == 3 and set(check_ids) <= set(written["example_id"])  # drawn from the written examples
-    assert len(exact_lengths) == 5  # 3 in the check, then only the 2 others
+    assert len(exact(computed)) == 5  # 3 in the check, then only the 2 others
 
-    exact_lengths.clear()
+    computed.clear()
     reference = hta_facts.extract_hta_facts(encoder, written, HtaMethod(None), seed=0)
-    assert len(exact_lengths) == 5
+    assert len(exact(computed)) == 5
     for table, rows in reference.tables.items():
         assert_frame_equal(checked.facts.tables[table], rows, check_exact=True)
 
@@ -62,15 +71,8 @@ class Killed(Exception):
 
 
 def test_a_killed_run_resumes_from_the_saved_contributions(
-    encoder: LoadedEncoder, demo_tokens: pl.DataFrame, monkeypatch: pytest.MonkeyPatch, tmp_path
+    encoder: LoadedEncoder, demo_tokens: pl.DataFrame, computed: list[HtaMethod], tmp_path
 ):
-    computed: list[int] = []  # pieces of each example whose input contributions were computed
-    original = hta_facts.input_norms
-
-    def counted(model, e0, method, generator, **options):
-        computed.append(e0.shape[0])
-        return original(model, e0, method, generator, **options)
-
     def killed_after(examples: int):
         def progress(done: int, total: int, seconds: float) -> None:
             if done == examples:
@@ -78,9 +80,8 @@ def test_a_killed_run_resumes_from_the_saved_contributions(
 
         return progress
 
-    monkeypatch.setattr(hta_facts, "input_norms", counted)
     written = first_examples(demo_tokens, 5)
-    saved = SavedContributions(tmp_path / "hta_state")
+    saved = SavedContributions.of(tmp_path / "hta_state", encoder.model)
     with pytest.raises(Killed):
         hta_facts.extract_hta_facts(encoder, written, HtaMethod(2), seed=3, progress=killed_after(3), saved=saved)
     assert len(computed) == 3 and saved.count() == 3
@@ -103,7 +104,8 @@ def test_a_killed_run_resumes_from_the_saved_contributions(
     with torch.no_grad():
         retrained.model.embeddings.word_embeddings.weight[0, 0] += 1.0
     computed.clear()
-    hta_facts.extract_hta_facts(retrained, written, HtaMethod(2), seed=4, saved=saved)
+    saved_for_retrained = SavedContributions.of(saved.folder, retrained.model)
+    hta_facts.extract_hta_facts(retrained, written, HtaMethod(2), seed=4, saved=saved_for_retrained)
     assert len(computed) == 5 and saved.count() == 15
 
     saved.remove()

@@ -138,7 +138,7 @@ def example_maps(
         generator = torch.Generator().manual_seed(seed)
         return input_norms(model, hidden[0], method, generator, first_layer_norms=previous[0])
 
-    norms = saved.norms(model, inputs, method, seed, contribution_norms) if saved else contribution_norms()
+    norms = saved.norms(inputs, method, seed, contribution_norms) if saved else contribution_norms()
     return ExampleMaps(
         attention=attention,
         previous_layer=normalize_rows(previous),

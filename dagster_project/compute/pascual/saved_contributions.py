@@ -24,13 +24,18 @@ FINGERPRINT_VALUES = 64
 
 @dataclass(frozen=True)
 class SavedContributions:
-    """One HTA run's folder of saved input-contribution norms, one file per computed example."""
+    """One HTA run's folder of saved input-contribution norms, one file per computed example, for
+    the model whose weights `fingerprint` stands for (model_fingerprint)."""
 
     folder: Path
+    fingerprint: str
+
+    @classmethod
+    def of(cls, folder: Path, model: PreTrainedModel) -> "SavedContributions":
+        return cls(folder, model_fingerprint(model))
 
     def norms(
         self,
-        model: PreTrainedModel,
         inputs: Mapping[str, torch.Tensor],
         method: HtaMethod,
         seed: int,
@@ -38,9 +43,9 @@ class SavedContributions:
     ) -> torch.Tensor:
         """The example's norms as saved by the same computation, else `compute()`'s, saved whole or not
         at all (a temporary file renamed into place, so a kill while saving leaves no partial file)."""
-        path = self.folder / f"{_digest(model, inputs, method, seed)}.pt"
+        path = self.folder / f"{self._digest(inputs, method, seed)}.pt"
         if path.is_file():
-            return torch.load(path, map_location=model.device, weights_only=True)
+            return torch.load(path, map_location=inputs["input_ids"].device, weights_only=True)
         norms = compute()
         self.folder.mkdir(parents=True, exist_ok=True)
         partial = path.with_suffix(".partial")
@@ -56,18 +61,24 @@ class SavedContributions:
         """Once the run's facts are written, nothing is left to resume."""
         shutil.rmtree(self.folder, ignore_errors=True)
 
+    def _digest(self, inputs: Mapping[str, torch.Tensor], method: HtaMethod, seed: int) -> str:
+        digest = hashlib.sha256(f"{self.fingerprint}|{method}|{seed}".encode())
+        for name in sorted(inputs):
+            digest.update(name.encode())
+            digest.update(inputs[name].cpu().numpy().tobytes())
+        return digest.hexdigest()[:32]
+
 
 def hta_state_dir() -> Path:
     """Where HTA runs keep the norms they resume from: beside the models cache's folders."""
     return models_cache_dir() / "hta_state"
 
 
-def _digest(model: PreTrainedModel, inputs: Mapping[str, torch.Tensor], method: HtaMethod, seed: int) -> str:
-    digest = hashlib.sha256(f"{method}|{seed}".encode())
+def model_fingerprint(model: PreTrainedModel) -> str:
+    """A digest of the first values of every weight, taken once per run (on a GPU, each weight's
+    values cross to the host)."""
+    digest = hashlib.sha256()
     with torch.no_grad():
         for parameter in model.parameters():
             digest.update(parameter.detach().flatten()[:FINGERPRINT_VALUES].float().cpu().numpy().tobytes())
-    for name in sorted(inputs):
-        digest.update(name.encode())
-        digest.update(inputs[name].cpu().numpy().tobytes())
-    return digest.hexdigest()[:32]
+    return digest.hexdigest()

@@ -136,7 +136,7 @@ def build_hta_asset(corpus: str) -> AssetsDefinition:
         if note := placement.float32_note("HTA"):
             context.log.warning(note)
         encoder = load_encoder(source, placement.float32())
-        saved = SavedContributions(hta_state_dir() / f"{context.partition_key}--{corpus}")
+        saved = SavedContributions.of(hta_state_dir() / f"{context.partition_key}--{corpus}", encoder.model)
         if resumed := saved.count():
             context.log.info(f"{name}: resuming, {resumed} input contributions saved by a killed run in {saved.folder}")
         checked = checked_hta_facts(

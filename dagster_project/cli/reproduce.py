@@ -89,7 +89,8 @@ def _run_finetuned_checkpoints(model_id: str, profile: str, verbose: bool, user_
     """The attention facts of each checkpoint the run fine-tuned from `model_id`, on its task's
     corpus (Kovaleva compares each fine-tuned model with its base there), one run per checkpoint;
     nonzero where a run failed."""
-    from dagster_project.compute.kovaleva.finetuning import FINETUNE_TASKS, finetuned_checkpoint_dir
+    from dagster_project.compute.kovaleva.finetuning import finetuned_checkpoint_dir
+    from dagster_project.compute.kovaleva.tasks import FINETUNE_TASKS
     from dagster_project.corpora import PAPER_CORPORA
     from dagster_project.defs.jobs import ANALYSES
     from dagster_project.defs.model_registry import checkpoint_entry

@@ -15,12 +15,14 @@ def run(
     analysis_names: list[str],
     run_config: dict | None = None,
     verbose: bool = False,
+    dry_run: bool = False,
 ) -> int:
     """Register `source` and run the chosen analyses for it on the chosen corpora, with the static
     report, in one run that leaves out what is materialized and not stale (the analyses' own targets
-    are re-run). Prints one line per asset; the full event log goes to a file."""
+    are re-run). Prints one line per asset; the full event log goes to a file. `dry_run`: print the
+    plan and the steps it would run, register and write nothing."""
     run_config = run_config or {}
-    prepared = plan_run(source, corpus_names, analysis_names, run_config)
+    prepared = plan_run(source, corpus_names, analysis_names, run_config, register=not dry_run)
     print(
         f"model {prepared.source} -> partition {prepared.model_id}; corpora: {', '.join(prepared.corpora)}; "
         f"analyses: {', '.join(analysis_names)}"
@@ -29,6 +31,9 @@ def run(
         print(f"up to date, not re-run: {', '.join(key.to_user_string() for key in prepared.up_to_date)}")
     for line in [*prepared.skipped, *([prepared.unheld] if prepared.unheld else [])]:
         print(line)
+    if dry_run:
+        print(f"would run {len(prepared.keys)} steps: {', '.join(key.to_user_string() for key in prepared.keys)}")
+        return 0
     if execute_run(prepared, run_config, verbose):
         return 1
     print_outputs(prepared.model_id)
@@ -76,6 +81,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="one run config value, repeatable (after --config): xnli_en_hta_facts.max_examples=50, "
         "finetuned_mrpc.max_steps=40, finetuned_mrpc.train_subset=500",
     )
+    parser.add_argument("--dry-run", action="store_true", help="print the plan, register and run nothing")
     parser.add_argument(
         "--verbose", action="store_true", help="stream Dagster's full event log (always written to the log file)"
     )
@@ -86,4 +92,4 @@ def command(args: argparse.Namespace) -> int:
 
     analyses = list(dict.fromkeys([*(args.analysis or DEFAULT_ANALYSES), *(["hta"] if args.hta else [])]))
     run_config = run_config_from(args.config, args.set)
-    return run(args.model, chosen_corpora(args.corpus), analyses, run_config, args.verbose)
+    return run(args.model, chosen_corpora(args.corpus), analyses, run_config, args.verbose, args.dry_run)

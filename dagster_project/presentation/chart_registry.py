@@ -10,7 +10,7 @@ import altair as alt
 import duckdb
 import polars as pl
 
-from dagster_project.compute.kovaleva.finetuning import FINETUNE_TASKS
+from dagster_project.compute.kovaleva.tasks import FINETUNE_TASKS
 from dagster_project.corpora import CORPORA, GLUE_TASKS
 from dagster_project.presentation.charts import clark, compare, kovaleva, pascual
 from dagster_project.presentation.charts.common import short_model_name

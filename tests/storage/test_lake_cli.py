@@ -1,9 +1,11 @@
 """`attn-warehouse` on a DuckLake, run as a user types it (a subprocess, settings in the
 environment): a read before any run says there is no lake yet and how to create one; `run`
-creates and fills it; a second `run` leaves the upstream assets alone; `sql`, `export` and
-`report` read it; and the catalog's password never reaches stdout, stderr or the run log."""
+creates and fills it; a second run's plan (`run --dry-run`) leaves the upstream assets alone and
+writes nothing; `sql`, `export` and `report` read it; and the catalog's password never reaches
+stdout, stderr or the run log."""
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -53,9 +55,12 @@ def _ok(result: subprocess.CompletedProcess) -> str:
     return result.stdout
 
 
-def _run_the_commands(env: dict[str, str], model_dir: Path, tmp_path: Path, shown_catalog: str, runs: int) -> list[str]:
-    """sql before any run, `runs` runs (1 or 2), sql, export, and after one run the report; returns
-    every output and run log, for the caller's checks of what must never be printed."""
+def _run_the_commands(
+    env: dict[str, str], model_dir: Path, tmp_path: Path, shown_catalog: str, planned_again: bool
+) -> list[str]:
+    """sql before any run, a run, `planned_again`: its second run's plan (a dry run), sql, export,
+    and otherwise the report; returns every output and run log, for the caller's checks of what must
+    never be printed."""
     before = _cli(env, "sql", "SELECT count(*) FROM head_summaries")
     assert before.returncode == 2
     assert f"error: no DuckLake at {shown_catalog} yet: `attn-warehouse run --corpus demo` creates it" in before.stderr
@@ -64,12 +69,16 @@ def _run_the_commands(env: dict[str, str], model_dir: Path, tmp_path: Path, show
     first = _ok(_cli(env, "run", str(model_dir), "--corpus", "demo", "--analysis", "attention"))
     assert "demo_attention_facts" in first and f"warehouse: DuckLake (catalog {shown_catalog}, data " in first
     outputs = [before.stdout, before.stderr, first]
-    if runs == 2:
-        outputs.append(_ok(_cli(env, "run", str(model_dir), "--corpus", "demo", "--analysis", "attention")))
+    if planned_again:
+        args = ("run", str(model_dir), "--corpus", "demo", "--analysis", "attention", "--dry-run")
+        outputs.append(_ok(_cli(env, *args)))
         assert "up to date, not re-run: demo_examples, encoder_model" in outputs[-1]
+        would_run = re.search(r"^would run (\d+) steps: (.*)$", outputs[-1], re.M)
+        steps = would_run[2].split(", ")
+        assert int(would_run[1]) == len(steps) and "demo_attention_facts" in steps and "paper_report" in steps
+        assert not {"demo_examples", "encoder_model", "warehouse_views"} & set(steps)
 
-    # one batch per upstream table (a second run writes none), one per run of a fact table, of which
-    # the staging view shows the current one: 2 layers x 4 heads x 24 demo examples
+    # one batch per table (the dry run wrote none): 2 layers x 4 heads x 24 demo examples
     counts = _ok(
         _cli(
             env,
@@ -79,14 +88,14 @@ def _run_the_commands(env: dict[str, str], model_dir: Path, tmp_path: Path, show
             "(SELECT count(*) FROM head_summaries), (SELECT count(*) FROM stg_head_summaries)) AS counts",
         )
     )
-    assert f"counts 1 {runs} {runs * 192} 192" in counts
+    assert "counts 1 1 192 192" in counts
 
     out = tmp_path / "special.csv"
     exported = _ok(_cli(env, "export", "clark_special_tokens", "--format", "csv", "--out", str(out)))
     assert exported.strip() == f"{out}: 8 rows of clark_special_tokens"  # 2 layers x 4 heads
     assert out.read_text().splitlines()[0].startswith("model,model_id,corpus,layer,head,to_cls,")
     outputs += [counts, exported]
-    if runs == 1:
+    if not planned_again:
         report = _ok(_cli(env, "report", "--out", str(tmp_path / "report")))
         assert report.startswith(f"report: {tmp_path / 'report' / 'index.html'} (5 paper pages, models: local--")
         outputs.append(report)
@@ -96,9 +105,9 @@ def _run_the_commands(env: dict[str, str], model_dir: Path, tmp_path: Path, show
 def test_cli_on_a_sqlite_catalog_and_a_folder(tmp_path: Path, tiny_model_dir: Path):
     catalog = tmp_path / "lake" / "catalog.sqlite"
     env = _env(tmp_path, str(catalog), str(tmp_path / "lake" / "data"))
-    _run_the_commands(env, tiny_model_dir, tmp_path, str(catalog), runs=2)
+    _run_the_commands(env, tiny_model_dir, tmp_path, str(catalog), planned_again=True)
     parquet = list((tmp_path / "lake" / "data" / "main" / "head_summaries").rglob("*.parquet"))
-    assert {file.parent.name for file in parquet} == {"corpus=demo"} and len(parquet) == 2
+    assert {file.parent.name for file in parquet} == {"corpus=demo"} and len(parquet) == 1
 
 
 def test_cli_on_a_postgres_catalog_and_s3_never_prints_the_password(
@@ -108,8 +117,8 @@ def test_cli_on_a_postgres_catalog_and_s3_never_prints_the_password(
     bucket = s3_server.create_bucket()
     env = _env(tmp_path, postgres_server.url(database), f"s3://{bucket}/lake/", s3_server.env())
     shown = postgres_server.url(database).replace(POSTGRES_PASSWORD, "***")
-    # one run: the second run's plan is the same on every catalog (test_cli_on_a_sqlite_catalog_and_a_folder)
-    outputs = _run_the_commands(env, tiny_model_dir, tmp_path, shown, runs=1)
+    # the second run's plan is the same on every catalog (test_cli_on_a_sqlite_catalog_and_a_folder)
+    outputs = _run_the_commands(env, tiny_model_dir, tmp_path, shown, planned_again=False)
     assert not [text for text in outputs if POSTGRES_PASSWORD in text]
     assert any(key.endswith(".parquet") for key in s3_server.keys(bucket, "lake/main/head_summaries/"))
 

@@ -66,6 +66,15 @@ def test_run_without_any_corpus_says_where_it_looked(env: Path, tiny_model_dir: 
     assert not env.exists()  # nothing registered
 
 
+def test_a_dry_run_prints_the_plan_and_writes_nothing(env: Path, tiny_model_dir: Path, capsys: pytest.CaptureFixture):
+    assert main(["run", str(tiny_model_dir), "--corpus", "demo", "--analysis", "attention", "--dry-run"]) == 0
+    would_run = re.search(r"^would run (\d+) steps: (.*)$", capsys.readouterr().out, re.M)
+    steps = would_run[2].split(", ")
+    assert int(would_run[1]) == len(steps)
+    assert {"encoder_model", "warehouse_views", "demo_examples", "demo_attention_facts", "paper_report"} <= set(steps)
+    assert not env.exists()  # nothing registered, nothing written
+
+
 def test_add_model_quotes_the_command_it_suggests(env: Path, tiny_model_dir: Path, capsys: pytest.CaptureFixture):
     model = env.parent / "m; rm -rf x"
     model.mkdir()

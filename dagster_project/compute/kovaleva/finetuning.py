@@ -58,8 +58,6 @@ TASK_SCORE_TYPES = {
     "final_loss": pl.Float64,
 }
 
-# The GLUE tasks that get fine-tuning, ablation and similarity assets (Kovaleva Table 1, Fig. 5, 8, 9).
-FINETUNE_TASKS = ("mrpc", "stsb", "sst2", "rte", "cola")
 LOG = logging.getLogger(__name__)
 
 

@@ -1,6 +1,7 @@
 """Helpers for tests that materialize assets in process: the run's resources on a folder, and a
-materialization of assets for one model's partition."""
+materialization of assets for one model's partition; and the steps `attn-warehouse run --dry-run` plans."""
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -43,3 +44,11 @@ def materialize_model(
     )
     assert result.success
     return result
+
+
+def planned_steps(output: str) -> list[str]:
+    """The steps `attn-warehouse run --dry-run` printed it would run; their number is the one it printed."""
+    would_run = re.search(r"^would run (\d+) steps: (.*)$", output, re.M)
+    steps = would_run[2].split(", ")
+    assert int(would_run[1]) == len(steps)
+    return steps

@@ -17,6 +17,7 @@ from dagster_project.cli.run_in_process import run_config_from
 from dagster_project.compute.models import ModelSpec
 from dagster_project.defs.assets.writing import progress_logger
 from dagster_project.storage.model_rows import upsert_model
+from tests.runs import planned_steps
 
 SPEC = ModelSpec("org--tiny", "org/tiny", "/models/tiny", "abc", "bert", 2, 2, True)
 
@@ -68,9 +69,7 @@ def test_run_without_any_corpus_says_where_it_looked(env: Path, tiny_model_dir: 
 
 def test_a_dry_run_prints_the_plan_and_writes_nothing(env: Path, tiny_model_dir: Path, capsys: pytest.CaptureFixture):
     assert main(["run", str(tiny_model_dir), "--corpus", "demo", "--analysis", "attention", "--dry-run"]) == 0
-    would_run = re.search(r"^would run (\d+) steps: (.*)$", capsys.readouterr().out, re.M)
-    steps = would_run[2].split(", ")
-    assert int(would_run[1]) == len(steps)
+    steps = planned_steps(capsys.readouterr().out)
     assert {"encoder_model", "warehouse_views", "demo_examples", "demo_attention_facts", "paper_report"} <= set(steps)
     assert not env.exists()  # nothing registered, nothing written
 

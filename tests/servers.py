@@ -123,8 +123,12 @@ class PostgresServer:
 
     def stop(self) -> None:
         stop = [str(self.binaries / "pg_ctl"), "stop", "-D", str(self.data_dir), "-m", "immediate", "-w"]
-        _as_owner(stop, self.owner)
-        shutil.rmtree(self.data_dir.parent, ignore_errors=True)
+        try:
+            _as_owner(stop, self.owner)
+        finally:
+            # The cluster's folder goes even when pg_ctl fails (a full disk, a server already gone):
+            # left behind, each is 120 MB more on a disk the next run needs.
+            shutil.rmtree(self.data_dir.parent, ignore_errors=True)
 
 
 def _as_owner(command: list[str], owner: str | None, **kwargs) -> subprocess.CompletedProcess:
@@ -184,6 +188,7 @@ def start_postgres() -> PostgresServer:
         )
     except subprocess.CalledProcessError as error:
         log = (root / "log").read_text() if (root / "log").exists() else ""
+        shutil.rmtree(root, ignore_errors=True)
         raise ServerUnavailable(f"PostgreSQL did not start: {error.stderr or error.stdout}{log[-2000:]}") from error
     return PostgresServer(port=port, data_dir=data_dir, binaries=binaries, owner=owner)
 

@@ -11,7 +11,8 @@ import logging
 import re
 import sys
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -33,17 +34,26 @@ POLL_SECONDS = 0.5
 _FORMAT = "%(asctime)s %(levelname)-7s %(message)s"
 
 
+def _run_logger(path: Path) -> logging.Logger:
+    return logging.getLogger(f"attn_warehouse.run.{path.stem}")
+
+
+def _to_file(path: Path) -> logging.FileHandler:
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setFormatter(logging.Formatter(_FORMAT))
+    return handler
+
+
 def file_logger(path: Path, verbose: bool) -> LoggerDefinition:
-    """A logger definition writing every event of a run to `path` (and to stderr if `verbose`)."""
+    """A logger definition writing every event of a run to `path` (and to stderr if `verbose`);
+    `logs_in_file` closes it when the run ends."""
 
     @logger(description="Every event of the run to the CLI's log file (and stderr with --verbose).")
     def run_log(_context: InitLoggerContext) -> logging.Logger:
-        log = logging.getLogger(f"attn_warehouse.run.{path.stem}")
+        log = _run_logger(path)
         log.setLevel(logging.DEBUG)
         log.propagate = False
-        to_file = logging.FileHandler(path, encoding="utf-8")
-        to_file.setFormatter(logging.Formatter(_FORMAT))
-        log.handlers = [to_file]
+        log.handlers = [_to_file(path)]
         if verbose:
             to_stderr = logging.StreamHandler(sys.stderr)
             to_stderr.setFormatter(logging.Formatter(_FORMAT))
@@ -53,16 +63,26 @@ def file_logger(path: Path, verbose: bool) -> LoggerDefinition:
     return run_log
 
 
-def library_logs_to(path: Path) -> None:
-    """Send the libraries' own log records to the run's log file instead of the console: transformers'
-    LOAD REPORT tables (a classification head's missing or unexpected keys) are for the log, not
-    between the step lines."""
-    import transformers
-
-    to_file = logging.FileHandler(path, encoding="utf-8")
-    to_file.setFormatter(logging.Formatter(_FORMAT))
-    transformers.utils.logging.disable_default_handler()
-    transformers.utils.logging.add_handler(to_file)
+@contextmanager
+def logs_in_file(path: Path, verbose: bool) -> Iterator[None]:
+    """While a run executes, the libraries' own log records go to its log file instead of the
+    console (unless `verbose`): transformers' LOAD REPORT tables (a classification head's missing
+    or unexpected keys) are for the log, not between the step lines. When it ends, the handlers
+    come off and the files close, so a process that runs again (a notebook, the tests) writes to
+    no stale file and keeps no file open."""
+    library = logging.getLogger("transformers")
+    library_handlers = list(library.handlers)
+    if not verbose:
+        library.handlers = [_to_file(path)]
+    try:
+        yield
+    finally:
+        for log in (library, _run_logger(path)):
+            for handler in log.handlers:
+                if handler not in library_handlers:
+                    handler.close()
+        library.handlers = library_handlers
+        _run_logger(path).handlers = []
 
 
 def rows_written(metadata: Mapping[str, Any]) -> dict[str, int]:

@@ -23,7 +23,8 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 
 from dagster import DagsterEventType, DagsterInstance, DagsterRunStatus, RunRecord, RunsFilter
 
@@ -156,14 +157,16 @@ def _runs_of_this_process(instance: DagsterInstance) -> list[RunRecord]:
     ]
 
 
-def announce_pool_waits(instance: DagsterInstance, every_seconds: float = 30.0) -> None:
-    """While this process runs, print every `every_seconds` which pool its runs' steps wait for
-    and which run holds it (Dagster itself says so only at DEBUG, every 5 minutes). A daemon
-    thread; it lasts for the rest of the process."""
+@contextmanager
+def announce_pool_waits(instance: DagsterInstance, every_seconds: float = 30.0) -> Iterator[None]:
+    """While the block runs, print every `every_seconds` which pool this process's runs' steps
+    wait for and which run holds it (Dagster itself says so only at DEBUG, every 5 minutes). A
+    thread that ends with the block, so a process running several runs (`reproduce`) says each
+    wait once."""
+    stop = threading.Event()
 
     def watch() -> None:
-        while True:
-            time.sleep(every_seconds)
+        while not stop.wait(every_seconds):
             ours = {record.dagster_run.run_id for record in _runs_of_this_process(instance)}
             storage = instance.event_log_storage
             for pool in sorted(storage.get_concurrency_keys()) if ours else ():
@@ -174,41 +177,46 @@ def announce_pool_waits(instance: DagsterInstance, every_seconds: float = 30.0) 
                 if holders:  # else the slot is this run's own, between two of its steps
                     print(f"waiting for pool {pool}: its slot is held by run {', '.join(holders)}", flush=True)
 
-    threading.Thread(target=watch, name="pool-waits", daemon=True).start()
+    thread = threading.Thread(target=watch, name="pool-waits", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
 
 
-def stop_on_interrupt(instance: DagsterInstance, grace_seconds: float = 5.0) -> None:
-    """Make SIGINT/SIGTERM stop this process within `grace_seconds` even while a step waits for a
-    pool slot. Dagster defers interrupts to step boundaries (a running step is interrupted at
-    once and its run fails as usual); a run whose steps are all blocked never reaches one. After
-    the grace period, or at a second interrupt, the in-progress runs of this process are marked
-    canceled, their slots freed, and the process exits with status 130.
+@contextmanager
+def stop_on_interrupt(instance: DagsterInstance, grace_seconds: float = 5.0) -> Iterator[None]:
+    """While the block runs, make SIGINT/SIGTERM stop this process within `grace_seconds` even
+    while a step waits for a pool slot. Dagster defers interrupts to step boundaries (a running
+    step is interrupted at once and its run fails as usual); a run whose steps are all blocked
+    never reaches one. After the grace period, or at a second interrupt, the in-progress runs of
+    this process are marked canceled, their slots freed, and the process exits with status 130.
 
-    Call once from the main thread; it lasts for the rest of the process (a signal wakeup fd
-    read by a daemon thread, so it sees signals whatever handler Dagster has installed)."""
+    Enter it in the main thread. It reads a signal wakeup fd in a thread, so it sees signals
+    whatever handler Dagster has installed; on leaving, the previous wakeup fd is back and the
+    thread has ended."""
     reader, writer = socket.socketpair()
     writer.setblocking(False)
-    signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
+    previous_fd = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
     watched = {signal.SIGINT, signal.SIGTERM}
 
     def received() -> int:
         data = reader.recv(1)
-        return data[0] if data else -1
+        return data[0] if data else -1  # -1: the block has ended and closed the writer
 
     def watch() -> None:
-        with reader, writer:  # the thread keeps the socket pair (and so the wakeup fd) open
-            _watch()
-
-    def _watch() -> None:
         while (signum := received()) not in watched:
             if signum < 0:
-                return  # closed: nothing more to watch
+                return
         print(f"interrupted: stopping (forced in {grace_seconds:g} s, or at a second Ctrl-C)", file=sys.stderr)
         reader.settimeout(grace_seconds)
         deadline = time.monotonic() + grace_seconds
-        try:  # Dagster's own handling first: at a step boundary the process ends by itself
-            while time.monotonic() < deadline and (signum := received()) not in watched and signum >= 0:
-                pass
+        try:  # Dagster's own handling first: at a step boundary the run ends and so does the block
+            while time.monotonic() < deadline and (signum := received()) not in watched:
+                if signum < 0:
+                    return
         except TimeoutError:
             pass
         try:
@@ -221,4 +229,12 @@ def stop_on_interrupt(instance: DagsterInstance, grace_seconds: float = 5.0) -> 
             sys.stdout.flush()
             os._exit(130)
 
-    threading.Thread(target=watch, name="stop-on-interrupt", daemon=True).start()
+    thread = threading.Thread(target=watch, name="stop-on-interrupt", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        signal.set_wakeup_fd(previous_fd)
+        writer.close()
+        thread.join()
+        reader.close()

@@ -77,13 +77,11 @@ def _execute(keys: list, resources: dict, instance: Any, model_id: str, run_conf
 
     from dagster import AssetSelection, Definitions, define_asset_job
 
-    from dagster_project.cli.console import RunConsole, file_logger, library_logs_to
+    from dagster_project.cli.console import RunConsole, file_logger, logs_in_file
     from dagster_project.defs.assets import all_assets
 
     log_path = _log_path()
     print(f"log: {log_path}" + ("" if verbose else " (--verbose to stream it here)"))
-    if not verbose:
-        library_logs_to(log_path)
     job = define_asset_job("attn_warehouse_run", selection=AssetSelection.assets(*keys))
     definitions = Definitions(
         assets=all_assets, jobs=[job], resources=resources, loggers={"run_log": file_logger(log_path, verbose)}
@@ -92,13 +90,14 @@ def _execute(keys: list, resources: dict, instance: Any, model_id: str, run_conf
     run_id = str(uuid.uuid4())
     console.start(run_id)
     try:
-        definitions.resolve_job_def(job.name).execute_in_process(
-            # Only the log file's logger: Dagster's console logger would print every event.
-            run_config={**run_config, "loggers": {"run_log": {}}},
-            instance=instance,
-            partition_key=model_id,
-            run_id=run_id,
-        )
+        with logs_in_file(log_path, verbose):
+            definitions.resolve_job_def(job.name).execute_in_process(
+                # Only the log file's logger: Dagster's console logger would print every event.
+                run_config={**run_config, "loggers": {"run_log": {}}},
+                instance=instance,
+                partition_key=model_id,
+                run_id=run_id,
+            )
     except Exception as error:
         console.stop()
         step, cause = user_error(error)
@@ -135,13 +134,11 @@ def execute_run(prepared: "PreparedRun", run_config: dict, verbose: bool) -> int
 
     if not verbose:  # one line per asset, not transformers' bar per model load
         transformers.utils.logging.disable_progress_bar()
-    instance = DagsterInstance.get()
-    stop_on_interrupt(instance)
-    announce_pool_waits(instance)
-    for message in reclaim_dead_runs(instance):  # a killed run's pool slot would block this one forever
-        print(message)
-    config = prepared.own_config(run_config)
-    return _execute(prepared.keys, default_resources(), instance, prepared.model_id, config, verbose)
+    with DagsterInstance.get() as instance, stop_on_interrupt(instance), announce_pool_waits(instance):
+        for message in reclaim_dead_runs(instance):  # a killed run's pool slot would block this one forever
+            print(message)
+        config = prepared.own_config(run_config)
+        return _execute(prepared.keys, default_resources(), instance, prepared.model_id, config, verbose)
 
 
 def print_outputs(model_id: str) -> None:

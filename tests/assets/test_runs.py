@@ -1,12 +1,13 @@
 """A run killed while it holds the warehouse_writer slot: `reclaim_dead_runs` marks it failed and
 frees the slot, so the next writer runs; a live holder is named, not touched; Ctrl-C stops a
-run that waits for the slot (cli/recovery.py)."""
+run that waits for the slot, and both guards end with their run (cli/recovery.py)."""
 
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -14,12 +15,13 @@ import pytest
 from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 
 from dagster_project import settings
-from dagster_project.cli.recovery import reclaim_dead_runs
+from dagster_project.cli.recovery import announce_pool_waits, reclaim_dead_runs, stop_on_interrupt
 from tests.servers import stretched
 
 # Materializes one pool asset in a fresh process against $DAGSTER_HOME; argv: sleep seconds, guard.
 MATERIALIZE = """
 import sys, time
+from contextlib import ExitStack
 from dagster import DagsterInstance, asset, materialize
 from dagster_project.cli.recovery import announce_pool_waits, stop_on_interrupt
 
@@ -31,11 +33,12 @@ def pool_writer() -> None:
     time.sleep(seconds)
 
 instance = DagsterInstance.get()
-if guard:
-    stop_on_interrupt(instance, grace_seconds=2)
-    announce_pool_waits(instance, every_seconds=1)
-print("materializing", flush=True)
-assert materialize([pool_writer], instance=instance).success
+with ExitStack() as guards:
+    if guard:
+        guards.enter_context(stop_on_interrupt(instance, grace_seconds=2))
+        guards.enter_context(announce_pool_waits(instance, every_seconds=1))
+    print("materializing", flush=True)
+    assert materialize([pool_writer], instance=instance).success
 print("done", flush=True)
 """
 
@@ -148,3 +151,21 @@ def test_a_waiting_run_names_the_holder_and_ctrl_c_stops_it(dagster_home: Path) 
         for process in (holder, waiter):
             process.kill()
             process.wait()
+
+
+def test_the_guards_end_with_their_block(dagster_home: Path) -> None:
+    """`reproduce` runs several runs in one process: each run's guards are gone when it ends (no
+    second thread to say a wait twice, the previous wakeup fd back), and the next run's start."""
+    guard_threads = {"stop-on-interrupt", "pool-waits"}
+    before = signal.set_wakeup_fd(-1)
+    signal.set_wakeup_fd(before)
+    with DagsterInstance.get() as instance:
+        for _ in range(2):
+            with stop_on_interrupt(instance), announce_pool_waits(instance, every_seconds=0.05):
+                time.sleep(0.2)  # the announcer has looked (and found no run of this process) a few times
+                assert guard_threads <= {thread.name for thread in threading.enumerate()}
+                guard_fd = signal.set_wakeup_fd(-1)
+                signal.set_wakeup_fd(guard_fd)
+                assert guard_fd not in (-1, before)
+            assert not guard_threads & {thread.name for thread in threading.enumerate()}
+            assert signal.set_wakeup_fd(before) == before

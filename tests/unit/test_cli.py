@@ -1,6 +1,7 @@
 """`attn-warehouse` commands: `sql`, `export`, the check for corpora, quoted commands, and `run` (quiet output
 with a log file, one-line errors, run config from --config and --set) on the tiny model and the demo corpus."""
 
+import logging
 import re
 import shlex
 import subprocess
@@ -10,9 +11,10 @@ from types import SimpleNamespace
 
 import duckdb
 import pytest
+from dagster import build_init_logger_context
 
 from dagster_project.cli import UsageError, main
-from dagster_project.cli.console import PROGRESS_MESSAGE
+from dagster_project.cli.console import PROGRESS_MESSAGE, file_logger, logs_in_file
 from dagster_project.cli.run_in_process import run_config_from
 from dagster_project.compute.models import ModelSpec
 from dagster_project.defs.assets.writing import progress_logger
@@ -55,6 +57,23 @@ def test_sql_opens_the_warehouse_read_only(env: Path, capsys: pytest.CaptureFixt
     assert "read-only" in capsys.readouterr().err
     assert main(["sql", "SELECT count(*) AS n FROM models"]) == 0
     assert re.search(r"│ 1\s+│", capsys.readouterr().out)
+
+
+def test_a_runs_log_handlers_come_off_and_close_when_it_ends(tmp_path: Path):
+    """transformers' records and the run's events go to the log file while the run executes; after it,
+    a process that runs again (a notebook, these tests) holds no handler on that file and no open file."""
+    path = tmp_path / "run.log"
+    library = logging.getLogger("transformers")
+    before = list(library.handlers)
+    with logs_in_file(path, verbose=False):
+        run_log = file_logger(path, verbose=False).logger_fn(build_init_logger_context())
+        logging.getLogger("transformers.modeling_utils").warning("LOAD REPORT")
+        run_log.info("STEP_START")
+        opened = [handler for handler in [*library.handlers, *run_log.handlers] if handler not in before]
+    assert len(opened) == 2
+    assert library.handlers == before and run_log.handlers == []
+    assert all(handler.stream is None for handler in opened)  # closed
+    assert "LOAD REPORT" in path.read_text() and "STEP_START" in path.read_text()
 
 
 def test_run_without_any_corpus_says_where_it_looked(env: Path, tiny_model_dir: Path, capsys: pytest.CaptureFixture):

@@ -263,6 +263,8 @@ def dagster_server(
         "ATTN_DATA_DIR": str(root / "no-data"),
         "ATTN_MODELS_REGISTRY": str(scratch / "models.toml"),  # none: the sensor registers nothing
         "ATTN_MODELS_CACHE": str(scratch / "models_cache"),
+        # Its temporary workspace file too: killed, it cannot remove it, and pytest's folder goes.
+        "TMPDIR": str(scratch),
     }
     port = free_port()
     log_path = scratch / "dagster_dev.log"
@@ -284,7 +286,7 @@ def dagster_server(
         yield f"http://127.0.0.1:{port}", server, log_path
     finally:
         # The whole process group (webserver, daemon, code server); dagster dev takes long to
-        # honour SIGTERM and nothing it holds needs a clean shutdown here.
+        # honour SIGTERM and nothing it holds needs a clean shutdown here (its files are in scratch).
         os.killpg(server.pid, signal.SIGKILL)
         server.wait()
 

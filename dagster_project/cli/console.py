@@ -71,18 +71,17 @@ def logs_in_file(path: Path, verbose: bool) -> Iterator[None]:
     come off and the files close, so a process that runs again (a notebook, the tests) writes to
     no stale file and keeps no file open."""
     library = logging.getLogger("transformers")
-    library_handlers = list(library.handlers)
-    if not verbose:
-        library.handlers = [_to_file(path)]
+    kept = library.handlers
+    library_to_file = [] if verbose else [_to_file(path)]
+    library.handlers = library_to_file or kept
     try:
         yield
     finally:
-        for log in (library, _run_logger(path)):
-            for handler in log.handlers:
-                if handler not in library_handlers:
-                    handler.close()
-        library.handlers = library_handlers
-        _run_logger(path).handlers = []
+        library.handlers = kept
+        run_log = _run_logger(path)
+        for handler in [*library_to_file, *run_log.handlers]:
+            handler.close()
+        run_log.handlers = []
 
 
 def rows_written(metadata: Mapping[str, Any]) -> dict[str, int]:

@@ -102,7 +102,7 @@ def _run_finetuned_checkpoints(model_id: str, profile: str, verbose: bool, user_
         prepared = plan_run(
             entry.source, list(entry.corpora), list(entry.analyses), {}, rerun_targets=False, rerun_all=rerun_all
         )
-        names = [key.to_user_string() for key in prepared.keys]
+        names = prepared.step_names
         print(f"\nattention of {folder.name}, fine-tuned from {model_id}, on {', '.join(entry.corpora)}")
         # The user's values reach the assets this run has (execute_run leaves out a fine-tuning setting's).
         run_config = with_user_config(profile_run_config(names, profile), user_config)
@@ -131,7 +131,7 @@ def reproduce(sources: list[str], profile: str, dry_run: bool, verbose: bool, us
         if upgrade:
             print(f"{source}: its last reproduction was quick; the paper profile recomputes every step")
         shape = _model_shape(source)
-        names = [key.to_user_string() for key in planned.keys]
+        names = planned.step_names
         ops = with_user_config(profile_run_config(names, profile), user_config or {}).get("ops", {})
         steps = [planned_step(name, profile, shape, ops.get(name, {}).get("config", {})) for name in names]
         print_plan(source, planned.model_id, steps, planned.up_to_date, planned.skipped, device)
@@ -146,7 +146,7 @@ def reproduce(sources: list[str], profile: str, dry_run: bool, verbose: bool, us
         prepared = plan_run(
             source, list(PAPER_CORPORA), analyses, user_config or {}, rerun_targets=False, rerun_all=upgrade
         )
-        names = [key.to_user_string() for key in prepared.keys]
+        names = prepared.step_names
         run_config = with_user_config(profile_run_config(names, profile), user_config or {})
         print(f"\nreproducing {source} ({profile})")
         # A quick profile is recorded first, so the run's report labels its results; the paper profile
@@ -162,7 +162,7 @@ def reproduce(sources: list[str], profile: str, dry_run: bool, verbose: bool, us
         # matching, its charts) and the report, whose scorecard now judges the fine-tuned claims, are
         # stale until run again.
         settled = plan_run(source, list(PAPER_CORPORA), analyses, user_config or {}, rerun_targets=False)
-        names = [key.to_user_string() for key in settled.keys]
+        names = settled.step_names
         print(f"\nnow that the checkpoints' facts are in: {', '.join(names)}")
         if execute_run(settled, with_user_config(profile_run_config(names, profile), user_config or {}), verbose):
             return 1

@@ -32,7 +32,7 @@ def run(
     for line in [*prepared.skipped, *([prepared.unheld] if prepared.unheld else [])]:
         print(line)
     if dry_run:
-        print(f"would run {len(prepared.keys)} steps: {', '.join(key.to_user_string() for key in prepared.keys)}")
+        print(f"would run {len(prepared.keys)} steps: {', '.join(prepared.step_names)}")
         return 0
     if execute_run(prepared, run_config, verbose):
         return 1

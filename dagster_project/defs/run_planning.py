@@ -131,6 +131,11 @@ class PreparedRun:
     skipped: list[str]  # one line per kind of step left out because it cannot produce rows
     unheld: str | None = None  # what the run history calls current but the warehouse lacks, re-run
 
+    @property
+    def step_names(self) -> list[str]:
+        """The names of the assets this run materializes, in its order."""
+        return [key.to_user_string() for key in self.keys]
+
     def without_report(self) -> "PreparedRun":
         """This run less the report, for a run that another run of the same command follows."""
         return replace(self, keys=[key for key in self.keys if key != paper_report.key])
@@ -138,7 +143,7 @@ class PreparedRun:
     def own_config(self, run_config: dict) -> dict:
         """`run_config` without the values of assets this run leaves out (current: they last ran
         with those values, configured_anew), which Dagster would refuse as unknown ops."""
-        names = {key.to_user_string() for key in self.keys}
+        names = set(self.step_names)
         ops = {name: op for name, op in run_config.get("ops", {}).items() if name in names}
         rest = {field: value for field, value in run_config.items() if field != "ops"}
         return {**rest, "ops": ops} if ops else rest

@@ -153,19 +153,23 @@ def test_a_waiting_run_names_the_holder_and_ctrl_c_stops_it(dagster_home: Path) 
             process.wait()
 
 
+def _wakeup_fd() -> int:
+    """The signal wakeup fd now (setting it is the only way to read it)."""
+    fd = signal.set_wakeup_fd(-1)
+    signal.set_wakeup_fd(fd)
+    return fd
+
+
 def test_the_guards_end_with_their_block(dagster_home: Path) -> None:
     """`reproduce` runs several runs in one process: each run's guards are gone when it ends (no
     second thread to say a wait twice, the previous wakeup fd back), and the next run's start."""
     guard_threads = {"stop-on-interrupt", "pool-waits"}
-    before = signal.set_wakeup_fd(-1)
-    signal.set_wakeup_fd(before)
+    before = _wakeup_fd()
     with DagsterInstance.get() as instance:
         for _ in range(2):
             with stop_on_interrupt(instance), announce_pool_waits(instance, every_seconds=0.05):
                 time.sleep(0.2)  # the announcer has looked (and found no run of this process) a few times
                 assert guard_threads <= {thread.name for thread in threading.enumerate()}
-                guard_fd = signal.set_wakeup_fd(-1)
-                signal.set_wakeup_fd(guard_fd)
-                assert guard_fd not in (-1, before)
+                assert _wakeup_fd() not in (-1, before)
             assert not guard_threads & {thread.name for thread in threading.enumerate()}
-            assert signal.set_wakeup_fd(before) == before
+            assert _wakeup_fd() == before

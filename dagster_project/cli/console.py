@@ -38,10 +38,13 @@ def _run_logger(path: Path) -> logging.Logger:
     return logging.getLogger(f"attn_warehouse.run.{path.stem}")
 
 
-def _to_file(path: Path) -> logging.FileHandler:
-    handler = logging.FileHandler(path, encoding="utf-8")
+def _formatted(handler: logging.Handler) -> logging.Handler:
     handler.setFormatter(logging.Formatter(_FORMAT))
     return handler
+
+
+def _to_file(path: Path) -> logging.Handler:
+    return _formatted(logging.FileHandler(path, encoding="utf-8"))
 
 
 def file_logger(path: Path, verbose: bool) -> LoggerDefinition:
@@ -53,11 +56,7 @@ def file_logger(path: Path, verbose: bool) -> LoggerDefinition:
         log = _run_logger(path)
         log.setLevel(logging.DEBUG)
         log.propagate = False
-        log.handlers = [_to_file(path)]
-        if verbose:
-            to_stderr = logging.StreamHandler(sys.stderr)
-            to_stderr.setFormatter(logging.Formatter(_FORMAT))
-            log.handlers.append(to_stderr)
+        log.handlers = [_to_file(path), *([_formatted(logging.StreamHandler(sys.stderr))] if verbose else [])]
         return log
 
     return run_log

@@ -85,6 +85,13 @@ def with_user_config(profile_config: dict, user_config: dict) -> dict:
     return {**user_config, "ops": ops} if ops else dict(user_config)
 
 
+def _profile_config(step_names: list[str], profile: str, user_config: dict) -> dict:
+    """The run config of a run of `step_names` under `profile`, with the user's values over it."""
+    from dagster_project.defs.reproduction import profile_run_config
+
+    return with_user_config(profile_run_config(step_names, profile), user_config)
+
+
 def _run_finetuned_checkpoints(model_id: str, profile: str, verbose: bool, user_config: dict, rerun_all: bool) -> int:
     """The attention facts of each checkpoint the run fine-tuned from `model_id`, on its task's
     corpus (Kovaleva compares each fine-tuned model with its base there), one run per checkpoint;
@@ -94,7 +101,6 @@ def _run_finetuned_checkpoints(model_id: str, profile: str, verbose: bool, user_
     from dagster_project.corpora import PAPER_CORPORA
     from dagster_project.defs.jobs import ANALYSES
     from dagster_project.defs.model_registry import checkpoint_entry
-    from dagster_project.defs.reproduction import profile_run_config
 
     folders = [finetuned_checkpoint_dir(model_id, task) for task in FINETUNE_TASKS]
     for folder in [folder for folder in folders if folder.is_dir()]:
@@ -102,10 +108,9 @@ def _run_finetuned_checkpoints(model_id: str, profile: str, verbose: bool, user_
         prepared = plan_run(
             entry.source, list(entry.corpora), list(entry.analyses), {}, rerun_targets=False, rerun_all=rerun_all
         )
-        names = prepared.step_names
         print(f"\nattention of {folder.name}, fine-tuned from {model_id}, on {', '.join(entry.corpora)}")
         # The user's values reach the assets this run has (execute_run leaves out a fine-tuning setting's).
-        run_config = with_user_config(profile_run_config(names, profile), user_config)
+        run_config = _profile_config(prepared.step_names, profile, user_config)
         if execute_run(prepared.without_report(), run_config, verbose):
             return 1
     return 0
@@ -117,22 +122,21 @@ def reproduce(sources: list[str], profile: str, dry_run: bool, verbose: bool, us
     from dagster_project.compute.devices import resolve
     from dagster_project.corpora import PAPER_CORPORA
     from dagster_project.defs.jobs import ANALYSES
-    from dagster_project.defs.reproduction import planned_step, profile_run_config
+    from dagster_project.defs.reproduction import planned_step
     from dagster_project.settings import compute_device, compute_dtype
 
+    user_config = user_config or {}
     device = resolve(compute_device(), compute_dtype()).device.type
     analyses = list(ANALYSES)
     plans = []
     for source in sources:
-        planned = plan_run(
-            source, list(PAPER_CORPORA), analyses, user_config or {}, rerun_targets=False, register=False
-        )
+        planned = plan_run(source, list(PAPER_CORPORA), analyses, user_config, rerun_targets=False, register=False)
         upgrade = profile == "paper" and _stored_profile(planned.model_id) == "quick"
         if upgrade:
             print(f"{source}: its last reproduction was quick; the paper profile recomputes every step")
         shape = _model_shape(source)
         names = planned.step_names
-        ops = with_user_config(profile_run_config(names, profile), user_config or {}).get("ops", {})
+        ops = _profile_config(names, profile, user_config).get("ops", {})
         steps = [planned_step(name, profile, shape, ops.get(name, {}).get("config", {})) for name in names]
         print_plan(source, planned.model_id, steps, planned.up_to_date, planned.skipped, device)
         if any(name.startswith("finetuned_") for name in names):
@@ -143,11 +147,8 @@ def reproduce(sources: list[str], profile: str, dry_run: bool, verbose: bool, us
         return 0
     for source, upgrade in plans:
         # Planned again, registered: the run config covers what this plan runs.
-        prepared = plan_run(
-            source, list(PAPER_CORPORA), analyses, user_config or {}, rerun_targets=False, rerun_all=upgrade
-        )
-        names = prepared.step_names
-        run_config = with_user_config(profile_run_config(names, profile), user_config or {})
+        prepared = plan_run(source, list(PAPER_CORPORA), analyses, user_config, rerun_targets=False, rerun_all=upgrade)
+        run_config = _profile_config(prepared.step_names, profile, user_config)
         print(f"\nreproducing {source} ({profile})")
         # A quick profile is recorded first, so the run's report labels its results; the paper profile
         # only once the run succeeded, so a failed paper run after a quick one still recomputes all.
@@ -156,15 +157,15 @@ def reproduce(sources: list[str], profile: str, dry_run: bool, verbose: bool, us
         # The report is written once, at the end, when the checkpoints' claims can be judged too.
         if execute_run(prepared.without_report(), run_config, verbose):
             return 1
-        if _run_finetuned_checkpoints(prepared.model_id, profile, verbose, user_config or {}, upgrade):
+        if _run_finetuned_checkpoints(prepared.model_id, profile, verbose, user_config, upgrade):
             return 1
         # The checkpoints are models on the base's corpora too: what compares models there (head
         # matching, its charts) and the report, whose scorecard now judges the fine-tuned claims, are
         # stale until run again.
-        settled = plan_run(source, list(PAPER_CORPORA), analyses, user_config or {}, rerun_targets=False)
+        settled = plan_run(source, list(PAPER_CORPORA), analyses, user_config, rerun_targets=False)
         names = settled.step_names
         print(f"\nnow that the checkpoints' facts are in: {', '.join(names)}")
-        if execute_run(settled, with_user_config(profile_run_config(names, profile), user_config or {}), verbose):
+        if execute_run(settled, _profile_config(names, profile, user_config), verbose):
             return 1
         if profile == "paper":
             _record(prepared.model_id, profile)

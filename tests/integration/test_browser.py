@@ -60,8 +60,9 @@ SCREEN = (1200, 2400)
 DEMO_CHARTS = [spec for spec in CHARTS if "demo" in spec.corpora and spec.analysis == "attention" and not spec.reads]
 
 
-def run_chromium(profile: Path, *args: str) -> subprocess.CompletedProcess:
-    """Headless Chromium with its own profile folder; no sandbox, since tests may run as root."""
+def run_chromium(profile: Path, *args: str, budget_ms: int = 2000) -> subprocess.CompletedProcess:
+    """Headless Chromium with its own profile folder (no sandbox, since tests may run as root),
+    acting after the page's scripts ran and its images decoded for `budget_ms` of virtual time."""
     command = [
         CHROMIUM,
         "--headless=new",
@@ -69,20 +70,18 @@ def run_chromium(profile: Path, *args: str) -> subprocess.CompletedProcess:
         "--disable-gpu",
         "--no-first-run",
         f"--user-data-dir={profile}",
+        f"--virtual-time-budget={budget_ms}",
         *args,
     ]
     return subprocess.run(command, capture_output=True, text=True, timeout=60, check=True)
 
 
 def dump_dom(profile: Path, url: str, budget_ms: int = 2000) -> str:
-    """The DOM after the page's scripts ran for `budget_ms` of virtual time."""
-    return run_chromium(profile, f"--virtual-time-budget={budget_ms}", "--dump-dom", url).stdout
+    return run_chromium(profile, "--dump-dom", url, budget_ms=budget_ms).stdout
 
 
-def screenshot(profile: Path, url: str, path: Path, budget_ms: int = 2000) -> bytes:
-    """The page as a PNG, taken after its scripts ran and its images decoded for `budget_ms` of virtual time."""
-    size = f"--window-size={SCREEN[0]},{SCREEN[1]}"
-    run_chromium(profile, size, "--hide-scrollbars", f"--virtual-time-budget={budget_ms}", f"--screenshot={path}", url)
+def screenshot(profile: Path, url: str, path: Path) -> bytes:
+    run_chromium(profile, f"--window-size={SCREEN[0]},{SCREEN[1]}", "--hide-scrollbars", f"--screenshot={path}", url)
     return path.read_bytes()
 
 

@@ -12,3 +12,5 @@ CREATE TABLE IF NOT EXISTS claims (
     paper_text VARCHAR NOT NULL,  -- the paper's number(s) as the paper states them
     needs VARCHAR NOT NULL        -- what a model without a judgment needs
 );
+-- What a claim's value rests on and is resampled over for its interval: heads, layers, tasks, examples.
+ALTER TABLE claims ADD COLUMN IF NOT EXISTS unit VARCHAR;

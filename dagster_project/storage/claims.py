@@ -215,7 +215,7 @@ def _claims_of_entry(entry: dict, paper: str, path: Path) -> list[Claim]:
         if not _ID.fullmatch(claim_id) or not claim_id.startswith(f"{paper}_"):
             raise ValueError(f"{where}: id {claim_id!r} must be words joined by '_', starting with '{paper}_'")
 
-        def filled(name: str) -> str | None:
+        def filled(name: str, values: dict = values) -> str | None:
             return _fill(entry[name], values, where).strip() if entry.get(name) else None
 
         if entry.get("judge"):

@@ -34,12 +34,14 @@ from dagster_project.presentation.result_cards import CHART_IMAGES, refresh_docs
 from dagster_project.presentation.scorecard import markdown_table, scorecard_rows, summary_line
 from dagster_project.settings import PROJECT_ROOT
 from dagster_project.storage.backend import WarehouseConfig
+from dagster_project.storage.claims import load_claims
 from dagster_project.storage.sql_files import sql_code_version
 
 DOCS_DIR = PROJECT_ROOT / "docs"
 SNAPSHOT_DIR = DOCS_DIR / "snapshot"
 SCORECARD_FILE = "scorecard.csv"
 META_FILE = "snapshot.json"
+REGENERATE = "python -m dagster_project.presentation.docs_snapshot"
 COLUMNS = ("paper", "result", "claim", "corpus", "paper_text", "model_value", "verdict", "reason", "n", "profile")
 BLOCK = re.compile(r"(<!-- snapshot: (?P<key>[^>]+?) -->\n)(?P<body>.*?)(<!-- /snapshot -->)", re.DOTALL)
 # Charts are flat colours and anti-aliased text: 64 colours keep them legible at a tenth of the bytes.
@@ -129,8 +131,39 @@ def write_snapshot(conn: duckdb.DuckDBPyConnection, model: str, folder: Path = S
 
 
 def read_snapshot(folder: Path = SNAPSHOT_DIR) -> tuple[pl.DataFrame, dict]:
-    rows = pl.read_csv(folder / SCORECARD_FILE, schema_overrides={"model_value": pl.Float64, "n": pl.Int64})
-    return rows, json.loads((folder / META_FILE).read_text())
+    """The snapshot's rows for the claims of the registry, in the registry's order. A claim the
+    snapshot has no row for (added after it was made) gets a `missing` row saying so and how to judge
+    it, and a claim no longer in the registry is left out: the pages show every claim, and never a
+    verdict the snapshot did not give."""
+    judged = pl.read_csv(folder / SCORECARD_FILE, schema_overrides={"model_value": pl.Float64, "n": pl.Int64})
+    meta = json.loads((folder / META_FILE).read_text())
+    claims = load_claims()
+    newer = [claim for claim in claims if claim.claim not in set(judged["claim"])]
+    reason = (
+        f"not in the snapshot: the claim came after it was made (SQL {meta['sql_code_version']}); "
+        f"judge it by regenerating the snapshot from a fresh run (`{REGENERATE} --model {meta['model']}`)"
+    )
+    added = pl.DataFrame(
+        {
+            "paper": [claim.paper for claim in newer],
+            "result": [claim.result for claim in newer],
+            "claim": [claim.claim for claim in newer],
+            "paper_text": [claim.paper_text for claim in newer],
+            "verdict": "missing",
+            "reason": reason,
+            "profile": meta["profile"],
+        },
+        schema_overrides={"verdict": pl.String, "reason": pl.String, "profile": pl.String},
+    )
+    order = pl.DataFrame({"claim": [claim.claim for claim in claims], "_order": range(len(claims))})
+    rows = (
+        pl.concat([judged, added], how="diagonal_relaxed")
+        .join(order, on="claim", how="inner", maintain_order="left")
+        .sort("_order", maintain_order=True)
+        .drop("_order")
+        .select(COLUMNS)
+    )
+    return rows, meta | {"claims_after_snapshot": len(newer)}
 
 
 def render_block(key: str, rows: pl.DataFrame, meta: dict) -> str:
@@ -144,7 +177,17 @@ def render_block(key: str, rows: pl.DataFrame, meta: dict) -> str:
     label = "quick reproduction (reduced sizes)" if meta["profile"] == "quick" else f"{meta['profile']} profile"
     lines = [
         f"{meta['model']}, {label}, {meta['made_at']}: {summary_line(chosen)} "
-        "(generated from docs/snapshot/ by `python -m dagster_project.presentation.docs_snapshot`).",
+        f"(generated from docs/snapshot/ by `{REGENERATE}`).",
+        *(
+            [
+                "",
+                f"The snapshot predates the claims' intervals and {meta['claims_after_snapshot']} of the registry's "
+                "claims: its verdicts are those of the readings it was made with, and the newer claims are missing "
+                "until it is regenerated from a fresh run.",
+            ]
+            if meta.get("claims_after_snapshot")
+            else []
+        ),
         "",
         *([f"On part of the data: {'; '.join(meta['reduced_sizes'])}.", ""] if meta.get("reduced_sizes") else []),
         markdown_table(

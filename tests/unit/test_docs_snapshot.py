@@ -4,6 +4,7 @@ registry, a block renders the rows it names; a chart image keeps its size in few
 snapshot has the image of every chart with rows and no other."""
 
 import io
+import json
 from pathlib import Path
 
 import altair as alt
@@ -15,6 +16,7 @@ from dagster_project.compute.models import ModelSpec
 from dagster_project.presentation.chart_registry import CHARTS
 from dagster_project.presentation.docs_snapshot import (
     CHART_COLOURS,
+    SNAPSHOT_DIR,
     pages_with_blocks,
     palette_png,
     read_snapshot,
@@ -119,10 +121,30 @@ def test_every_docs_block_is_what_the_committed_snapshot_renders() -> None:
         assert render_page(text, rows, meta) == text, f"{page.relative_to(PROJECT_ROOT)} is stale: {FIX}"
 
 
-def test_the_snapshot_judges_every_claim_of_the_registry() -> None:
+def test_the_pages_show_every_claim_of_the_registry_and_say_which_the_snapshot_did_not_judge() -> None:
     rows, meta = read_snapshot()
-    missing = {claim.claim for claim in load_claims()} - set(rows["claim"])
-    assert not missing, f"docs/snapshot has no row for {sorted(missing)}: {FIX} --model {meta['model']}"
+    assert rows["claim"].unique(maintain_order=True).to_list() == [claim.claim for claim in load_claims()]
+    judged = set(pl.read_csv(SNAPSHOT_DIR / "scorecard.csv")["claim"])
+    newer = rows.filter(~pl.col("claim").is_in(judged))
+    assert newer.height == meta.get("claims_after_snapshot", 0)
+    assert set(newer["verdict"]) <= {"missing"}
+    assert all(reason.startswith("not in the snapshot: the claim came after it was made") for reason in newer["reason"])
+    if newer.height:
+        block = render_block("clark", rows, meta)
+        assert f"The snapshot predates the claims' intervals and {newer.height} of the registry's claims" in block
+
+
+def test_a_claim_added_after_the_snapshot_is_missing_and_a_removed_one_is_gone(tmp_path: Path) -> None:
+    rows = ROWS.with_columns(claim=pl.Series(["clark_sep_layers_6_10", "clark_gone", "pascual_fig1_pearson_above_07"]))
+    rows.write_csv(tmp_path / "scorecard.csv")
+    (tmp_path / "snapshot.json").write_text(json.dumps(META | {"sql_code_version": "abc"}))
+    read, meta = read_snapshot(tmp_path)
+    assert "clark_gone" not in read["claim"].to_list()
+    assert read["claim"].unique(maintain_order=True).to_list() == [claim.claim for claim in load_claims()]
+    assert meta["claims_after_snapshot"] == len(load_claims()) - 2
+    added = read.row(by_predicate=pl.col("claim") == "clark_cls_early_layers", named=True)
+    assert (added["verdict"], added["model_value"]) == ("missing", None)
+    assert "(SQL abc)" in added["reason"] and "--model org/m" in added["reason"]
 
 
 def test_a_chart_image_keeps_its_size_in_few_colours() -> None:

@@ -10,7 +10,7 @@ HELP = "register a model as a new partition"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from dagster_project.corpora import XNLI_LANGUAGES
 
-    parser.add_argument("model", help="hub id or local path")
+    parser.add_argument("model", help="hub id, local path or random-init:MODEL (its random-weights control)")
     parser.add_argument(
         "--language",
         choices=XNLI_LANGUAGES,

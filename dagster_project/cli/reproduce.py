@@ -2,14 +2,23 @@
 one Dagster run per model: every corpus of docs/methods.md §2 that is present, every analysis, the
 papers' settings (`--quick`: reduced sizes, defs/reproduction.py). It prints the plan first (each
 step, its size and estimated time, and the total); `--dry-run` stops there. A second call skips what
-is current; a paper reproduction after a quick one recomputes everything."""
+is current; a paper reproduction after a quick one recomputes everything. `--control random-init` follows
+each model with its random-weights control (random-init:MODEL), reproduced alike."""
 
 import argparse
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dagster_project.cli.common import UsageError
-from dagster_project.cli.run_in_process import execute_run, plan_run, print_outputs, run_config_from
+from dagster_project.cli.run_in_process import (
+    checkpoint_plan_lines,
+    execute_run,
+    plan_run,
+    print_outputs,
+    run_checkpoints,
+    run_config_from,
+)
 
 if TYPE_CHECKING:
     from dagster_project.defs.reproduction import ModelShape
@@ -92,30 +101,6 @@ def _profile_config(step_names: list[str], profile: str, user_config: dict) -> d
     return with_user_config(profile_run_config(step_names, profile), user_config)
 
 
-def _run_finetuned_checkpoints(model_id: str, profile: str, verbose: bool, user_config: dict, rerun_all: bool) -> int:
-    """The attention facts of each checkpoint the run fine-tuned from `model_id`, on its task's
-    corpus (Kovaleva compares each fine-tuned model with its base there), one run per checkpoint;
-    nonzero where a run failed."""
-    from dagster_project.compute.kovaleva.finetuning import finetuned_checkpoint_dir
-    from dagster_project.compute.kovaleva.tasks import FINETUNE_TASKS
-    from dagster_project.corpora import PAPER_CORPORA
-    from dagster_project.defs.jobs import ANALYSES
-    from dagster_project.defs.model_registry import checkpoint_entry
-
-    folders = [finetuned_checkpoint_dir(model_id, task) for task in FINETUNE_TASKS]
-    for folder in [folder for folder in folders if folder.is_dir()]:
-        entry = checkpoint_entry(folder, ANALYSES, PAPER_CORPORA)
-        prepared = plan_run(
-            entry.source, list(entry.corpora), list(entry.analyses), {}, rerun_targets=False, rerun_all=rerun_all
-        )
-        print(f"\nattention of {folder.name}, fine-tuned from {model_id}, on {', '.join(entry.corpora)}")
-        # The user's values reach the assets this run has (execute_run leaves out a fine-tuning setting's).
-        run_config = _profile_config(prepared.step_names, profile, user_config)
-        if execute_run(prepared.without_report(), run_config, verbose):
-            return 1
-    return 0
-
-
 def reproduce(sources: list[str], profile: str, dry_run: bool, verbose: bool, user_config: dict | None = None) -> int:
     """Plan every model's reproduction, print the plans and, unless `dry_run`, run them in turn;
     `user_config` (run config in the launchpad's format) goes over the profile's."""
@@ -139,8 +124,9 @@ def reproduce(sources: list[str], profile: str, dry_run: bool, verbose: bool, us
         ops = _profile_config(names, profile, user_config).get("ops", {})
         steps = [planned_step(name, profile, shape, ops.get(name, {}).get("config", {})) for name in names]
         print_plan(source, planned.model_id, steps, planned.up_to_date, planned.skipped, device)
-        if any(name.startswith("finetuned_") for name in names):
-            print("  then the attention facts of each fine-tuned checkpoint on its task's corpus, one run each,")
+        if checkpoints := checkpoint_plan_lines(planned):
+            for line in checkpoints:
+                print(f"  {line}")
             print("  and again the steps that compare models on those corpora, and the report")
         plans.append((source, upgrade))
     if dry_run:
@@ -157,7 +143,9 @@ def reproduce(sources: list[str], profile: str, dry_run: bool, verbose: bool, us
         # The report is written once, at the end, when the checkpoints' claims can be judged too.
         if execute_run(prepared.without_report(), run_config, verbose):
             return 1
-        if _run_finetuned_checkpoints(prepared.model_id, profile, verbose, user_config, upgrade):
+        # The user's values reach the assets each checkpoint's run has (own_config leaves out a fine-tuning setting's).
+        configs = partial(_profile_config, profile=profile, user_config=user_config)
+        if run_checkpoints(prepared.model_id, prepared.fine_tuned_tasks, configs, verbose, upgrade):
             return 1
         # The checkpoints are models on the base's corpora too: what compares models there (head
         # matching, its charts) and the report, whose scorecard now judges the fine-tuned claims, are
@@ -174,10 +162,22 @@ def reproduce(sources: list[str], profile: str, dry_run: bool, verbose: bool, us
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from dagster_project.compute.controls import RANDOM_INIT
     from dagster_project.compute.models import DEFAULT_MODEL
 
     parser.add_argument(
-        "models", nargs="*", default=[DEFAULT_MODEL], help=f"hub ids or local paths (default {DEFAULT_MODEL})"
+        "models",
+        nargs="*",
+        default=[DEFAULT_MODEL],
+        help=f"hub ids, local paths or random-init:MODEL controls (default {DEFAULT_MODEL})",
+    )
+    parser.add_argument(
+        "--control",
+        action="append",
+        default=[],
+        metavar="KIND",
+        help=f"after each MODEL, its control, run alike: {RANDOM_INIT} (MODEL's architecture and tokenizer with "
+        f"seeded random weights, the source {RANDOM_INIT}:MODEL)",
     )
     parser.add_argument(
         "--quick",
@@ -199,8 +199,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--verbose", action="store_true", help="stream Dagster's full event log")
 
 
+def with_controls(sources: list[str], kinds: list[str]) -> list[str]:
+    """Each source followed by its control of each kind (`--control`), each model once."""
+    from dagster_project.compute.controls import CONTROL_KINDS
+
+    if unknown := [kind for kind in kinds if kind not in CONTROL_KINDS]:
+        raise UsageError(f"--control {unknown[0]}: no such control; the control kinds are {', '.join(CONTROL_KINDS)}")
+    return list(dict.fromkeys(f"{kind}:{name}" if kind else name for name in sources for kind in ["", *kinds]))
+
+
 def command(args: argparse.Namespace) -> int:
     if len(set(args.models)) != len(args.models):
         raise UsageError("a model is named twice")
     user_config = run_config_from(args.config, args.set)
-    return reproduce(args.models, "quick" if args.quick else "paper", args.dry_run, args.verbose, user_config)
+    sources = with_controls(args.models, args.control)
+    return reproduce(sources, "quick" if args.quick else "paper", args.dry_run, args.verbose, user_config)

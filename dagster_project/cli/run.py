@@ -1,10 +1,19 @@
 """`attn-warehouse run [MODEL]`: register a model and run the chosen analyses for it in one Dagster
-run (one line per asset here; the full event log in a file), then write the report."""
+run (one line per asset here; the full event log in a file), each checkpoint it fine-tunes in one run
+of its own after it, then write the report."""
 
 import argparse
 from pathlib import Path
 
-from dagster_project.cli.run_in_process import chosen_corpora, execute_run, plan_run, print_outputs, run_config_from
+from dagster_project.cli.run_in_process import (
+    checkpoint_plan_lines,
+    chosen_corpora,
+    execute_run,
+    plan_run,
+    print_outputs,
+    run_checkpoints,
+    run_config_from,
+)
 
 HELP = "register a model and materialize every asset for it"
 
@@ -19,8 +28,10 @@ def run(
 ) -> int:
     """Register `source` and run the chosen analyses for it on the chosen corpora, with the static
     report, in one run that leaves out what is materialized and not stale (the analyses' own targets
-    are re-run). Prints one line per asset; the full event log goes to a file. `dry_run`: print the
-    plan and the steps it would run, register and write nothing."""
+    are re-run). Prints one line per asset; the full event log goes to a file. Each checkpoint the run
+    fine-tunes then gets a run of its own (on its task's corpus: attention facts, and on SST-2 the
+    weighting faithfulness), and the report comes last. `dry_run`: print the plan and the steps it would
+    run, register and write nothing."""
     run_config = run_config or {}
     prepared = plan_run(source, corpus_names, analysis_names, run_config, register=not dry_run)
     print(
@@ -33,8 +44,18 @@ def run(
         print(line)
     if dry_run:
         print(f"would run {len(prepared.keys)} steps: {', '.join(prepared.step_names)}")
+        for line in checkpoint_plan_lines(prepared):
+            print(line)
         return 0
-    if execute_run(prepared, run_config, verbose):
+    tasks = prepared.fine_tuned_tasks
+    # with checkpoints to run, the report waits for them: its scorecard judges their claims too
+    first = prepared.without_report() if tasks else prepared
+    if first.keys and execute_run(first, run_config, verbose):
+        return 1
+    if tasks and (
+        run_checkpoints(prepared.model_id, tasks, lambda _: run_config, verbose)
+        or execute_run(prepared.report_only(), run_config, verbose)
+    ):
         return 1
     print_outputs(prepared.model_id)
     return 0
@@ -46,7 +67,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from dagster_project.defs.jobs import ANALYSES, DEFAULT_ANALYSES
 
     parser.add_argument(
-        "model", nargs="?", default=DEFAULT_MODEL, help=f"hub id or local path (default {DEFAULT_MODEL})"
+        "model",
+        nargs="?",
+        default=DEFAULT_MODEL,
+        help=f"hub id, local path or random-init:MODEL (its random-weights control; default {DEFAULT_MODEL})",
     )
     parser.add_argument(
         "--corpus",

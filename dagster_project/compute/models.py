@@ -30,7 +30,9 @@ from transformers.models.auto.modeling_auto import (
     MODEL_MAPPING_NAMES,
 )
 
+from dagster_project.compute.controls import RandomInit, parse_random_init
 from dagster_project.compute.devices import CPU, ComputeDevice
+from dagster_project.compute.random_init import random_init_checkpoint
 from dagster_project.settings import models_cache_dir
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
@@ -89,12 +91,29 @@ def is_local_checkpoint(source: str) -> bool:
     return Path(source).expanduser().exists()
 
 
+def _random_init(source: str) -> RandomInit | None:
+    """The random-init control `source` names (compute/controls.py), or None."""
+    try:
+        return parse_random_init(source)
+    except ValueError as error:
+        raise ModelLoadError(str(error)) from error
+
+
+def canonical_source(source: str) -> str:
+    """`source` as the `models` table keeps it: a random-init control's seed written only when not 0."""
+    control = _random_init(source)
+    return control.source if control else source
+
+
 def model_key(source: str) -> str:
     """Dagster partition key for a model source.
 
     Hub ids map '/' to '--' (readable and reversible); local paths become
-    'local--<folder>-<hash of the absolute path>' so two checkpoints called alike differ.
+    'local--<folder>-<hash of the absolute path>' so two checkpoints called alike differ; a
+    random-init control is its base's key with '--random-init' (and '-seed-<n>' for a seed other than 0).
     """
+    if control := _random_init(source):
+        return control.key(model_key(control.base))
     if is_local_checkpoint(source):
         path = Path(source).expanduser()
         digest = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:8]
@@ -119,7 +138,14 @@ def written_as_path(source: str) -> bool:
 
 def resolve_source(source: str) -> tuple[str, str | None]:
     """Where to load `source` from, and its revision when known before loading. A path that is
-    not there is a ModelLoadError here, before any call to the hub."""
+    not there is a ModelLoadError here, before any call to the hub. A random-init control is its
+    checkpoint folder, saved on first use from its base model, which must be a usable encoder."""
+    if control := _random_init(source):
+        base = inspect_model(control.base)
+        try:
+            return random_init_checkpoint(control, base.model_id, base.resolved_path, base.revision)
+        except Exception as error:  # the base's tokenizer or config, the disk
+            raise _load_failure(source, error) from error
     if source == DEFAULT_MODEL and (embedded := _embedded_default()):
         return embedded
     if not is_local_checkpoint(source) and written_as_path(source):
@@ -182,7 +208,7 @@ def inspect_model(source: str) -> ModelSpec:
         )
     return ModelSpec(
         model_id=model_key(source),
-        source=source,
+        source=canonical_source(source),
         resolved_path=path,
         revision=revision or getattr(config, "_commit_hash", None) or "unknown",
         model_type=config.model_type,

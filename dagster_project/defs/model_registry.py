@@ -9,10 +9,11 @@ import json
 import os
 import tomllib
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from dagster_project import settings
+from dagster_project.compute.controls import parse_random_init
 from dagster_project.corpora import XNLI_LANGUAGES
 
 ENTRY_KEYS = frozenset({"source", "analyses", "corpora", "enabled", "language"})
@@ -28,7 +29,7 @@ class RegistryError(ValueError):
 
 @dataclass(frozen=True)
 class RegistryEntry:
-    source: str  # hub id, or the absolute path of a local checkpoint folder
+    source: str  # hub id, the absolute path of a local checkpoint folder, or random-init:<either>
     origin: str  # where the entry came from, for messages
     analyses: tuple[str, ...] | None = None  # None: the default analyses
     corpora: tuple[str, ...] | None = None  # None: the default corpora whose files are present
@@ -74,6 +75,16 @@ def _names(raw: dict, key: str, known: Collection[str]) -> tuple[str, ...] | Non
     return tuple(value)
 
 
+def _located(source: str, base: Path) -> str:
+    """`source` with a relative folder made absolute against `base` (the registry file's folder),
+    also after a random-init control's prefix. Raises ValueError for a malformed control."""
+    control = parse_random_init(source)
+    written = control.base if control else source
+    local = (base / written).expanduser()
+    located = str(local.resolve()) if local.exists() else written.strip()
+    return replace(control, base=located).source if control else located
+
+
 def _entry(raw: object, origin: str, base: Path, analyses: Collection[str], corpora: Collection[str]) -> RegistryEntry:
     if not isinstance(raw, dict):
         raise ValueError(f"expected a table with a 'source', got {raw!r}")
@@ -92,9 +103,8 @@ def _entry(raw: object, origin: str, base: Path, analyses: Collection[str], corp
             f"'language' must be one of the XNLI languages {list(XNLI_LANGUAGES)} "
             f"(corpora {', '.join(f'xnli_{code}' for code in XNLI_LANGUAGES)}), got {language!r}"
         )
-    local = (base / source).expanduser()  # relative paths are relative to the registry file
     return RegistryEntry(
-        source=str(local.resolve()) if local.exists() else source.strip(),
+        source=_located(source, base),
         origin=origin,
         analyses=_names(raw, "analyses", analyses),
         corpora=_names(raw, "corpora", corpora),

@@ -154,6 +154,12 @@ def test_titles_use_the_short_name_and_captions_the_source() -> None:
     assert short_model_name("/tmp/C/models/all-mpnet-base-v2/") == "all-mpnet-base-v2"
     assert short_model_name("sentence-transformers/all-MiniLM-L6-v2") == "all-MiniLM-L6-v2"
     assert short_model_name("bert-base-uncased") == "bert-base-uncased"
+    # a random-weights control is never named like its trained model
+    assert short_model_name("random-init:sentence-transformers/all-MiniLM-L6-v2") == "all-MiniLM-L6-v2 (random init)"
+    assert short_model_name("random-init:/tmp/C/models/all-mpnet-base-v2/@seed=3") == (
+        "all-mpnet-base-v2 (random init, seed 3)"
+    )
+    assert short_model_name("/tmp/C/name@seed=3") == "name@seed=3"
     rows = pl.DataFrame({"model": ["/home/me/checkpoints/all-mpnet-base-v2"], "layer": [1]})
     spec = SPECS["clark_fig4_entropy"]
     assert spec.title(rows, "demo") == "all-mpnet-base-v2 on demo"
@@ -536,33 +542,73 @@ def _marked_rows(chart: str) -> pl.DataFrame:
 
 
 def _agreement_rows(n_layers: int = _LAYERS) -> pl.DataFrame:
-    """compare_weightings_hta_agreement's rows of two weightings: globenc 0.9, attention 0.2 in every layer."""
-    cells = [(weighting, layer) for weighting in ("globenc", "attention") for layer in range(1, n_layers + 1)]
+    """compare_weightings_hta_agreement's rows of two weightings per layer (per_layer: globenc 0.9, attention
+    0.2 in every layer) and rolled out (globenc 0.7, attention 0.0)."""
+    cells = [
+        (weighting, aggregation, layer)
+        for aggregation in ("per_layer", "rolled_out")
+        for weighting in ("globenc", "attention")
+        for layer in range(1, n_layers + 1)
+    ]
+    values = {("globenc", "per_layer"): 0.9, ("attention", "per_layer"): 0.2, ("globenc", "rolled_out"): 0.7}
     return pl.DataFrame(
         {
             "model": ["m"] * len(cells),
-            "weighting": [weighting for weighting, _ in cells],
+            "weighting": [weighting for weighting, _, _ in cells],
+            "aggregation": [aggregation for _, aggregation, _ in cells],
             "hta_method": ["exact"] * len(cells),
-            "layer": [layer for _, layer in cells],
-            "relative_depth": [(layer - 0.5) / n_layers for _, layer in cells],
-            "spearman": [0.9 if weighting == "globenc" else 0.2 for weighting, _ in cells],
-            "ci_low": [0.85 if weighting == "globenc" else 0.1 for weighting, _ in cells],
-            "ci_high": [0.95 if weighting == "globenc" else 0.3 for weighting, _ in cells],
+            "layer": [layer for _, _, layer in cells],
+            "relative_depth": [(layer - 0.5) / n_layers for _, _, layer in cells],
+            "spearman": [values.get((weighting, aggregation), 0.0) for weighting, aggregation, _ in cells],
+            "ci_low": [values.get((weighting, aggregation), 0.0) - 0.05 for weighting, aggregation, _ in cells],
+            "ci_high": [values.get((weighting, aggregation), 0.0) + 0.05 for weighting, aggregation, _ in cells],
             "n_examples": [40] * len(cells),
             "n_rows": [900] * len(cells),
         }
     )
 
 
-def test_hta_agreement_chart_draws_a_line_per_weighting_with_its_interval() -> None:
+def test_hta_agreement_chart_draws_a_panel_per_aggregation_and_the_papers_number_on_the_per_layer_one() -> None:
     spec = SPECS["compare_weightings_hta_agreement"].draw(_agreement_rows(6), "m on xnli_en").to_dict()
-    lines, intervals = spec["layer"][:2]
-    assert lines["mark"]["type"] == "line" and lines["encoding"]["color"]["field"] == "weighting"
-    assert (intervals["encoding"]["y"]["field"], intervals["encoding"]["y2"]["field"]) == ("ci_low", "ci_high")
-    assert intervals["encoding"]["y"]["title"] == lines["encoding"]["y"]["title"] == "mean row Spearman with HTA"
+    per_layer, rolled_out = spec["hconcat"]
+    assert (per_layer["title"], rolled_out["title"]) == ("each layer's own map", "maps rolled out through the layers")
+    for panel, expected in ((per_layer, {("globenc", 0.9), ("attention", 0.2)}), (rolled_out, {("globenc", 0.7)})):
+        lines, intervals = panel["layer"][:2]
+        assert lines["mark"]["type"] == "line" and lines["encoding"]["color"]["field"] == "weighting"
+        assert (intervals["encoding"]["y"]["field"], intervals["encoding"]["y2"]["field"]) == ("ci_low", "ci_high")
+        assert intervals["encoding"]["y"]["title"] == lines["encoding"]["y"]["title"] == "mean row Spearman with HTA"
+        values = spec["datasets"][panel["data"]["name"]]
+        assert {(value["weighting"], value["spearman"]) for value in values} >= expected
+        assert len(values) == 12  # two weightings, six layers
+    # GlobEnc's 0.84 is of each layer's own map: on that panel only (its rule and label)
+    assert len(per_layer["layer"]) == 4 and len(rolled_out["layer"]) == 2
+    (mark,) = spec["datasets"][per_layer["layer"][2]["data"]["name"]]
+    assert (mark["paper_value"], mark["paper_label"]) == (0.84, "GlobEnc BERT-base: 0.84 or more in every layer")
+
+
+def test_faithfulness_chart_draws_a_panel_per_aggregation() -> None:
+    rows = pl.DataFrame(
+        {
+            "model": ["m"] * 4,
+            "weighting": ["globenc", "attention"] * 2,
+            "aggregation": ["per_layer"] * 2 + ["rolled_out"] * 2,
+            "spearman": [0.4, 0.3, 0.8, -0.1],
+            "mean_spearman": [0.4, 0.3, 0.8, -0.1],
+            "ci_low": [0.3, 0.2, 0.7, -0.2],
+            "ci_high": [0.5, 0.4, 0.9, 0.0],
+            "n_examples": [872] * 4,
+        }
+    )
+    spec = SPECS["compare_weightings_faithfulness"].draw(rows, "m on glue_sst2").to_dict()
+    assert spec["facet"]["column"]["field"] == "panel"
+    assert spec["facet"]["column"]["sort"] == ["each layer's own map", "maps rolled out through the layers"]
     values = spec["datasets"][spec["data"]["name"]]
-    assert {(value["weighting"], value["spearman"]) for value in values} == {("globenc", 0.9), ("attention", 0.2)}
-    assert len(values) == 12  # two weightings, six layers
+    assert {(value["panel"], value["weighting"], value["spearman"]) for value in values} == {
+        ("each layer's own map", "globenc", 0.4),
+        ("each layer's own map", "attention", 0.3),
+        ("maps rolled out through the layers", "globenc", 0.8),
+        ("maps rolled out through the layers", "attention", -0.1),
+    }
 
 
 def _drawn_marks(chart) -> list[dict]:

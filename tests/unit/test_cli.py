@@ -80,16 +80,23 @@ def test_run_without_any_corpus_says_where_it_looked(env: Path, tiny_model_dir: 
     assert main(["run", str(tiny_model_dir), "--corpus", "ud_ewt_dev"]) == 2
     err = capsys.readouterr().err
     data_dir = env.parent / "data"
-    assert f"error: no corpus found: none of ud_ewt_dev has its files in the data directory {data_dir}." in err
-    assert "Point ATTN_DATA_DIR to the folder holding the corpora" in err
+    assert (
+        f"error: no corpus found: none of ud_ewt_dev has its files in the data directory {data_dir}; get it with "
+        "`attn-warehouse data fetch ud_ewt_dev`, point ATTN_DATA_DIR to the folder holding the corpora" in err
+    )
     assert "--corpus demo" in err
     assert not env.exists()  # nothing registered
 
 
 def test_a_dry_run_prints_the_plan_and_writes_nothing(env: Path, tiny_model_dir: Path, capsys: pytest.CaptureFixture):
-    assert main(["run", str(tiny_model_dir), "--corpus", "demo", "--analysis", "attention", "--dry-run"]) == 0
-    steps = planned_steps(capsys.readouterr().out)
+    run = ["run", str(tiny_model_dir), "--corpus", "demo", "--corpus", "xnli_de", "--analysis", "attention"]
+    assert main([*run, "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    steps = planned_steps(out)
     assert {"encoder_model", "warehouse_views", "demo_examples", "demo_attention_facts", "paper_report"} <= set(steps)
+    missing = env.parent / "data" / "xnli" / "xnli_validation_de.tsv"
+    skipped = f"skipping corpus xnli_de: {missing} not found; get it with `attn-warehouse data fetch xnli_de`"
+    assert f"{skipped} (or set ATTN_DATA_DIR)\n" in out
     assert not env.exists()  # nothing registered, nothing written
 
 
@@ -246,3 +253,35 @@ def test_all_corpora_leave_out_the_tasks_outside_the_papers_unless_named() -> No
     assert not {"glue_cola", "glue_cola_train", "glue_wnli", "glue_wnli_train"} & set(every)
     assert chosen_corpora(["all", "glue_cola"])[-1] == "glue_cola"
     assert chosen_corpora(None) == list(DEFAULT_CORPORA) and chosen_corpora(["glue_cola"]) == ["glue_cola"]
+
+
+def test_reproduce_with_a_control_plans_each_model_then_its_control(
+    env: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """`--control random-init` follows the model with random-init:MODEL, planned alike; a dry run registers
+    nothing (its random weights are saved in the models cache, as a hub model is downloaded there)."""
+    from dagster_project.compute.models import model_key
+
+    monkeypatch.setenv("ATTN_MODELS_CACHE", str(env.parent / "models"))
+    for name in ("en_ewt-ud-dev.conllu", "en_ewt-ud-test.conllu"):  # present: a dry run reads no corpus
+        (env.parent / "data" / "ud_english_ewt").mkdir(exist_ok=True)
+        (env.parent / "data" / "ud_english_ewt" / name).touch()
+    assert main(["reproduce", "--control", "random-init", str(tiny_model_dir), "--quick", "--dry-run"]) == 0
+    plans = re.findall(r"^(\S+) -> partition (\S+): \d+ steps to run", capsys.readouterr().out, re.MULTILINE)
+    key = model_key(str(tiny_model_dir))
+    assert plans == [(str(tiny_model_dir), key), (f"random-init:{tiny_model_dir}", f"{key}--random-init")]
+    assert not env.exists()
+
+
+def test_an_unknown_control_or_a_bad_control_source_is_one_line(
+    env: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    monkeypatch.setenv("ATTN_MODELS_CACHE", str(env.parent / "models"))
+    assert main(["reproduce", "--control", "shuffled", "org/name", "--dry-run"]) == 2
+    assert capsys.readouterr().err == "error: --control shuffled: no such control; the control kinds are random-init\n"
+    assert main(["add-model", "random-init:org/name@seed=two"]) == 2
+    assert capsys.readouterr().err == (
+        "error: 'random-init:org/name@seed=two': the seed must be a whole number >= 0 at the end, as in "
+        "'random-init:<hub id or path>' (seed 0) or 'random-init:<hub id or path>@seed=<n>'\n"
+    )
+    assert not env.exists() and not (env.parent / "models").exists()

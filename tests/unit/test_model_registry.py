@@ -146,3 +146,27 @@ def test_language_names_the_xnli_language_a_model_stands_for(tmp_path: Path) -> 
         "models.toml [[model]] #3 (org/arabic-bert): 'language' must be one of the XNLI languages "
         "['en', 'de', 'ar'] (corpora xnli_en, xnli_de, xnli_ar), got 'xnli_ar'",
     ]
+
+
+def test_a_random_init_control_is_an_entry_with_its_base_located_like_any_source(tmp_path: Path) -> None:
+    """The folder after `random-init:` is relative to the registry file, as a folder entry's is, so the
+    control's source is 'random-init:' and its base entry's source; a control naming no model is a problem."""
+    (tmp_path / "ckpt").mkdir()
+    registry = write(
+        tmp_path / "models.toml",
+        '[[model]]\nsource = "ckpt"\n\n'
+        '[[model]]\nsource = "random-init:ckpt"\n\n'
+        '[[model]]\nsource = "random-init:org/encoder@seed=3"\n\n'
+        '[[model]]\nsource = "random-init:"\n',
+    )
+    scan = read_registry(registry, ANALYSES, CORPORA)
+    folder = str((tmp_path / "ckpt").resolve())
+    assert [entry.source for entry in scan.entries] == [
+        folder,
+        f"random-init:{folder}",
+        "random-init:org/encoder@seed=3",
+    ]
+    assert [str(problem) for problem in scan.problems] == [
+        "models.toml [[model]] #4 (random-init:): 'random-init:' names no model after 'random-init:': write "
+        "'random-init:<hub id or path>' (seed 0) or 'random-init:<hub id or path>@seed=<n>'"
+    ]

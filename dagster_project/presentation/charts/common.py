@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING
 import altair as alt
 import polars as pl
 
+from dagster_project.compute.controls import PREFIX, SEED_SUFFIX
+
 if TYPE_CHECKING:
     from dagster_project.presentation.paper_marks import PaperMark
 
@@ -59,9 +61,20 @@ def head_heatmap(
 
 def short_model_names(sources: pl.Expr) -> pl.Expr:
     """Models' names for titles and legends: the last part of a hub id or path (a local path's
-    folder, not the whole path); the source itself goes in captions and tooltips."""
-    last = sources.str.replace_all("\\", "/", literal=True).str.strip_chars_end("/").str.split("/").list.last()
-    return pl.when(last == "").then(sources).otherwise(last)
+    folder, not the whole path), a random-init control's base named so with "(random init)" (and its
+    seed, other than 0), never like the trained model; the source itself goes in captions and tooltips."""
+    is_control = sources.str.starts_with(PREFIX)
+    seed = sources.str.extract(SEED_SUFFIX, 1)
+    model = pl.when(is_control).then(sources.str.strip_prefix(PREFIX).str.replace(SEED_SUFFIX, "")).otherwise(sources)
+    last = model.str.replace_all("\\", "/", literal=True).str.strip_chars_end("/").str.split("/").list.last()
+    name = pl.when(last == "").then(model).otherwise(last)
+    control = pl.concat_str(
+        name,
+        pl.lit(" (random init"),
+        pl.when(seed.is_not_null()).then(", seed " + seed).otherwise(pl.lit("")),
+        pl.lit(")"),
+    )
+    return pl.when(is_control).then(control).otherwise(name)
 
 
 def short_model_name(source: str) -> str:

@@ -9,6 +9,8 @@ wheel and from the repository's top level in a clone or an editable install.
 import os
 from pathlib import Path
 
+from platformdirs import user_data_path
+
 PACKAGE_DIR = Path(__file__).resolve().parent
 # The repository's top level (docs/, tests/, deploy/); a wheel has none of them.
 PROJECT_ROOT = PACKAGE_DIR.parent
@@ -18,8 +20,9 @@ SHIPPED_DIR = PACKAGE_DIR / "shipped" if (PACKAGE_DIR / "shipped").is_dir() else
 SQL_DIR = SHIPPED_DIR / "sql"
 # The starter files `attn-warehouse init` writes into the home folder.
 STARTER_FILES = ("models.toml", "workspace.yaml")
-# The instance settings (the writers' pool, run monitoring) every new Dagster home starts from.
-INSTANCE_SETTINGS = SHIPPED_DIR / ".dagster" / "dagster.yaml"
+# The instance settings (the writers' pool, run monitoring) every new Dagster home starts from, copied
+# there as dagster.yaml: outside .dagster/, a clone's own run history, which a user may clear.
+INSTANCE_SETTINGS = SHIPPED_DIR / "dagster_instance.yaml"
 
 
 def _env_path(name: str, default: Path) -> Path:
@@ -37,9 +40,11 @@ def warehouse_path() -> Path:
 
 
 def data_dir() -> Path:
-    """Root of the corpora (ATTN_DATA_DIR, default ../shared/data beside the home folder); the
-    layout is that of ../shared/data."""
-    return _env_path("ATTN_DATA_DIR", home().parent / "shared" / "data")
+    """Root of the corpora, laid out like ../shared/data (ATTN_DATA_DIR): by default ../shared/data
+    beside the home folder where there is one (a checkout's), else the user's data folder that
+    `attn-warehouse data fetch` fills (platformdirs: ~/.local/share/attention-warehouse/corpora on Linux)."""
+    shared = home().parent / "shared" / "data"
+    return _env_path("ATTN_DATA_DIR", shared if shared.is_dir() else user_data_path("attention-warehouse") / "corpora")
 
 
 def charts_dir() -> Path:

@@ -11,8 +11,21 @@ import argparse
 import sys
 from importlib.metadata import version
 
-from dagster_project.cli import add_model, catalogue, export, init, pools, report, reproduce, run, scorecard, sql, ui
-from dagster_project.cli.common import UsageError, one_line, use_project_instance, user_error
+from dagster_project.cli import (
+    add_model,
+    catalogue,
+    data,
+    export,
+    init,
+    pools,
+    report,
+    reproduce,
+    run,
+    scorecard,
+    sql,
+    ui,
+)
+from dagster_project.cli.common import RunInterrupted, UsageError, one_line, use_project_instance, user_error
 
 VERBS = {
     "run": run,
@@ -26,6 +39,7 @@ VERBS = {
     "pools": pools,
     "catalogue": catalogue,
     "init": init,
+    "data": data,
 }
 
 
@@ -42,21 +56,26 @@ def main(argv: list[str] | None = None) -> int:
         if name == chosen:
             verb.add_arguments(verb_parser)
     args = parser.parse_args(argv)
-    use_project_instance()
     try:
+        use_project_instance()
         return VERBS[args.command].command(args)
     except UsageError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    except RunInterrupted:
+        return 130
+    except KeyboardInterrupt:  # Ctrl-C (or SIGTERM in a run) outside a run's steps
+        print("interrupted: stopped; writes are whole or rolled back, so re-run to finish", file=sys.stderr)
+        return 130
     except Exception as error:
         from dagster_project.compute.models import ModelLoadError
         from dagster_project.corpora import CorpusError
-        from dagster_project.storage.connections import WarehouseFullError, WarehouseLockedError
+        from dagster_project.storage.connections import WarehouseFileError, WarehouseFullError, WarehouseLockedError
         from dagster_project.storage.lake import LakeConfigError
 
         _, cause = user_error(error)
-        known = (ModelLoadError, CorpusError, LakeConfigError, WarehouseLockedError, WarehouseFullError)
-        if not isinstance(cause, known):
+        usage = (ModelLoadError, LakeConfigError, WarehouseFileError)
+        if not isinstance(cause, (*usage, CorpusError, WarehouseLockedError, WarehouseFullError)):
             raise
         print(f"error: {one_line(cause)}", file=sys.stderr)
-        return 2 if isinstance(cause, (ModelLoadError, LakeConfigError)) else 1
+        return 2 if isinstance(cause, usage) else 1

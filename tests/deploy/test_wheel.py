@@ -17,6 +17,7 @@ import duckdb
 import pytest
 
 from dagster_project import settings
+from dagster_project.corpora.manifest import load_manifest
 
 pytestmark = pytest.mark.wheel
 
@@ -101,7 +102,8 @@ def test_the_wheel_carries_the_sql_and_the_starter_files(wheel: Path) -> None:
     }
     assert len(repository_sql) > 100
     assert {f"dagster_project/shipped/{name}" for name in repository_sql} <= names
-    assert {f"dagster_project/shipped/{name}" for name in (*settings.STARTER_FILES, ".dagster/dagster.yaml")} <= names
+    assert {f"dagster_project/shipped/{name}" for name in (*settings.STARTER_FILES, "dagster_instance.yaml")} <= names
+    assert "dagster_project/corpora/manifest.yaml" in names
 
 
 def test_a_run_from_an_empty_folder_writes_the_warehouse_there(environment: Path, tmp_path: Path) -> None:
@@ -137,3 +139,17 @@ def test_init_writes_the_starter_files_into_attn_home(environment: Path, tmp_pat
     assert f"kept {home / 'models.toml'}" in again.stdout
     assert (home / "models.toml").read_text() == "# mine\n"
     assert not (tmp_path / "models.toml").exists()
+
+
+def test_data_list_on_a_fresh_install_shows_every_corpus_and_the_command_that_gets_it(
+    environment: Path, tmp_path: Path
+) -> None:
+    listed = attn_warehouse(environment, "data", "list", cwd=tmp_path, ATTN_DATA_DIR=str(tmp_path / "data"))
+    assert listed.returncode == 0, listed.stderr
+    rows = {row.split()[0]: row for row in listed.stdout.splitlines()[2:29]}
+    assert list(rows) == list(load_manifest())  # every corpus, in the manifest's order
+    assert {row.split()[1] for row in rows.values()} == {"missing"}
+    fetchable = {name: row for name, row in rows.items() if name != "conll2012"}
+    assert all(row.endswith(f"  attn-warehouse data fetch {name}") for name, row in fetchable.items())
+    assert rows["ud_ewt_test"].split()[2:5] == ["1.8", "MB", "Clark"]
+    assert "CC BY-SA 4.0" in rows["ud_ewt_test"] and "not downloadable" in rows["conll2012"]

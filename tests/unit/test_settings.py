@@ -2,6 +2,7 @@
 directory), never the install location; a warehouse moved by ATTN_WAREHOUSE keeps its charts and
 run history beside it; each location's own variable wins."""
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -78,3 +79,18 @@ def test_the_shipped_files_are_found() -> None:
     assert (settings.SQL_DIR / "schema" / "batches.sql").is_file()
     assert all((settings.SHIPPED_DIR / name).is_file() for name in settings.STARTER_FILES)
     assert settings.INSTANCE_SETTINGS.is_file()
+
+
+def test_the_data_directory_is_a_checkouts_shared_data_else_the_users_data_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("ATTN_DATA_DIR", raising=False)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))  # platformdirs' user data folder on Linux
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ATTN_HOME", str(tmp_path / "checkout"))
+    if sys.platform == "linux":
+        assert settings.data_dir() == tmp_path / "xdg" / "attention-warehouse" / "corpora"
+    (tmp_path / "shared" / "data").mkdir(parents=True)
+    assert settings.data_dir() == tmp_path / "shared" / "data"
+    monkeypatch.setenv("ATTN_DATA_DIR", str(tmp_path / "mine"))
+    assert settings.data_dir() == tmp_path / "mine"

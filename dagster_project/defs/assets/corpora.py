@@ -1,23 +1,26 @@
 """Corpus assets: one per corpus, partitioned by model, writing `examples` and `tokens`."""
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import polars as pl
-from dagster import AssetExecutionContext, AssetsDefinition, Config, MaterializeResult, MetadataValue
+from dagster import AssetExecutionContext, AssetKey, AssetsDefinition, Config, MaterializeResult, MetadataValue
 from dagster_duckdb import DuckDBResource
 from transformers import PretrainedConfig
 
 from dagster_project.compute.checks import tokens_match_examples, word_pieces_inside_example
 from dagster_project.compute.models import load_encoder
 from dagster_project.corpora import CORPORA, DOCUMENT_OVERLONG, OVERLONG, CorpusError, CorpusSpec
+from dagster_project.corpora.manifest import how_to_get
 from dagster_project.corpora.tables import CorpusTables, corpus_tables
 from dagster_project.defs.assets.models import encoder_model
 from dagster_project.defs.assets.writing import model_partition_asset, table_preview, write_partition
+from dagster_project.defs.provenance import batch_written_in_run
 from dagster_project.defs.resources import DataDirectory
 from dagster_project.defs.tags import corpus_tags
 from dagster_project.defs.versioning import corpus_files_key
-from dagster_project.storage.batches import partition_rows
+from dagster_project.storage.batches import EXAMPLES_TABLE, current_batch, partition_rows, require_current_examples
 from dagster_project.storage.model_rows import model_source
 
 CORPUS_CHECKS = {
@@ -39,6 +42,48 @@ class CorpusConfig(Config):
 def head_dimension(config: PretrainedConfig) -> int:
     """d_head of an encoder's attention heads (config.head_dim where a model sets it)."""
     return getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+
+
+# examples.max_len and n_tokens are SMALLINT (sql/schema/examples.sql).
+SMALLINT_MAX = 32767
+# Model types whose position ids start after the padding id (RoBERTa's embeddings): the first
+# pad_token_id + 1 of their max_position_embeddings never hold a token.
+_POSITIONS_AFTER_PADDING = frozenset(
+    {"roberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "mpnet", "longformer", "data2vec-text"}
+)
+
+
+def model_positions(config: PretrainedConfig) -> int | None:
+    """The most pieces an input of the model can have, as its absolute position embeddings say;
+    None where it has none (DeBERTa-v3: relative positions only)."""
+    positions = getattr(config, "max_position_embeddings", None)
+    if not positions or getattr(config, "position_biased_input", True) is False:
+        return None
+    if config.model_type in _POSITIONS_AFTER_PADDING:
+        positions -= (getattr(config, "pad_token_id", None) or 0) + 1
+    return positions
+
+
+def run_max_len(name: str, spec: CorpusSpec, config: CorpusConfig, model_config: PretrainedConfig) -> int:
+    """max_len of a run: the run config's, else the corpus's default, at most the model's positions.
+    A run config max_len over the model's positions (its forward pass would fail after the examples
+    were written) or over what the examples' SMALLINT columns hold is an error, naming the bound."""
+    positions = model_positions(model_config)
+    if config.max_len is None:
+        default = spec.default_max_len(head_dimension(model_config))
+        return min(default, positions) if positions else default
+    if positions is not None and config.max_len > positions:
+        raise ValueError(
+            f"{name}: run config max_len {config.max_len} is more than the {positions} positions of the model "
+            f"({model_config.model_type}), which takes no longer input: set max_len to at most {positions} "
+            "(or leave it out for the corpus's default)"
+        )
+    if config.max_len > SMALLINT_MAX:
+        raise ValueError(
+            f"{name}: run config max_len {config.max_len} is more than {SMALLINT_MAX}, the most the examples' "
+            f"max_len and n_tokens columns (SMALLINT) hold: set max_len to at most {SMALLINT_MAX}"
+        )
+    return config.max_len
 
 
 def _run_sampling(name: str, spec: CorpusSpec, config: CorpusConfig) -> tuple[int | None, int, str]:
@@ -64,8 +109,8 @@ def _require_files(spec: CorpusSpec, data_dir: Path) -> None:
     missing = spec.missing_files(data_dir)
     if missing:
         raise CorpusError(
-            f"Corpus '{spec.name}' needs {', '.join(map(str, missing))}. Set ATTN_DATA_DIR or the "
-            "`data_dir` resource's path to a folder laid out like ../shared/data."
+            f"Corpus '{spec.name}' needs {', '.join(map(str, missing))}: {how_to_get([spec.name])}, or set "
+            "ATTN_DATA_DIR or the `data_dir` resource's path to a folder laid out like ../shared/data."
         )
 
 
@@ -114,9 +159,7 @@ def build_corpus_asset(spec: CorpusSpec) -> AssetsDefinition:
         with warehouse.get_connection() as conn:
             source = model_source(conn, context.partition_key)
         encoder = load_encoder(source)
-        max_len = (
-            config.max_len if config.max_len is not None else spec.default_max_len(head_dimension(encoder.model.config))
-        )
+        max_len = run_max_len(name, spec, config, encoder.model.config)
         corpus = corpus_tables(spec, data_dir.root, encoder.tokenizer, max_len, size, seed, overlong, context.log)
         examples = corpus.tables["examples"]
         return write_partition(
@@ -137,6 +180,29 @@ def build_corpus_asset(spec: CorpusSpec) -> AssetsDefinition:
 
 corpus_assets_by_name = {name: build_corpus_asset(spec) for name, spec in CORPORA.items()}
 corpus_assets = list(corpus_assets_by_name.values())
+corpus_specs_by_key = {asset.key: CORPORA[name] for name, asset in corpus_assets_by_name.items()}
+
+
+def check_corpus_config(key: AssetKey, config: CorpusConfig, model_config: PretrainedConfig) -> None:
+    """Raise the ValueError that corpus asset `key` (of corpus_specs_by_key) would raise for its
+    settings `config` on the model of `model_config`, without running it: what the run checks
+    before it writes anything."""
+    _run_sampling(key.to_user_string(), corpus_specs_by_key[key], config)
+    run_max_len(key.to_user_string(), corpus_specs_by_key[key], config, model_config)
+
+
+def examples_read(context: AssetExecutionContext, warehouse: DuckDBResource, corpora: Sequence[str]) -> dict[str, str]:
+    """Per corpus, the batch of the partition's examples that the step of `context` computes from:
+    the one its own run's corpus step wrote, else (a run that did not sample them) the current one.
+    Raises ExamplesReplacedError, before any work, when another run has replaced this run's own;
+    write_partition(examples=...) checks them again in its transaction. A corpus without examples
+    is left out (its reader says to materialize them)."""
+    written = {corpus: batch_written_in_run(context, corpus_assets_by_name[corpus].key) for corpus in corpora}
+    own = {corpus: batch for corpus, batch in written.items() if batch}
+    with warehouse.get_connection() as conn:
+        require_current_examples(conn, context.partition_key, own)
+        current = {corpus: current_batch(conn, EXAMPLES_TABLE, context.partition_key, corpus) for corpus in corpora}
+    return {corpus: batch for corpus, batch in current.items() if batch}
 
 
 def model_tokens(warehouse: DuckDBResource, model_id: str, corpus: str) -> tuple[str, pl.DataFrame]:

@@ -1,8 +1,9 @@
-"""Clark's depth-dependent claims on models of 6, 12 and 24 layers: a head's depth is read as the
-BERT-base layer at its relative depth, ceil(12 * (layer - 0.5) / n_layers - 1e-9) (storage/claims.py),
-so a 6-layer model's layers stand for BERT-base layers 1, 3, 5, 7, 9, 11, a 12-layer model's for
-themselves, and a 24-layer model's layers 2k - 1 and 2k for BERT-base layer k (layer 11 at 10.5 / 24,
-12 * that = 5.25, is layer 6; layer 20 at 19.5 / 24, 9.75, is layer 10; layer 21, 10.25, is 11).
+"""Clark's depth-dependent claims (and Kovaleva Fig. 5's) on models of 6, 12 and 24 layers: a head's
+depth is read as the BERT-base layer at its relative depth, ceil(12 * (layer - 0.5) / n_layers - 1e-9)
+(storage/claims.py), so a 6-layer model's layers stand for BERT-base layers 1, 3, 5, 7, 9, 11, a
+12-layer model's for themselves, and a 24-layer model's layers 2k - 1 and 2k for BERT-base layer k
+(layer 11 at 10.5 / 24, 12 * that = 5.25, is layer 6; layer 20 at 19.5 / 24, 9.75, is layer 10;
+layer 21, 10.25, is 11).
 
 The "layers 6-10" of clark_sep_layers_6_10 are layers 4-5 of a 6-layer model, 6-10 of a 12-layer
 one and 11-20 of a 24-layer one; checked once through the real reproduction_scorecard (a warehouse
@@ -199,3 +200,33 @@ def test_sep_gradients_from_layer_5_by_relative_depth(n_layers: int, first: int,
     row = judged("clark_sep_gradients_small", {"clark_grad_importance": rows, "stg_batches": batches})
     assert row["value"] == pytest.approx(0.1), row["reason"]
     assert (row["n"], row["verdict"]) == (layers, "holds"), row["reason"]
+
+
+# Kovaleva Fig. 5: per task, the layer whose heads' mean cosine (base vs fine-tuned) is lowest, as
+# the BERT-base layer it stands for; the last two (11-12) hold. Cosine 0.5 in the peak layer, 0.9
+# elsewhere, two heads a layer, on two tasks whose fine-tunes learned them. 6 layers: 6 -> 11,
+# 5 -> 9; 12 layers: 11, 10 themselves; 24 layers: 21 -> ceil(10.25) = 11, 20 -> ceil(9.75) = 10.
+LAST_TWO = [(6, 6, 11), (6, 5, 9), (12, 11, 11), (12, 10, 10), (24, 21, 11), (24, 20, 10)]
+
+
+@pytest.mark.parametrize("n_layers,peak,bert_layer", LAST_TWO, ids=[f"{n}layers-peak{p}" for n, p, _ in LAST_TWO])
+def test_kovaleva_last_layers_by_relative_depth(n_layers: int, peak: int, bert_layer: int) -> None:
+    tasks = ("mrpc", "rte")
+    rows = [
+        row | {"corpus": f"glue_{task}", "cosine": 0.5 if row["layer"] == peak else 0.9}
+        for task in tasks
+        for row in head_rows(n_layers, heads=2)
+    ]
+    baselines = [
+        {"model_id": "m", "corpus": f"glue_{task}", "task": task, "setting": "pretrained_finetuned", "learned": True}
+        | {"note": f"{task}: learned"}
+        for task in tasks
+    ]
+    frame = judge_on(
+        CLAIMS["kovaleva_fig5_last_layers_change_most"],
+        {"kovaleva_finetune_similarity": rows, "int_task_score_baselines": baselines},
+    )
+    row = frame.row(0, named=True)
+    assert row["value"] == bert_layer, row["reason"]
+    assert row["n"] == 2 * 2 * n_layers
+    assert f"mrpc {bert_layer} (cosine 0.5000), rte {bert_layer} (cosine 0.5000)" in row["reason"]

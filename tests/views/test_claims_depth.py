@@ -11,6 +11,8 @@ built by apply_views, clark_special_tokens replaced by a table of hand-made rows
 registered with their layer counts) and, for the other depth-dependent claims, through each
 claim's judge on tables named like the views (tests/views/test_claims.py's judge_on)."""
 
+import re
+
 import duckdb
 import polars as pl
 import pytest
@@ -91,29 +93,33 @@ def test_sep_layers_6_10_by_relative_depth_through_the_scorecard() -> None:
         assert f"of the {n} heads" in row["reason"]
 
 
-# sep_to_sep = 0.2 + layer / 20: the same layers, 0.2 higher, against 0.9: 0.425, 0.6 fail, 0.975 holds.
-SEP_TO_SEP_6_10 = [(6, 0.425, 2, "fails"), (12, 0.6, 5, "fails"), (24, 0.975, 10, "holds")]
-LAYERS_6_10 = [("clark_sep_layers_6_10", "to_sep", 0.0, *case) for case in SEP_6_10] + [
-    ("clark_sep_to_sep", "sep_to_sep", 0.2, *case) for case in SEP_TO_SEP_6_10
+# sep_to_sep = 0.8 + layer / 100, against 0.9: the same layers give 0.845 and 0.88 (no head above
+# 0.9: fail) and 0.955 (layers 11-20 at 0.91-1.0, every head above it, so every resample: holds).
+SEP_TO_SEP_6_10 = [(6, 0.845, 2, "fails"), (12, 0.88, 5, "fails"), (24, 0.955, 10, "holds")]
+LAYERS_6_10 = [("clark_sep_layers_6_10", "to_sep", 0.0, 20, *case) for case in SEP_6_10] + [
+    ("clark_sep_to_sep", "sep_to_sep", 0.8, 100, *case) for case in SEP_TO_SEP_6_10
 ]
 
 
 @pytest.mark.parametrize(
-    "claim_id,measure,offset,n_layers,value,n,verdict",
+    "claim_id,measure,offset,divisor,n_layers,value,n,verdict",
     LAYERS_6_10,
-    ids=[f"{claim}-{n}layers" for claim, _, _, n, _, _, _ in LAYERS_6_10],
+    ids=[f"{claim}-{n}layers" for claim, _, _, _, n, _, _, _ in LAYERS_6_10],
 )
 def test_layers_6_10_by_relative_depth(
-    claim_id: str, measure: str, offset: float, n_layers: int, value: float, n: int, verdict: str
+    claim_id: str, measure: str, offset: float, divisor: int, n_layers: int, value: float, n: int, verdict: str
 ) -> None:
-    rows = head_rows(n_layers, **{measure: lambda layer: offset + layer / 20})
+    rows = head_rows(n_layers, **{measure: lambda layer: offset + layer / divisor})
     row = judged(claim_id, {"clark_special_tokens": rows})
     assert row["value"] == pytest.approx(value), row["reason"]
     assert (row["n"], row["verdict"]) == (n, verdict), row["reason"]
 
 
-# The layer whose heads peak (0.9, the others 0.1, two heads a layer), the BERT-base layer it
-# stands for (ceil(12 * (peak - 0.5) / n_layers - 1e-9)) and the verdict, at each claim's bounds.
+# The layer whose heads peak (0.9, the others 0.1, twelve heads a layer, so a resample misses the
+# peak layer's heads with probability under e^-12), the BERT-base layer it stands for
+# (ceil(12 * (peak - 0.5) / n_layers - 1e-9)) and the verdict, at each claim's bounds: the band's top
+# layer over the top layer outside it is 0.9 / 0.1 = 9 where the peak is in the band, 0.1 / 0.9 where
+# it is not.
 # Early (1-4): 6 layers: 2 -> ceil(3) = 3, 3 -> 5; 12 layers: 4 -> 4, 5 -> 5; 24 layers: 8 -> ceil(3.75) = 4,
 # 9 -> ceil(4.25) = 5.
 EARLY = [
@@ -140,14 +146,15 @@ MIDDLE = [
     (24, 20, 10, "holds"),
     (24, 21, 11, "fails"),
 ]
-# Deep (9-12): 6 layers: 4 -> 7, 5 -> 9; 12 layers: 8, 9; 24 layers: 16 -> ceil(7.75) = 8, 17 -> ceil(8.25) = 9.
+# Deep (11-12, after the middle): 6 layers: 5 -> 9, 6 -> 11; 12 layers: 10, 11; 24 layers:
+# 20 -> ceil(9.75) = 10, 21 -> ceil(10.25) = 11.
 DEEP = [
-    (6, 4, 7, "fails"),
-    (6, 5, 9, "holds"),
-    (12, 8, 8, "fails"),
-    (12, 9, 9, "holds"),
-    (24, 16, 8, "fails"),
-    (24, 17, 9, "holds"),
+    (6, 5, 9, "fails"),
+    (6, 6, 11, "holds"),
+    (12, 10, 10, "fails"),
+    (12, 11, 11, "holds"),
+    (24, 20, 10, "fails"),
+    (24, 21, 11, "holds"),
 ]
 
 PEAKS = (
@@ -165,24 +172,34 @@ PEAKS = (
 def test_peak_layer_by_relative_depth(
     claim_id: str, measure: str, n_layers: int, peak: int, bert_layer: int, verdict: str
 ) -> None:
-    rows = head_rows(n_layers, heads=2, **{measure: lambda layer: 0.9 if layer == peak else 0.1})
+    rows = head_rows(n_layers, heads=12, **{measure: lambda layer: 0.9 if layer == peak else 0.1})
     row = judged(claim_id, {"clark_special_tokens": rows})
-    assert row["value"] == bert_layer, row["reason"]
+    assert row["value"] == pytest.approx(9.0 if verdict == "holds" else 0.1 / 0.9), row["reason"]
     assert row["verdict"] == verdict, row["reason"]
-    assert row["n"] == 2 * n_layers
-    assert f"BERT-base layer {bert_layer} " in row["reason"]
+    assert row["n"] == 12 * n_layers
+    assert re.search(rf"BERT-base layer {bert_layer}\b", row["reason"]), row["reason"]
+
+
+# Very broad heads (entropy / uniform 3.6 / 4.0 = 0.9, at least 3/4) in the peak layer only, the
+# others at 2.0 / 4.0 = 0.5, twelve heads a layer: the share of broad heads at the depth of
+# BERT-base layers 1-4 minus the others' is 1 / (the lower layers) where the peak is among them,
+# -1 / (the other layers) where it is not. Lower layers: 6 layers: 1-2; 12 layers: 1-4; 24 layers: 1-8.
+LOWER_LAYERS = {6: 2, 12: 4, 24: 8}
 
 
 @pytest.mark.parametrize("n_layers,peak,bert_layer,verdict", EARLY, ids=[f"{n}layers-peak{p}" for n, p, _, _ in EARLY])
-def test_broadest_head_by_relative_depth(n_layers: int, peak: int, bert_layer: int, verdict: str) -> None:
-    # entropy / uniform 3.6 / 4.0 = 0.9 in the peak layer, 2.0 / 4.0 = 0.5 elsewhere.
+def test_broad_heads_early_by_relative_depth(n_layers: int, peak: int, bert_layer: int, verdict: str) -> None:
     rows = head_rows(
         n_layers,
+        heads=12,
         entropy=lambda layer: 3.6 if layer == peak else 2.0,
         uniform_entropy=lambda layer: 4.0,
     )
     row = judged("clark_broad_heads_early", {"clark_entropy": rows})
-    assert (row["value"], row["verdict"]) == (bert_layer, verdict), row["reason"]
+    lower = LOWER_LAYERS[n_layers]
+    value = 1 / lower if verdict == "holds" else -1 / (n_layers - lower)
+    assert (row["value"], row["verdict"]) == (pytest.approx(value), verdict), row["reason"]
+    assert f"{12 * lower} heads at the depth of layers 1-4" in row["reason"]
 
 
 # Gradients from the depth of BERT-base layer 5 on: [SEP] 0.1 there and 10.0 before, other tokens

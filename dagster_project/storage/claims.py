@@ -19,7 +19,8 @@ Most claims are written as a resampled statistic, and the judge is generated (bo
 - `value`: an aggregate expression over the sample's rows (`avg(to_sep)`), or a query over the
   relation `resampled` that returns model_id, corpus, resample, value, reason, not_comparable per
   (model_id, corpus, resample) (for statistics of aggregates, such as the layer with the highest mean);
-- `holds`: a condition on `value` (and `{paper_value}`), the paper's finding read as a number;
+- `holds`: a condition on `value` (and `{paper_value}`), the paper's finding read as a number; with
+  a `value` query, on any column the query returns (a margin beside the value it reports);
 - `reason`: with an aggregate `value`, an aggregate expression saying what was compared;
 - `not_comparable` (optional): with an aggregate `value`, an aggregate expression giving why the
   claim does not apply to this model, or NULL where it does.

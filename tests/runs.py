@@ -1,10 +1,12 @@
 """Helpers for tests that materialize assets in process: the run's resources on a folder, and a
-materialization of assets for one model's partition; and the steps `attn-warehouse run --dry-run` plans."""
+materialization of assets for one model's partition; the steps `attn-warehouse run --dry-run` plans; and a
+toy SST-2 in a data directory."""
 
 import re
 from collections.abc import Sequence
 from pathlib import Path
 
+import polars as pl
 from dagster import AssetKey, AssetsDefinition, AssetSelection, DagsterInstance, ExecuteInProcessResult, materialize
 from dagster_duckdb import DuckDBResource
 
@@ -52,3 +54,18 @@ def planned_steps(output: str) -> list[str]:
     steps = would_run[2].split(", ")
     assert int(would_run[1]) == len(steps)
     return steps
+
+
+def toy_sst2(data: Path) -> None:
+    """SST-2's training and validation files, a few sentences each, where the data directory keeps them."""
+    glue = data / "glue" / "hf_parquet"
+    glue.mkdir(parents=True)
+    words = ["good", "bad", "fine", "awful", "great", "dull"]
+    for split, n in (("train", 16), ("validation", 6)):
+        pl.DataFrame(
+            {
+                "sentence": [f"a {words[i % 6]} film with {words[(i * 5) % 6]} acting" for i in range(n)],
+                "label": [i % 2 for i in range(n)],
+                "idx": list(range(n)),
+            }
+        ).write_parquet(glue / f"sst2_{split}.parquet")

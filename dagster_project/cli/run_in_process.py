@@ -6,11 +6,12 @@ import os
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dagster_project import settings
-from dagster_project.cli.common import UsageError, one_line, user_error
+from dagster_project.cli.common import RunInterrupted, UsageError, one_line, user_error
 
 if TYPE_CHECKING:
     from dagster_project.defs.run_planning import PreparedRun
@@ -70,14 +71,20 @@ def _log_path() -> Path:
     return folder / f"run-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
 
 
+def _any_partitioned(keys: list, assets: list) -> bool:
+    """Whether any of the asset `keys` is partitioned (by model)."""
+    return any(asset.get_asset_spec(key).partitions_def for asset in assets for key in asset.keys if key in keys)
+
+
 def _execute(keys: list, resources: dict, instance: Any, model_id: str, run_config: dict, verbose: bool) -> int:
     """Materialize `keys` for the model partition in one in-process run: one line per asset here,
     the full event log in a file; a failure is one line naming the step and the log."""
     import uuid
 
-    from dagster import AssetSelection, Definitions, define_asset_job
+    from dagster import AssetSelection, DagsterExecutionInterruptedError, Definitions, define_asset_job
 
     from dagster_project.cli.console import RunConsole, file_logger, logs_in_file
+    from dagster_project.cli.recovery import cancel_run
     from dagster_project.defs.assets import all_assets
 
     log_path = _log_path()
@@ -95,20 +102,42 @@ def _execute(keys: list, resources: dict, instance: Any, model_id: str, run_conf
                 # Only the log file's logger: Dagster's console logger would print every event.
                 run_config={**run_config, "loggers": {"run_log": {}}},
                 instance=instance,
-                partition_key=model_id,
+                # a run of unpartitioned assets alone (the report, after the checkpoints' runs) takes none
+                partition_key=model_id if _any_partitioned(keys, all_assets) else None,
                 run_id=run_id,
             )
+    except (KeyboardInterrupt, DagsterExecutionInterruptedError) as error:  # Ctrl-C or SIGTERM (stop_on_interrupt)
+        console.stop()
+        with log_path.open("a", encoding="utf-8") as log:
+            log.write("".join(traceback.format_exception(error)))
+        status = cancel_run(instance, run_id)
+        step = next((failed for failed, _ in console.failures), None)
+        if status is None:
+            print(f"interrupted: stopped before run {run_id} began; nothing was written", file=sys.stderr)
+        else:
+            print(
+                f"interrupted: run {run_id} stopped{' in ' + step if step else ''} ({status.value.lower()}); an "
+                f"unfinished write was rolled back: re-run to finish what it left (the log: {log_path})",
+                file=sys.stderr,
+            )
+        raise RunInterrupted from None
     except Exception as error:
         console.stop()
         step, cause = user_error(error)
         step = step or next((failed for failed, _ in console.failures), None)
         with log_path.open("a", encoding="utf-8") as log:
             log.write("".join(traceback.format_exception(error)))
-        print(f"error: {step + ': ' if step else ''}{one_line(cause)}", file=sys.stderr)
+        print(failure_line(step, cause), file=sys.stderr)
         print(f"(the traceback is in {log_path})", file=sys.stderr)
         return 1
     console.stop()
     return 0
+
+
+def failure_line(step: str | None, cause: BaseException) -> str:
+    """`error: STEP: MESSAGE`, the step named once where the message begins with it already."""
+    message = one_line(cause)
+    return f"error: {step + ': ' if step and not message.startswith(f'{step}:') else ''}{message}"
 
 
 def plan_run(
@@ -139,6 +168,51 @@ def execute_run(prepared: "PreparedRun", run_config: dict, verbose: bool) -> int
             print(message)
         config = prepared.own_config(run_config)
         return _execute(prepared.keys, default_resources(), instance, prepared.model_id, config, verbose)
+
+
+def run_checkpoints(
+    model_id: str,
+    tasks: list[str],
+    config_for: Callable[[list[str]], dict],
+    verbose: bool,
+    rerun_all: bool = False,
+) -> int:
+    """The own run of each checkpoint fine-tuned from `model_id` on `tasks` that is saved (on its task's
+    corpus: the attention facts, and on SST-2 the weighting faithfulness; run_planning.checkpoint_runs),
+    one after the other, each with the run config `config_for` gives its steps; nonzero where one failed."""
+    from dagster_project.defs.run_planning import checkpoint_runs
+
+    for prepared in checkpoint_runs(model_id, tasks, rerun_all=rerun_all, note=print).values():
+        corpora = ", ".join(prepared.corpora)
+        print(f"\nattention of {Path(prepared.source).name}, fine-tuned from {model_id}, on {corpora}")
+        for line in prepared.skipped:
+            print(line)
+        if not prepared.keys:
+            print("up to date, nothing to run")
+        elif execute_run(prepared, config_for(prepared.step_names), verbose):
+            return 1
+    return 0
+
+
+def checkpoint_plan_lines(prepared: "PreparedRun") -> list[str]:
+    """For a dry run: what the own run of each checkpoint the planned run fine-tunes would run, a line
+    each (a saved checkpoint planned as its run will be; one not fine-tuned yet, its first run whole)."""
+    from dagster_project.corpora import present_corpora
+    from dagster_project.defs.resources import default_resources
+    from dagster_project.defs.run_planning import checkpoint_keys, checkpoint_runs
+
+    tasks = prepared.fine_tuned_tasks
+    saved = checkpoint_runs(prepared.model_id, tasks, register=False)
+    present = present_corpora(default_resources()["data_dir"].root)
+    lines = []
+    for task in tasks:
+        if task in saved:
+            whose, names = f"then its {task} checkpoint ({saved[task].model_id})", saved[task].step_names
+        else:
+            whose = f"then, once fine-tuned, its {task} checkpoint"
+            names = sorted(key.to_user_string() for key in checkpoint_keys(task, present))
+        lines.append(f"{whose} in a run of its own: {len(names)} steps: {', '.join(names)}")
+    return lines
 
 
 def print_outputs(model_id: str) -> None:

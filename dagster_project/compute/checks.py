@@ -1,10 +1,13 @@
 """Checks on fact frames before they are written: pure functions, each returning whether
 the facts hold and the figures that say so. The assets attach them as asset checks."""
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import polars as pl
+
+from dagster_project.compute.weightings import AGGREGATIONS
 
 ROW_SUM_TOLERANCE = 1e-4
 
@@ -331,6 +334,31 @@ def cosines_in_range(cosines: pl.DataFrame) -> CheckOutcome:
     )
 
 
+# The estimator check's documented minimum sample: on fewer exact examples (of more written), each
+# published gap is judged by its one-sided 95% upper bound, gap + CHECK_CONFIDENCE_Z x its jackknife
+# standard error over the examples; from this many on, or where the check saw every written example,
+# by the gap itself.
+CHECK_MIN_EXAMPLES = 16
+CHECK_CONFIDENCE_Z = 1.645
+
+
+def _check_confidence(examples: int, written: int) -> str:
+    """How the estimator check judges a gap on `examples` exact examples of `written`."""
+    if examples >= written:
+        return f"the gap itself: the check saw every one of the {written} written examples"
+    if examples >= CHECK_MIN_EXAMPLES:
+        return f"the gap itself: {examples} examples >= the documented minimum {CHECK_MIN_EXAMPLES}"
+    if examples < 2:
+        return (
+            f"no verdict: {examples} example of {written} gives no standard error, and fewer than "
+            f"{CHECK_MIN_EXAMPLES} need one (an estimator misses)"
+        )
+    return (
+        f"one-sided 95% upper bound, gap + {CHECK_CONFIDENCE_Z} x its jackknife standard error over "
+        f"{examples} examples (< {CHECK_MIN_EXAMPLES} of {written} written)"
+    )
+
+
 def estimate_matches_exact(
     layer_pearson: dict[int, float],
     mean_abs_error: float,
@@ -339,25 +367,44 @@ def estimate_matches_exact(
     examples: list[int],
     published_gaps: Mapping[str, Mapping[int, float]] | None = None,
     tolerances: Mapping[str, float] | None = None,
+    gap_errors: Mapping[str, Mapping[int, float]] | None = None,
+    written: int | None = None,
 ) -> CheckOutcome:
     """The HTA estimator's input contributions track exact HTA on every layer it estimates: the
     worst per-layer Pearson (layer 1 is exact in every mode and not scored) is >= min_pearson,
     and every published quantity's gap from exact (`published_gaps`: quantity -> layer -> gap) is
-    within its tolerance on every layer. Exact HTA (no estimated layer) passes with nothing to score."""
-    published_gaps, tolerances = published_gaps or {}, tolerances or {}
+    within its tolerance on every layer. Exact HTA (no estimated layer) passes with nothing to score.
+
+    `written`: the examples the run writes (None: the check's own). Where the check saw fewer than
+    CHECK_MIN_EXAMPLES of more written, each gap is judged by its upper bound gap + CHECK_CONFIDENCE_Z x
+    its standard error (`gap_errors`, same keys; NaN or missing: a miss, as one example gives none)."""
+    published_gaps, tolerances, gap_errors = published_gaps or {}, tolerances or {}, gap_errors or {}
+    written = max(written or len(examples), len(examples))
+    bounded = len(examples) < min(written, CHECK_MIN_EXAMPLES)
     worst_layer = min(layer_pearson, key=layer_pearson.__getitem__) if layer_pearson else None
     worst = layer_pearson[worst_layer] if worst_layer is not None else 1.0
+
+    def judged(name: str, layer: int, gap: float) -> float:
+        error = gap_errors.get(name, {}).get(layer, math.nan)
+        return gap + CHECK_CONFIDENCE_Z * error if bounded else gap
+
+    def miss(name: str, layer: int, gap: float) -> str:
+        bound = judged(name, layer, gap)
+        detail = f" (gap {gap:.4f} + {CHECK_CONFIDENCE_Z} x standard error)" if bounded else ""
+        return f"{name} layer {layer}: {bound:.4f}{detail} > {tolerances[name]}"
+
     missed = [
-        f"{name} layer {layer}: {gap:.4f} > {tolerances[name]}"
+        miss(name, layer, gap)
         for name, gaps in published_gaps.items()
         for layer, gap in sorted(gaps.items())
-        if not gap <= tolerances[name]  # NaN (a quantity the estimate lost) misses too
+        if not judged(name, layer, gap) <= tolerances[name]  # NaN (a quantity the estimate lost) misses too
     ]
     return CheckOutcome(
         "estimate_matches_exact",
         worst >= min_pearson and not missed,
         f"Worst per-layer Pearson of estimated vs exact input contributions (estimated layers only) >= {min_pearson}, "
-        "and per estimated layer every published quantity within its tolerance of exact HTA's.",
+        "and per estimated layer every published quantity within its tolerance of exact HTA's (on fewer than "
+        f"{CHECK_MIN_EXAMPLES} check examples of more written, its one-sided 95% upper bound).",
         {
             "worst_layer_pearson": worst,
             "worst_layer": worst_layer or 0,
@@ -369,23 +416,30 @@ def estimate_matches_exact(
                 for name, gaps in published_gaps.items()
                 for layer, gap in sorted(gaps.items())
             },
+            **{
+                f"{name}_gap_error_layer_{layer}": error
+                for name, errors in gap_errors.items()
+                for layer, error in sorted(errors.items())
+            },
             **{f"{name}_tolerance": tolerance for name, tolerance in tolerances.items()},
             "published_misses": "; ".join(missed) or "none",
+            "judged_on": _check_confidence(len(examples), written) if published_gaps else "nothing estimated",
             "hta_method": method,
             "examples": len(examples),
+            "written_examples": written,
             "example_ids": ", ".join(map(str, examples)),
         },
     )
 
 
 def correlations_in_range(correlations: pl.DataFrame, weightings: Sequence[str], n_examples: int) -> CheckOutcome:
-    """One row per (example, weighting) of the pass (none for a model without a classifier), each Spearman
-    correlation null or within [-1, 1]."""
+    """One row per (example, weighting, aggregation) of the pass (none for a model without a classifier), each
+    Spearman correlation null or within [-1, 1]."""
     outside = correlations.filter(pl.col("spearman").is_not_null() & ~pl.col("spearman").is_between(-1, 1)).height
-    expected = n_examples * len(weightings)
+    expected = n_examples * len(weightings) * len(AGGREGATIONS)
     return CheckOutcome(
         "correlations_in_range",
         correlations.height == expected and outside == 0,
-        "One Spearman correlation per (example, weighting), null or within [-1, 1].",
+        "One Spearman correlation per (example, weighting, aggregation), null or within [-1, 1].",
         {"rows": correlations.height, "expected_rows": expected, "outside_range": outside},
     )

@@ -26,6 +26,9 @@ The value vectors, the layers' inputs and their LayerNorms' inputs and outputs c
 name is refused by the three). ||v W_O^h|| is sqrt(v^T G_h v) with G_h = W_O^h W_O^h^T, the (d_head,
 d_head) Gram matrix of the head's slice, so the norms of every (example, layer, head, token) are one
 batched product. Padding never enters: padded keys carry no attention, and padded rows are zero.
+
+Beside the maps, a pass keeps the layer's own map of the three that multiply through the layers (rollout's
+A_hat, globenc's N, alti's c), so that every weighting can be read per layer and rolled out (aggregated_maps).
 """
 
 from collections.abc import Callable, Iterator
@@ -51,6 +54,13 @@ LAYER_MAP_HEAD = 0
 # value_norms.token_class: [CLS], [SEP], '.' and ',' tokens, and every other real token. [CLS] and [SEP]
 # apart: MiniLM's [CLS] value vectors are far shorter than its [SEP]'s, which a shared class averages away.
 TOKEN_CLASSES = ("cls", "sep", "punct", "content")
+# How a weighting's maps are read where they are compared with an attribution to the inputs (GlobEnc's
+# two settings): `per_layer`, each layer's own map (local); `rolled_out`, the maps of layers 1..l multiplied
+# through (global), as GlobEnc aggregates every map it compares with gradient saliency. rollout, globenc and
+# alti roll out as their methods do; ROLLED_BY_PRODUCT by the plain product of their head-averaged maps (GlobEnc
+# rolls W and N out so; value zeroing without an added identity, its distances already count the residual).
+AGGREGATIONS = ("per_layer", "rolled_out")
+ROLLED_BY_PRODUCT = ("attention", "norm", "value_zeroing")
 # floats per (example, query row, key, feature) block of the layer decompositions, FFN widening included
 DECOMPOSITION_BLOCK = 2**24
 FFN_WIDENING = 4  # the families' intermediate size over their hidden size, to size the blocks
@@ -360,19 +370,22 @@ def _decomposition_maps(
     """One layer's maps (B, 1, 1, T, T) of the LAYER_DECOMPOSITIONS among `weightings` (module docstring)
     from its (B, 1, H, T, T) attention, one-layer states and parts (`cells`: the real (query, key) cells):
     real rows sum to 1 over real keys, padded rows and keys are 0. globenc's and alti's products through
-    the layers so far are carried in `rolled`, by name."""
-    maps = {}
+    the layers so far are carried in `rolled`, by name. Second, the layer's own map of those two, rows
+    normalized (WeightedMaps.layer_maps)."""
+    maps, own = {}, {}
     for name, matrix in _decomposed_layer(attn, states, parts, 0, weightings).items():
         matrix = matrix.clamp(min=0) * cells
+        own_map = _rows_normalized(matrix)
         if name == "globenc":
             rolled[name] = _rolled_on(rolled.get(name), matrix, rescale=True)
-            matrix = _rows_normalized(rolled[name])
+            own[name] = own_map[:, None, None]
+            own_map = _rows_normalized(rolled[name])
         elif name == "alti":
-            rolled[name] = matrix = _rolled_on(rolled.get(name), _rows_normalized(matrix))
-        else:
-            matrix = _rows_normalized(matrix)
-        maps[name] = matrix[:, None, None]
-    return maps
+            rolled[name] = _rolled_on(rolled.get(name), own_map)
+            own[name] = own_map[:, None, None]
+            own_map = rolled[name]
+        maps[name] = own_map[:, None, None]
+    return maps, own
 
 
 def value_norm_columns(
@@ -407,10 +420,17 @@ def value_norm_columns(
 @dataclass(frozen=True)
 class WeightedMaps:
     """One batch's maps under each weighting of a pass (attention first), and the value norms when
-    `norm` is among them."""
+    `norm` is among them. `layer_maps`: the layer's own map of each weighting whose `maps` are products
+    through the layers (rollout's A_hat, globenc's N and alti's c, rows normalized), same shape."""
 
     maps: dict[str, torch.Tensor]
     norms: torch.Tensor | None = None
+    layer_maps: dict[str, torch.Tensor] = field(default_factory=dict)
+
+    @property
+    def own_maps(self) -> dict[str, torch.Tensor]:
+        """Each weighting's maps of each layer alone: `layer_maps` where the weighting rolls out, `maps` elsewhere."""
+        return {name: self.layer_maps.get(name, maps) for name, maps in self.maps.items()}
 
 
 @dataclass
@@ -431,17 +451,33 @@ class LayerWeightings:
         """Layer `index`'s maps, (B, 1, H, T, T) per head or (B, 1, 1, T, T) per layer, from its (B, 1, H,
         T, T) attention and its one-layer states; the value norms (B, 1, H, T) when norm is taken."""
         maps = {"attention": attn}
+        own: dict[str, torch.Tensor] = {}
         norms = None
         if "norm" in self.weightings:
             norms = value_norms(states.values, self.grams[index : index + 1])
             maps["norm"] = norm_maps(attn, norms)
         if "rollout" in self.weightings:
-            self.rolled["rollout"] = _rolled_on(self.rolled.get("rollout"), _rollout_layers(attn, self.valid)[:, 0])
+            own["rollout"] = _rollout_layers(attn, self.valid)[:, :, None]
+            self.rolled["rollout"] = _rolled_on(self.rolled.get("rollout"), own["rollout"][:, 0, 0])
             maps["rollout"] = self.rolled["rollout"][:, None, None]
         if set(self.weightings) & set(LAYER_DECOMPOSITIONS):
             cells = _real_cells(self.valid, attn.dtype)
-            maps |= _decomposition_maps(attn, states, self.parts.layer(index), cells, self.weightings, self.rolled)
-        return WeightedMaps({name: maps[name] for name in self.weightings}, norms)
+            decomposed, decomposed_own = _decomposition_maps(
+                attn, states, self.parts.layer(index), cells, self.weightings, self.rolled
+            )
+            maps, own = maps | decomposed, own | decomposed_own
+        return WeightedMaps({name: maps[name] for name in self.weightings}, norms, own)
+
+
+def aggregated_maps(weighted: WeightedMaps) -> torch.Tensor:
+    """Every weighting's maps, heads averaged, in each of AGGREGATIONS: (B, A, W, L, T, T) from maps of
+    (B, L, H or 1, T, T), W in the order of `weighted.maps`; at layer l, `per_layer` is the layer's own map
+    and `rolled_out` the product of layers 1..l (AGGREGATIONS says how each weighting rolls out)."""
+    own = {name: maps.mean(2) for name, maps in weighted.own_maps.items()}
+    rolled = [
+        rolled_out(own[name]) if name in ROLLED_BY_PRODUCT else weighted.maps[name].mean(2) for name in weighted.maps
+    ]
+    return torch.stack([torch.stack(list(own.values()), dim=1), torch.stack(rolled, dim=1)], dim=1)
 
 
 def weighted_maps(
@@ -460,7 +496,10 @@ def weighted_maps(
         for index in range(attn.shape[1])
     ]
     norms = torch.cat([layer.norms for layer in layers], dim=1) if "norm" in weightings else None
-    return WeightedMaps({name: torch.cat([layer.maps[name] for layer in layers], dim=1) for name in weightings}, norms)
+    own = {name: torch.cat([layer.layer_maps[name] for layer in layers], dim=1) for name in layers[0].layer_maps}
+    return WeightedMaps(
+        {name: torch.cat([layer.maps[name] for layer in layers], dim=1) for name in weightings}, norms, own
+    )
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from dagster import AssetKey, AssetsDefinition, AssetSelection, AssetSpec, Dagst
 
 from dagster_project.defs.assets import all_assets, paper_report, warehouse_views
 from dagster_project.defs.assets.charts import analysis_inputs, chart_assets_by_name
+from dagster_project.defs.assets.compare.faithfulness import weighting_faithfulness_asset
 from dagster_project.defs.assets.compare.head_matching import head_match_assets
 from dagster_project.defs.partitions import model_partitions
 from dagster_project.defs.provenance import WarehouseEvidence
@@ -68,6 +69,16 @@ views_job = define_asset_job(
 _SPECS: dict[AssetKey, AssetSpec] = {key: asset.get_asset_spec(key) for asset in all_assets for key in asset.keys}
 _CHART_KEYS = frozenset(asset.key for asset in chart_assets_by_name.values())
 _HEAD_MATCH_KEYS = frozenset(asset.key for asset in head_match_assets)
+# The steps that explain a classifier's predictions, with the charts drawn from them alone: a model
+# without a single-label classification head gets no rows from them.
+_CLASSIFIER_KEYS = frozenset(
+    {weighting_faithfulness_asset.key}
+    | {
+        chart_assets_by_name[spec.name].key
+        for spec in CHARTS
+        if spec.reads and {asset.key for asset in analysis_inputs(spec)} == {weighting_faithfulness_asset.key}
+    }
+)
 
 
 def analysis_targets(analysis: Analysis, corpora: Collection[str]) -> list[AssetsDefinition]:
@@ -125,6 +136,7 @@ def plan_model_run(
     required: Collection[AssetKey] = (),
     others_corpora: Collection[str] | None = None,
     evidence: WarehouseEvidence | None = None,
+    classifier: bool | None = None,
 ) -> ModelRun:
     """The one run of `analyses` for `model_id` (one run per model, so two analyses never
     compute a shared asset twice). Assets materialized and not stale are left out, unless they
@@ -133,7 +145,9 @@ def plan_model_run(
     the report, so the report never lags behind the charts. Head matching, which compares the model
     with the other registered models, is left out (one line in `skipped`) when there is no other
     model, or none with examples of the corpus (`others_corpora`: the corpora other models have in the
-    warehouse; None: not known, only the first rule applies)."""
+    warehouse; None: not known, only the first rule applies). The weighting faithfulness, which explains a
+    classifier's predictions, is left out (one line in `skipped`) where `classifier` is False: the model has
+    no single-label classification head (None: not known, kept)."""
     targets: set[AssetKey] = set()
     wanted: set[AssetKey] = set()
     for analysis in analyses:
@@ -153,6 +167,12 @@ def plan_model_run(
             f"head matching ({len(unmatched)} corpora) not scheduled: it compares a model with the other registered "
             "models on the same corpus, and "
             + ("there is none yet" if not others else "none of them has examples of these corpora yet")
+        )
+    if classifier is False and wanted & _CLASSIFIER_KEYS:
+        wanted -= _CLASSIFIER_KEYS
+        skipped.append(
+            "weighting faithfulness not scheduled: it explains a classifier's predictions, and this model has no "
+            "single-label classification head (a checkpoint fine-tuned on SST-2 gets it in its own run)"
         )
     current = up_to_date_keys(instance, all_assets, wanted, model_id, evidence)
     redo = (wanted - current) | (set(required) & wanted) | (targets & wanted if rerun_targets else set())

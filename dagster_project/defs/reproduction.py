@@ -18,18 +18,25 @@ They are for a CPU; on another device they are an upper bound until that device'
 import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import polars as pl
+from dagster import AssetKey, DagsterInstance
 
+from dagster_project.compute.checks import CHECK_MIN_EXAMPLES
+from dagster_project.compute.pascual.hta_facts import DEFAULT_HTA_METHOD
 from dagster_project.corpora import CORPORA
+from dagster_project.defs.staleness import latest_materialization
 from dagster_project.settings import data_dir
 
 PROFILES = ("quick", "paper")
 MINILM_FORWARD = 6 * 384**2  # layers x hidden^2 of the model the rates were measured on
 QUICK_EXAMPLES = 200  # examples per corpus in a quick reproduction
-QUICK_HTA_EXAMPLES = 30
+# HTA examples per language in a quick reproduction: the check's documented minimum, so that its
+# exact examples are every example written (its verdict is then the written facts' own gap, and they
+# are exact wherever it misses, at no cost beyond the check)
+QUICK_HTA_EXAMPLES = CHECK_MIN_EXAMPLES
 QUICK_FINETUNE_STEPS = 12
 QUICK_TRAIN_EXAMPLES = 384
 QUICK_ABLATION_EXAMPLES = 32
@@ -49,8 +56,18 @@ class StepRule:
     seconds_per_unit: float  # MiniLM, 2 CPU cores
     fixed_seconds: float
     units: "Units"
-    # where the step may fall back to a slower exact method after a check: its seconds per unit then
-    fallback_seconds_per_unit: float | None = None
+    checked: "CheckedEstimate | None" = None  # a step computed by an estimator checked against its exact method
+
+
+@dataclass(frozen=True)
+class CheckedEstimate:
+    """A step whose estimator is first checked against its exact method on some of its units (both
+    computed there), then computes the rest by the estimator, or by the exact method where the check
+    missed (the check's exact units not again)."""
+
+    exact_seconds_per_unit: float  # MiniLM, 2 CPU cores
+    check_units: Callable[[dict], int]  # the run config -> units the check computes exactly
+    method: Callable[[dict], str]  # the run config -> the step's method ("exact": run outright, no check)
 
 
 @dataclass(frozen=True)
@@ -120,6 +137,10 @@ def _probe_sentences(asset: str, profile: str, model: ModelShape, config: dict) 
     return _limited(config, "max_sentences", 2000)
 
 
+def _faithfulness_examples(asset: str, profile: str, model: ModelShape, config: dict) -> int:
+    return _limited(config, "max_examples", _corpus_examples(config.get("corpus", "glue_sst2"), profile))
+
+
 def _one(asset: str, profile: str, model: ModelShape, config: dict) -> int:
     return 1
 
@@ -133,12 +154,16 @@ RULES = (
     StepRule(_CORPUS + "_attention_facts", {}, "examples", 0.012, 1.0, _examples_of("_attention_facts")),
     StepRule(
         _CORPUS + "_hta_facts",
-        {"max_examples": QUICK_HTA_EXAMPLES, "check_examples": 1},
+        {"max_examples": QUICK_HTA_EXAMPLES, "check_examples": CHECK_MIN_EXAMPLES},
         "examples",
-        2.6,  # the default estimator, <= d_head pieces; the fixed part is the exact check on one example
-        60.0,
+        2.6,  # the default estimator, <= d_head pieces
+        5.0,
         _examples_of("_hta_facts"),
-        77.0,  # exact HTA, where the estimator misses the check's tolerances (it does on MiniLM)
+        CheckedEstimate(
+            77.0,  # exact HTA, 25 pieces on average (busy cores): the check's examples, and where it misses
+            lambda config: config.get("check_examples", CHECK_MIN_EXAMPLES),
+            lambda config: config.get("hta_method", DEFAULT_HTA_METHOD),
+        ),
     ),
     StepRule(
         r"finetuned_.*",
@@ -174,6 +199,8 @@ RULES = (
         _probe_sentences,
     ),
     StepRule(_CORPUS + "_head_matches", {"max_examples": 16}, "steps", 0.0, 10.0, _one),
+    # a fine-tuned classifier's forward and backward with every weighting's maps (docs/papers/compare.md)
+    StepRule(r"weighting_faithfulness", {}, "examples", 0.64, 5.0, _faithfulness_examples),
     StepRule(r"paper_report", {}, "steps", 0.0, 45.0, _one),  # draws the named heads' example maps
     StepRule(r".*", {}, "steps", 0.0, 2.0, _one),  # charts, views, models, baselines
 )
@@ -188,25 +215,104 @@ class PlannedStep:
     asset: str
     units: int
     unit: str
-    seconds: float
-    fallback_seconds: float | None = None  # where the step falls back to its exact method
+    seconds: float  # where a checked estimator passes its check
+    fallback_seconds: float | None = None  # where it misses and the step falls back to its exact method
+    fallback_reason: str | None = None  # why the fallback is expected (expected_fallback); None: it is not
+
+    @property
+    def expected_seconds(self) -> float:
+        """The seconds the plan counts: the fallback's where it is expected."""
+        return self.fallback_seconds if self.fallback_reason and self.fallback_seconds is not None else self.seconds
 
 
 def planned_step(asset: str, profile: str, model: ModelShape, config: dict | None = None) -> PlannedStep:
     """The step of `asset` under `profile` for `model`: its size and estimated seconds. `config`: the
-    asset's run config (default: the profile's), whose limits (max_examples, train_subset, ...) size it."""
+    asset's run config (default: the profile's), whose limits (max_examples, train_subset, ...) size it.
+    A checked estimator's step costs its check's units twice (exact and estimated), then the others by
+    the estimator, or by the exact method where it misses (fallback_seconds: None where that costs the same)."""
     rule = rule_for(asset)
     if config is None:
         config = rule.quick_config if profile == "quick" else {}
     units = rule.units(asset, profile, model, config)
-    fallback = rule.fallback_seconds_per_unit
-    return PlannedStep(
-        asset,
-        units,
-        rule.unit,
-        rule.fixed_seconds + rule.seconds_per_unit * units * model.scale,
-        None if fallback is None else rule.fixed_seconds + fallback * units * model.scale,
-    )
+    estimated = rule.seconds_per_unit * model.scale
+    if rule.checked is None:
+        return PlannedStep(asset, units, rule.unit, rule.fixed_seconds + estimated * units)
+    exact = rule.checked.exact_seconds_per_unit * model.scale
+    if rule.checked.method(config) == "exact":
+        return PlannedStep(asset, units, rule.unit, rule.fixed_seconds + exact * units)
+    check = min(rule.checked.check_units(config), units)
+    checking = rule.fixed_seconds + check * (exact + estimated)
+    if check == units:  # the check's exact units are every unit: they are the facts, pass or miss
+        return PlannedStep(asset, units, rule.unit, checking)
+    return PlannedStep(asset, units, rule.unit, checking + units * estimated, checking + (units - check) * exact)
+
+
+@dataclass(frozen=True)
+class HtaCheckRecord:
+    """What an HTA step's latest materialization recorded of its estimator check."""
+
+    asset: str
+    method: str  # the run config's hta_method
+    within_tolerance: bool | None  # the estimator's verdict; None: a record from before it was kept
+    check_examples: int | None
+
+
+def _hta_check_record(instance: DagsterInstance, asset: str, model_id: str) -> HtaCheckRecord | None:
+    record = latest_materialization(instance, AssetKey(asset), model_id)
+    materialization = record.asset_materialization if record else None
+    if materialization is None or "hta_method" not in materialization.metadata:
+        return None
+    values = {name: value.value for name, value in materialization.metadata.items()}
+    method, used = str(values["hta_method"]), str(values.get("hta_method_used", values["hta_method"]))
+    within = values.get("estimator_within_tolerance")
+    # a record from before the verdict was kept: a fallback is a miss; a pass on its (then 1-example) check says nothing
+    within = bool(within) if within is not None else (False if used != method else None)
+    examples = values.get("check_examples")
+    return HtaCheckRecord(asset, method, within, None if examples is None else int(examples))
+
+
+def expected_fallback(
+    instance: DagsterInstance, model_id: str, asset: str, method: str, others: list[str]
+) -> str | None:
+    """Why `asset`'s estimator `method` is expected to miss its check for `model_id` (its steps then
+    counted at the exact method's cost), or None where it is expected to pass. The rule, from the
+    latest materializations of the model's HTA steps (`asset` and `others`) that ran `method`: the
+    step's own last verdict decides; else a miss on any of the others; else a pass on any of them
+    judged on at least CHECK_MIN_EXAMPLES examples; with none of these, no check has shown that the
+    estimator passes on this model, and the plan assumes it misses."""
+    records = [_hta_check_record(instance, name, model_id) for name in [asset, *others]]
+    same = [record for record in records if record is not None and record.method == method]
+    own = same[0] if same and same[0].asset == asset else None
+    if own is not None and own.within_tolerance is False:
+        return "its check missed on its last run for this model"
+    if own is not None and own.within_tolerance:
+        return None
+    if missed := [record.asset for record in same if record.within_tolerance is False]:
+        return f"its check missed on {missed[0]}'s last run for this model"
+    judged = [
+        record for record in same if record.within_tolerance and (record.check_examples or 0) >= CHECK_MIN_EXAMPLES
+    ]
+    if judged:
+        return None
+    return f"no check of {method} on {CHECK_MIN_EXAMPLES} or more examples has passed for this model yet"
+
+
+def with_expected_fallbacks(
+    steps: list[PlannedStep], instance: DagsterInstance, model_id: str, ops: dict
+) -> list[PlannedStep]:
+    """`steps` with the reason of each expected fallback (expected_fallback) on the steps that have one;
+    `ops`: the run's run config per asset (the profile's with the user's values)."""
+    checked = [step.asset for step in steps if rule_for(step.asset).checked is not None]
+    planned = []
+    for step in steps:
+        checks = rule_for(step.asset).checked
+        reason = None
+        if step.fallback_seconds is not None and checks is not None:
+            method = checks.method(ops.get(step.asset, {}).get("config", {}))
+            others = [asset for asset in checked if asset != step.asset]
+            reason = expected_fallback(instance, model_id, step.asset, method, others)
+        planned.append(replace(step, fallback_reason=reason))
+    return planned
 
 
 def profile_run_config(assets: list[str], profile: str) -> dict:

@@ -5,7 +5,7 @@ prepare_run; nothing here prints or runs anything."""
 
 import difflib
 import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -13,13 +13,20 @@ from typing import Any
 import duckdb
 from dagster import AssetKey, DagsterInstance
 
+from dagster_project.compute.clark.gradients import classifies
+from dagster_project.compute.kovaleva.finetuning import FINETUNED_ANALYSES, finetuned_checkpoint_dir
+from dagster_project.compute.kovaleva.tasks import FINETUNE_TASKS
 from dagster_project.compute.models import inspect_model
-from dagster_project.corpora import CORPORA, present_corpora
+from dagster_project.corpora import CORPORA, DEFAULT_CORPORA, PAPER_CORPORA, present_corpora
+from dagster_project.corpora.manifest import how_to_get
 from dagster_project.defs.assets import all_assets, paper_report, warehouse_views
-from dagster_project.defs.jobs import ANALYSES, analysis_asset_keys, plan_model_run
+from dagster_project.defs.assets.kovaleva.finetuning import finetuned_assets_by_task
+from dagster_project.defs.jobs import ANALYSES, DEFAULT_ANALYSES, analysis_asset_keys, plan_model_run
+from dagster_project.defs.model_registry import checkpoint_entry
 from dagster_project.defs.provenance import WarehouseEvidence
 from dagster_project.defs.registration import register_model
 from dagster_project.defs.resources import default_resources
+from dagster_project.defs.run_config import RunConfigError, check_run_config
 from dagster_project.defs.schedules import record_corpus_files
 from dagster_project.defs.staleness import latest_materialization, up_to_date_keys
 from dagster_project.defs.tags import CORPUS
@@ -88,12 +95,14 @@ def _usable_corpora(
     """The chosen corpora whose files are in the data directory; `note` gets a line per one skipped."""
     for name in corpus_names:
         if name not in present:
-            note(f"skipping corpus {name}: {CORPORA[name].missing_files(data_dir)[0]} not found (set ATTN_DATA_DIR)")
+            missing = CORPORA[name].missing_files(data_dir)[0]
+            note(f"skipping corpus {name}: {missing} not found; {how_to_get([name])} (or set ATTN_DATA_DIR)")
     corpora = [name for name in corpus_names if name in present]
     if not corpora:
         raise RunPlanError(
             f"no corpus found: none of {', '.join(corpus_names)} has its files in the data directory "
-            f"{data_dir}. Point ATTN_DATA_DIR to the folder holding the corpora (laid out like ../shared/data), "
+            f"{data_dir}; {how_to_get(corpus_names)}, point ATTN_DATA_DIR to the folder holding the corpora "
+            "(laid out like ../shared/data), "
             f"e.g. `ATTN_DATA_DIR=/path/to/data attn-warehouse run {shlex.quote(source)}`, "
             "or add `--corpus demo` for the built-in demo pairs."
         )
@@ -136,9 +145,20 @@ class PreparedRun:
         """The names of the assets this run materializes, in its order."""
         return [key.to_user_string() for key in self.keys]
 
+    @property
+    def fine_tuned_tasks(self) -> list[str]:
+        """The tasks whose checkpoint this run fine-tunes or finds current (finetuned_<task>): each is a
+        model of its own, run after this one (checkpoint_runs)."""
+        planned = {*self.keys, *self.up_to_date}
+        return [task for task in FINETUNE_TASKS if finetuned_assets_by_task[task].key in planned]
+
     def without_report(self) -> "PreparedRun":
         """This run less the report, for a run that another run of the same command follows."""
         return replace(self, keys=[key for key in self.keys if key != paper_report.key])
+
+    def report_only(self) -> "PreparedRun":
+        """The report of this run alone, written after its other steps ran without it (without_report)."""
+        return replace(self, keys=[paper_report.key])
 
     def own_config(self, run_config: dict) -> dict:
         """`run_config` without the values of assets this run leaves out (current: they last ran
@@ -147,6 +167,46 @@ class PreparedRun:
         ops = {name: op for name, op in run_config.get("ops", {}).items() if name in names}
         rest = {field: value for field, value in run_config.items() if field != "ops"}
         return {**rest, "ops": ops} if ops else rest
+
+
+def checkpoint_keys(task: str, present: Collection[str]) -> set[AssetKey]:
+    """What the first run of a checkpoint fine-tuned on `task` materializes: the analyses its registry entry
+    names (FINETUNED_ANALYSES, which the fine-tuning writes into its recipe.json) on the task's corpus; on
+    SST-2 the weighting faithfulness among them."""
+    return {
+        key for name in FINETUNED_ANALYSES for key in analysis_asset_keys(ANALYSES[name], [f"glue_{task}"], present)
+    }
+
+
+def _checkpoints_keys(wanted: set, present: Collection[str]) -> set[AssetKey]:
+    """The keys of the checkpoints' runs that the fine-tunings among `wanted` bring."""
+    tasks = [task for task in FINETUNE_TASKS if finetuned_assets_by_task[task].key in wanted]
+    return {key for task in tasks for key in checkpoint_keys(task, present)}
+
+
+def checkpoint_runs(
+    model_id: str,
+    tasks: Collection[str],
+    register: bool = True,
+    rerun_all: bool = False,
+    note: Callable[[str], None] = lambda line: None,
+) -> dict[str, "PreparedRun"]:
+    """Per task of `tasks` whose checkpoint fine-tuned from `model_id` is saved, its own run, planned from
+    its registry entry (recipe.json: FINETUNED_ANALYSES on the task's corpus) as any model's, what is
+    current left out; without the report, which the base model's run writes once the checkpoints are in.
+    A task not fine-tuned yet has no run (checkpoint_keys says what its first one will be)."""
+    runs = {}
+    for task in tasks:
+        folder = finetuned_checkpoint_dir(model_id, task)
+        if not folder.is_dir():
+            continue
+        entry = checkpoint_entry(folder, ANALYSES, PAPER_CORPORA)
+        corpora, analyses = list(entry.corpora or DEFAULT_CORPORA), list(entry.analyses or DEFAULT_ANALYSES)
+        prepared = prepare_run(
+            entry.source, corpora, analyses, {}, rerun_targets=False, register=register, rerun_all=rerun_all, note=note
+        )
+        runs[task] = prepared.without_report()
+    return runs
 
 
 def _corpora_of_other_models(warehouse: Any, model_id: str) -> set[str]:
@@ -182,7 +242,14 @@ def prepare_run(
     present = present_corpora(data_dir)
     corpora = _usable_corpora(corpus_names, present, data_dir, source, note)
     wanted = _wanted_keys(analysis_names, corpora, present, data_dir)
-    configured = _check_configured_assets(run_config, wanted, source, corpora, analysis_names, present)
+    # run config may also reach the steps of the checkpoints this run fine-tunes (their own runs follow it)
+    configured = _check_configured_assets(
+        run_config, wanted | _checkpoints_keys(wanted, present), source, corpora, analysis_names, present
+    )
+    try:  # as the run would check it, before the model is registered
+        check_run_config(run_config, configured, source)
+    except RunConfigError as error:
+        raise RunPlanError(str(error)) from error
     spec = register_model(source, instance, resources["warehouse"]) if register else inspect_model(source)
     required = sorted(wanted) if rerun_all else configured_anew(instance, run_config, configured, spec.model_id)
     if register:
@@ -199,6 +266,7 @@ def prepare_run(
         required=required,
         others_corpora=_corpora_of_other_models(resources["warehouse"], spec.model_id),
         evidence=evidence,
+        classifier=classifies(spec.resolved_path),
     )
     views_current = up_to_date_keys(instance, all_assets, [warehouse_views.key], spec.model_id, evidence)
     views = [] if views_current else [warehouse_views.key]

@@ -549,11 +549,12 @@ CHARTS += (
         "compare_weightings_faithfulness",
         tuple(f"glue_{task}" for task in FINETUNE_TASKS),
         compare.weightings_faithfulness_chart,
-        analysis="finetuning",
+        # drawn in a classifier's own run, as a checkpoint fine-tuned on SST-2 gets (attention on glue_sst2)
+        analysis="attention",
         reads=("saliency_correlations",),
         counted_from=("saliency_correlations",),
-        when_empty="materialize weighting_faithfulness for a fine-tuned classifier's partition (e.g. finetuned_sst2's "
-        "checkpoint), with run config corpus: its task's glue_<task>",
+        when_empty="a classifier's partition has rows: run a model fine-tuned on SST-2 on glue_sst2 (`attn-warehouse "
+        "run --corpus glue_sst2 --analysis finetuning` runs its checkpoint after fine-tuning)",
     ),
     ChartSpec(
         "compare_weightings_hta_agreement",

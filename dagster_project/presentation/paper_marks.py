@@ -250,13 +250,15 @@ def _entries(claims: dict[str, Claim]) -> list[_Entry]:
         ),
     ]
     entries.append(
-        # GlobEnc against HTA: 0.84-0.96 across BERT-base's layers; the lowest is the claim's
+        # GlobEnc against HTA: 0.84-0.96 across BERT-base's layers, each layer's own map (the per_layer
+        # panel); the lowest is the claim's
         _Entry(
             "compare_weightings_hta_agreement",
             "rule",
             "y",
             "GlobEnc BERT-base: {0:g} or more in every layer",
             claim="compare_hta_agreement_globenc_high",
+            panel="per_layer",
         )
     )
     return entries

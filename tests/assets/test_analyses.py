@@ -74,3 +74,12 @@ def test_a_chart_reading_per_corpus_tables_brings_only_the_chosen_corpora_assets
     tuning = names(analysis_asset_keys(ANALYSES["finetuning"], ["glue_mrpc"], present))
     assert {"finetuned_mrpc", "glue_mrpc_train_examples", "mrpc_ablation"} <= tuning
     assert not {key for key in tuning if "rte" in key}
+
+
+def test_the_weighting_faithfulness_comes_with_the_attention_on_sst2() -> None:
+    # a checkpoint fine-tuned on SST-2 is registered for attention on glue_sst2: its own run computes it
+    faithfulness = {"weighting_faithfulness", "compare_weightings_faithfulness"}
+    assert faithfulness <= names(analysis_asset_keys(ANALYSES["attention"], ["glue_sst2"], ["glue_sst2"]))
+    assert not faithfulness & names(analysis_asset_keys(ANALYSES["attention"], ["glue_mrpc"], ["glue_mrpc"]))
+    tuning = names(analysis_asset_keys(ANALYSES["finetuning"], ["glue_sst2"], ["glue_sst2", "glue_sst2_train"]))
+    assert "finetuned_sst2" in tuning and not faithfulness & tuning  # the base model has no classifier to explain

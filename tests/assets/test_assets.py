@@ -7,7 +7,7 @@ import pytest
 from dagster import AssetSelection, DagsterInstance, materialize
 
 from dagster_project.compute.models import ModelLoadError
-from dagster_project.compute.weightings import WEIGHTINGS
+from dagster_project.compute.weightings import AGGREGATIONS, WEIGHTINGS
 from dagster_project.defs.assets import (
     all_assets,
     chart_assets,
@@ -78,11 +78,13 @@ def test_demo_pipeline_end_to_end(tiny_model_dir: Path, resources: dict, tmp_pat
     assert count("head_summaries") == 24 * TINY_LAYERS * TINY_HEADS
     assert count("hta_correlations") == 2 * 24 * TINY_LAYERS * TINY_HEADS  # previous-layer and input
     assert conn.execute("SELECT DISTINCT hta_method FROM hta_correlations").fetchall() == [("estimate(32)",)]
-    # the agreement of every weighting with the input contribution, per example and layer, from the same pass
+    # the agreement of every weighting with the input contribution, per example, layer and aggregation (the
+    # layer's own map, the maps rolled out), from the same pass
+    rows = 24 * TINY_LAYERS * len(WEIGHTINGS) * len(AGGREGATIONS)
     assert conn.execute(
-        "SELECT count(*), count(DISTINCT weighting), count(spearman), bool_and(spearman BETWEEN -1 AND 1) "
-        "FROM hta_agreement"
-    ).fetchone() == (24 * TINY_LAYERS * len(WEIGHTINGS), len(WEIGHTINGS), 24 * TINY_LAYERS * len(WEIGHTINGS), True)
+        "SELECT count(*), count(DISTINCT weighting), count(DISTINCT aggregation), count(spearman), "
+        "bool_and(spearman BETWEEN -1 AND 1) FROM hta_agreement"
+    ).fetchone() == (rows, len(WEIGHTINGS), len(AGGREGATIONS), rows, True)
     # every correlation row carries the query rows it averages, the weight of its mean in the corpus
     # mean: here all of its example's (no row of the random model is constant)
     assert conn.execute(

@@ -8,7 +8,7 @@ import duckdb
 import pytest
 from dagster import DagsterInstance
 
-from dagster_project.compute.weightings import WEIGHTINGS
+from dagster_project.compute.weightings import AGGREGATIONS, WEIGHTINGS
 from dagster_project.defs.assets import corpus_assets_by_name, encoder_model, hta_assets_by_corpus
 from dagster_project.defs.registration import register_model
 from tests.runs import materialize_model
@@ -41,7 +41,7 @@ def test_hta_asset_runs_on_every_family(name: str, tmp_path: Path, resources: di
         rows = conn.execute("SELECT kind, count(*) FROM hta_correlations GROUP BY kind ORDER BY kind").fetchall()
         agreement = conn.execute("SELECT count(*), count(spearman) FROM hta_agreement").fetchone()
     assert rows == [(kind, EXAMPLES * TINY_LAYERS * TINY_HEADS) for kind in ("input", "previous_layer")]
-    assert agreement == (EXAMPLES * TINY_LAYERS * len(WEIGHTINGS), EXAMPLES * TINY_LAYERS * len(WEIGHTINGS))
+    assert agreement == (EXAMPLES * TINY_LAYERS * len(WEIGHTINGS) * len(AGGREGATIONS),) * 2
     fallback = name == "deberta-v2"
     assert metadata["previous_layer_method"] == ("per-layer jvp (exact)" if fallback else "closed form")
     assert metadata["previous_layer_jvps"] == (TINY_LAYERS * sum(lengths[:EXAMPLES]) * 32 if fallback else 0)

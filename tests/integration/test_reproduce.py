@@ -26,7 +26,7 @@ EMPTY_RESULTS = {
     "clark_coreference_heads": "OntoGUM / GAP are not in the data folder",
     "kovaleva_framenet_heads": "FrameNet is not in the data folder",
     "kovaleva_framenet_head_ablation": "FrameNet is not in the data folder",
-    "compare_weightings_faithfulness": "needs a classifier's partition: reproduce runs a checkpoint's attention only",
+    "compare_weightings_faithfulness": "SST-2 is not in the data folder: its checkpoint's own run computes it",
     "compare_weightings_value_norms": "the norm weighting is beyond the papers (run config `weightings`)",
 }
 

@@ -4,8 +4,11 @@ with a log file, one-line errors, run config from --config and --set) on the tin
 import logging
 import re
 import shlex
+import signal
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -20,6 +23,7 @@ from dagster_project.compute.models import ModelSpec
 from dagster_project.defs.assets.writing import progress_logger
 from dagster_project.storage.model_rows import upsert_model
 from tests.runs import planned_steps
+from tests.servers import stretched
 
 SPEC = ModelSpec("org--tiny", "org/tiny", "/models/tiny", "abc", "bert", 2, 2, True)
 
@@ -285,3 +289,133 @@ def test_an_unknown_control_or_a_bad_control_source_is_one_line(
         "'random-init:<hub id or path>' (seed 0) or 'random-init:<hub id or path>@seed=<n>'\n"
     )
     assert not env.exists() and not (env.parent / "models").exists()
+
+
+def test_run_on_a_file_that_is_not_a_duckdb_file_is_one_line(
+    env: Path, tiny_model_dir: Path, capsys: pytest.CaptureFixture
+) -> None:
+    env.write_text("my notes, not a warehouse\n")
+    assert main(["run", str(tiny_model_dir), "--corpus", "demo", "--analysis", "attention"]) == 2
+    assert capsys.readouterr().err == (
+        f"error: the warehouse {env} is not a DuckDB database file: point ATTN_WAREHOUSE at the warehouse "
+        "(or at a new file name, for a new one), or move that file away\n"
+    )
+    assert env.read_text() == "my notes, not a warehouse\n"
+
+
+def test_run_beside_a_warehouse_in_a_read_only_folder_is_one_line(
+    env: Path,
+    tiny_model_dir: Path,
+    make_read_only: Callable[[Path], None],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture,
+) -> None:
+    folder = env.parent / "shared"
+    folder.mkdir()
+    warehouse = folder / "warehouse.duckdb"
+    with duckdb.connect(str(warehouse)) as conn:
+        upsert_model(conn, SPEC)
+    make_read_only(folder)
+    monkeypatch.setenv("ATTN_WAREHOUSE", str(warehouse))
+    monkeypatch.delenv("DAGSTER_HOME")  # beside the warehouse, by default
+    args = ["run", str(tiny_model_dir), "--corpus", "demo", "--analysis", "attention"]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: cannot set up the Dagster instance folder {folder / '.dagster'} (") and err.endswith(
+        "): set DAGSTER_HOME to a folder this user can write (it defaults to .dagster beside ATTN_WAREHOUSE)\n"
+    )
+    monkeypatch.setenv("DAGSTER_HOME", str(env.parent / "dagster"))
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: cannot write in the folder {folder} of the warehouse {warehouse} (")
+    assert err.count("\n") == 1 and err.endswith(
+        "where DuckDB keeps its write-ahead log: make the folder writable, or point ATTN_WAREHOUSE at a folder "
+        "this user can write\n"
+    )
+    # reading needs no write there
+    assert main(["sql", "SELECT model_id FROM models"]) == 0
+    assert "org--tiny" in capsys.readouterr().out
+
+
+def test_a_steps_error_names_the_step_once() -> None:
+    from dagster_project.cli.run_in_process import failure_line
+
+    size = ValueError("demo_examples: run config size must be at least 1, got -5")
+    assert failure_line("demo_examples", size) == "error: demo_examples: run config size must be at least 1, got -5"
+    assert failure_line("demo_attention_facts", OSError("the disk is full")) == (
+        "error: demo_attention_facts: the disk is full"
+    )
+    assert failure_line(None, RuntimeError("no step")) == "error: no step"
+
+
+@pytest.mark.parametrize("file_format", ["csv", "parquet"])
+def test_an_export_to_a_full_disk_leaves_no_file(
+    env: Path, tiny_disk: Path, file_format: str, capsys: pytest.CaptureFixture
+) -> None:
+    with duckdb.connect(str(env)) as conn:  # 200,000 random doubles: about 4 MB of CSV, 1.6 MB of Parquet
+        conn.execute("CREATE TABLE numbers AS SELECT range AS n, random() AS x FROM range(200000)")
+    out = tiny_disk / f"numbers.{file_format}"
+    assert main(["export", "numbers", "--format", file_format, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "No space left on device" in err and err.count("\n") == 1
+    assert list(tiny_disk.iterdir()) == []  # neither the file, empty or part-written, nor its temporary
+
+
+@pytest.mark.slow
+def test_sigterm_during_a_run_ends_it_in_one_line_within_its_grace(env: Path, tiny_model_dir: Path) -> None:
+    """SIGTERM while a step runs: Dagster raises DagsterExecutionInterruptedError in it (a traceback of
+    180 lines before); the run ends with one line, exit status 130, well within the 5 s grace."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "dagster_project.cli", "run", str(tiny_model_dir), "--corpus", "demo", "--hta",
+         "--set", "demo_hta_facts.hta_method=exact"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        log = next(Path(line.split()[1]) for line in process.stdout if line.startswith("log: "))
+        started = 'STEP_START - Started execution of step "demo_hta_facts"'
+        deadline = time.monotonic() + stretched(300)
+        while started not in (log.read_text() if log.exists() else "") and process.poll() is None:
+            assert time.monotonic() < deadline, "the run never started demo_hta_facts"
+            time.sleep(0.1)
+        signalled = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=stretched(60))
+        seconds = time.monotonic() - signalled
+    finally:
+        process.kill()
+    assert process.returncode == 130, err
+    assert "Traceback" not in err and seconds < stretched(5)
+    lines = err.splitlines()
+    assert lines[0] == "interrupted: stopping (forced in 5 s, or at a second Ctrl-C)"
+    assert re.fullmatch(
+        r"interrupted: run \S+ stopped in demo_hta_facts \((canceled|failure)\); an unfinished write was rolled back: "
+        rf"re-run to finish what it left \(the log: {re.escape(str(log))}\)",
+        lines[-1],
+    ), lines
+    assert "Traceback" in log.read_text()  # the traceback is in the log, for who wants it
+
+
+def test_run_runs_the_checkpoints_it_fine_tunes_and_then_the_report(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run that fine-tunes on SST-2: the base model's steps without the report, then the checkpoint's own
+    run (where the weighting faithfulness is computed), then the report alone."""
+    from dagster import AssetKey
+
+    from dagster_project.cli import run as run_verb
+    from dagster_project.defs.run_planning import PreparedRun
+
+    steps = [AssetKey("finetuned_sst2"), AssetKey("sst2_ablation"), AssetKey("paper_report")]
+    prepared = PreparedRun("m", "m", ["glue_sst2"], ["finetuning"], steps, [], [])
+    done: list[object] = []
+    monkeypatch.setattr(run_verb, "plan_run", lambda *args, **options: prepared)
+    monkeypatch.setattr(run_verb, "execute_run", lambda run, config, verbose: done.append(run.step_names) or 0)
+    monkeypatch.setattr(
+        run_verb, "run_checkpoints", lambda model_id, tasks, config_for, verbose: done.append((model_id, tasks)) or 0
+    )
+    monkeypatch.setattr(run_verb, "print_outputs", lambda model_id: None)
+    assert run_verb.run("m", ["glue_sst2"], ["finetuning"]) == 0
+    assert done == [["finetuned_sst2", "sst2_ablation"], ("m", ["sst2"]), ["paper_report"]]
+    # without a fine-tuning the report stays in the one run
+    prepared.keys = [AssetKey("demo_examples"), AssetKey("paper_report")]
+    done.clear()
+    assert run_verb.run("m", ["demo"], ["attention"]) == 0
+    assert done == [["demo_examples", "paper_report"]]

@@ -1,15 +1,19 @@
 """The reproduction profiles: what `attn-warehouse reproduce --quick` reduces, and its estimates."""
 
 import pytest
+from dagster import AssetMaterialization, DagsterInstance
 
 from dagster_project.cli.reproduce import print_plan, with_user_config
+from dagster_project.corpora import CORPORA
 from dagster_project.defs.reproduction import (
     QUICK_EXAMPLES,
     QUICK_HTA_EXAMPLES,
     ModelShape,
+    expected_fallback,
     planned_step,
     profile_run_config,
     rule_for,
+    with_expected_fallbacks,
 )
 
 MINILM = ModelShape(6, 384, 12)
@@ -42,15 +46,21 @@ def test_estimates_scale_with_size_and_model() -> None:
     quick = planned_step("xnli_en_hta_facts", "quick", MINILM)
     paper = planned_step("xnli_en_hta_facts", "paper", MINILM)
     rule = rule_for("xnli_en_hta_facts")
-    assert (quick.units, paper.units) == (QUICK_HTA_EXAMPLES, 1800)
-    assert quick.seconds == pytest.approx(rule.fixed_seconds + rule.seconds_per_unit * QUICK_HTA_EXAMPLES)
+    fixed, estimated, exact = rule.fixed_seconds, rule.seconds_per_unit, rule.checked.exact_seconds_per_unit
+    assert (quick.units, paper.units) == (QUICK_HTA_EXAMPLES, 1800) and QUICK_HTA_EXAMPLES == 16
+    # quick: the check's 16 exact examples are every example, so passing or missing costs the same
+    assert quick.seconds == pytest.approx(fixed + 16 * (exact + estimated)) and quick.fallback_seconds is None
     bert_base = planned_step("xnli_en_hta_facts", "quick", ModelShape(12, 768, 12))
-    assert bert_base.seconds - rule.fixed_seconds == pytest.approx(8 * (quick.seconds - rule.fixed_seconds))
+    assert bert_base.seconds - fixed == pytest.approx(8 * (quick.seconds - fixed))
     ablation = planned_step("rte_ablation", "quick", MINILM)
     assert ablation.units == (1 + 72 + 6) * 32  # no head disabled, each head, each layer
-    # HTA's exact fallback (its estimator misses the check on MiniLM) is planned beside the estimate
-    assert paper.fallback_seconds == pytest.approx(rule.fixed_seconds + rule.fallback_seconds_per_unit * 1800)
+    # paper: 16 examples both ways, then 1800 by the estimator, or the other 1784 by exact HTA
+    assert paper.seconds == pytest.approx(fixed + 16 * (exact + estimated) + 1800 * estimated)
+    assert paper.fallback_seconds == pytest.approx(fixed + 16 * (exact + estimated) + 1784 * exact)
     assert ablation.fallback_seconds is None
+    # run exact outright: no check, no fallback
+    outright = planned_step("xnli_en_hta_facts", "paper", MINILM, {"hta_method": "exact", "max_examples": 10})
+    assert outright.seconds == pytest.approx(fixed + 10 * exact) and outright.fallback_seconds is None
 
 
 def test_the_plan_says_what_hta_costs_where_it_falls_back_to_exact(capsys: pytest.CaptureFixture) -> None:
@@ -60,7 +70,63 @@ def test_the_plan_says_what_hta_costs_where_it_falls_back_to_exact(capsys: pytes
     assert total == pytest.approx(steps[0].seconds + steps[1].seconds)
     minutes = (steps[0].fallback_seconds + steps[1].seconds) / 60
     assert f"falls back to exact (xnli_en_hta_facts): {minutes:.1f} min" in printed
-    assert steps[0].fallback_seconds > 25 * steps[0].seconds  # exact HTA: about 30x the estimator per example
+    # exact HTA costs about 30x the estimator per example; the check's 16 exact examples are in both
+    assert steps[0].fallback_seconds > 20 * steps[0].seconds
+
+
+def _record_hta(instance: DagsterInstance, asset: str, method: str, within: bool | None, examples: int | None) -> None:
+    """A materialization of an HTA step for partition m, as the asset records its check."""
+    metadata = {"hta_method": method, "hta_method_used": method if within is not False else "exact"}
+    if within is not None:
+        metadata |= {"estimator_within_tolerance": within, "check_examples": examples}
+    instance.report_runless_asset_event(AssetMaterialization(asset, partition="m", metadata=metadata))
+
+
+def test_a_fallback_is_expected_until_a_check_of_the_method_passed_on_enough_examples() -> None:
+    instance = DagsterInstance.ephemeral()
+    others = ["xnli_de_hta_facts"]
+    method = "hutchpp(16,8,bf16)"
+    # nothing recorded: nothing shows the estimator passes on this model
+    none_yet = expected_fallback(instance, "m", "xnli_en_hta_facts", method, others)
+    assert none_yet == f"no check of {method} on 16 or more examples has passed for this model yet"
+    # a pass elsewhere on 4 examples is not enough; on 16 it is
+    _record_hta(instance, "xnli_de_hta_facts", method, True, 4)
+    assert expected_fallback(instance, "m", "xnli_en_hta_facts", method, others) == none_yet
+    _record_hta(instance, "xnli_de_hta_facts", method, True, 16)
+    assert expected_fallback(instance, "m", "xnli_en_hta_facts", method, others) is None
+    # another method's record says nothing of this one
+    assert expected_fallback(instance, "m", "xnli_en_hta_facts", "estimate(8)", others) is not None
+    # a miss elsewhere is expected here, unless the step's own last check passed
+    _record_hta(instance, "xnli_de_hta_facts", method, False, 16)
+    missed = expected_fallback(instance, "m", "xnli_en_hta_facts", method, others)
+    assert missed == "its check missed on xnli_de_hta_facts's last run for this model"
+    _record_hta(instance, "xnli_en_hta_facts", method, True, 8)
+    assert expected_fallback(instance, "m", "xnli_en_hta_facts", method, others) is None
+    _record_hta(instance, "xnli_en_hta_facts", method, False, 16)
+    own = expected_fallback(instance, "m", "xnli_en_hta_facts", method, others)
+    assert own == "its check missed on its last run for this model"
+    # a record from before the verdict was kept: its fallback is a miss
+    _record_hta(instance, "xnli_ar_hta_facts", method, None, None)
+    instance.report_runless_asset_event(
+        AssetMaterialization(
+            "xnli_ar_hta_facts", partition="n", metadata={"hta_method": method, "hta_method_used": "exact"}
+        )
+    )
+    assert expected_fallback(instance, "n", "xnli_ar_hta_facts", method, []) == own
+
+
+def test_the_plans_total_counts_an_expected_fallback_and_says_why(capsys: pytest.CaptureFixture) -> None:
+    steps = [planned_step(name, "paper", MINILM) for name in ("xnli_en_hta_facts", "rte_ablation")]
+    steps = with_expected_fallbacks(steps, DagsterInstance.ephemeral(), "m", {})
+    assert steps[1].fallback_reason is None
+    total = print_plan("m", "m", steps, [], [], "cpu")
+    printed = capsys.readouterr().out
+    assert total == pytest.approx(steps[0].fallback_seconds + steps[1].seconds)
+    assert f"estimated: {total / 60:.1f} min, HTA by exact where its estimator is expected to miss" in printed
+    assert "xnli_en_hta_facts: no check of hutchpp(16,8,bf16) on 16 or more examples has passed" in printed
+    best = (steps[0].seconds + steps[1].seconds) / 60
+    assert f"where HTA's estimator passes its check instead (xnli_en_hta_facts): {best:.1f} min" in printed
+    assert "falls back" not in printed
 
 
 def test_the_users_values_go_over_the_profiles() -> None:
@@ -85,7 +151,8 @@ def test_the_plan_sizes_a_step_by_the_users_limits() -> None:
     rule = rule_for("xnli_en_hta_facts")
     hta = planned_step("xnli_en_hta_facts", "paper", MINILM, {"max_examples": 60})
     assert hta.units == 60
-    assert hta.fallback_seconds == pytest.approx(rule.fixed_seconds + rule.fallback_seconds_per_unit * 60)
+    exact, estimated = rule.checked.exact_seconds_per_unit, rule.seconds_per_unit
+    assert hta.fallback_seconds == pytest.approx(rule.fixed_seconds + 16 * (exact + estimated) + 44 * exact)
     # never above the corpus
     assert planned_step("xnli_en_hta_facts", "paper", MINILM, {"max_examples": 5000}).units == 1800
     # 3 epochs of batches of 32 over the recorded subset, then max_steps where it is smaller
@@ -94,3 +161,12 @@ def test_the_plan_sizes_a_step_by_the_users_limits() -> None:
     assert planned_step("rte_ablation", "paper", MINILM, {"max_examples": 10}).units == (1 + 72 + 6) * 10
     assert planned_step("dependency_probes", "paper", MINILM, {"max_sentences": 50}).units == 50
     assert planned_step("xnli_en_examples", "paper", MINILM, {"size": 100}).units == 100
+
+
+def test_the_faithfulness_is_sized_by_its_task_corpus_and_the_users_limit() -> None:
+    rule = rule_for("weighting_faithfulness")
+    paper, quick = (planned_step("weighting_faithfulness", profile, MINILM) for profile in ("paper", "quick"))
+    size = CORPORA["glue_sst2"].size  # the examples of SST-2's validation split the corpus takes at most
+    assert (paper.units, quick.units) == (size, QUICK_EXAMPLES)
+    assert paper.seconds == pytest.approx(rule.fixed_seconds + rule.seconds_per_unit * size)
+    assert planned_step("weighting_faithfulness", "paper", MINILM, {"max_examples": 50}).units == 50

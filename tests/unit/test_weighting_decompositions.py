@@ -44,15 +44,16 @@ def _inputs(encoder: LoadedEncoder, texts: tuple[str, ...]) -> dict:
 
 
 def _decomposed(encoder: LoadedEncoder, texts: tuple[str, ...]) -> tuple[dict, dict[str, torch.Tensor]]:
-    """The pass's maps of the three weightings for a padded batch of `texts`."""
+    """The pass's maps of the three weightings for a padded batch of `texts`, and as `<name> own` the layers'
+    own maps of the two that roll out (WeightedMaps.layer_maps)."""
     inputs = _inputs(encoder, texts)
     parts = encoder_layer_parts(encoder.model, encoder.spec.n_heads)
     with torch.inference_mode(), captured_layers(encoder.model, with_norms=True) as captured:
         output = encoder.model(**inputs, output_attentions=True)
         attn = torch.stack(output.attentions, dim=1).float()
         weightings = ("attention", *LAYER_DECOMPOSITIONS)
-        maps = weighted_maps(attn, weightings, inputs["attention_mask"].bool(), captured.take(), None, parts).maps
-    return inputs, maps
+        weighted = weighted_maps(attn, weightings, inputs["attention_mask"].bool(), captured.take(), None, parts)
+    return inputs, weighted.maps | {f"{name} own": own for name, own in weighted.layer_maps.items()}
 
 
 def _norm_inputs(encoder: LoadedEncoder, inputs: dict) -> tuple[list, list, list, tuple]:
@@ -105,12 +106,13 @@ def _row_normalized(rows: list[list[float]]) -> torch.Tensor:
     return torch.tensor([[value / sum(row) for value in row] for row in rows])
 
 
-def _plain_globenc_and_alti(encoder: LoadedEncoder, inputs: dict) -> tuple[torch.Tensor, torch.Tensor]:
-    """Modarressi et al.'s N_Enc rolled out, and Ferrando et al.'s ALTI, of one example: (L, n, n) each."""
+def _plain_globenc_and_alti(encoder: LoadedEncoder, inputs: dict) -> dict[str, torch.Tensor]:
+    """Modarressi et al.'s N_Enc rolled out, and Ferrando et al.'s ALTI, of one example, and as `<name> own`
+    each layer's own N_Enc and c, rows normalized: (L, n, n) each."""
     layout = attention_layout(encoder.model)
     layers = layout.layers(encoder.model.base_model)
     residual_in, output_in, attentions, hidden = _norm_inputs(encoder, inputs)
-    globenc, alti, rolled_n, rolled_c = [], [], None, None
+    globenc, alti, own_n, own_c, rolled_n, rolled_c = [], [], [], [], None, None
     with torch.inference_mode():
         for layer, module in enumerate(layers):
             ln1, ln2 = module.get_submodule(layout.residual_norm), module.get_submodule(layout.output_norm)
@@ -128,7 +130,10 @@ def _plain_globenc_and_alti(encoder: LoadedEncoder, inputs: dict) -> tuple[torch
             rolled_c = c if rolled_c is None else _matmul(c, rolled_c)
             globenc.append(_row_normalized(rolled_n))
             alti.append(torch.tensor(rolled_c))
-    return torch.stack(globenc), torch.stack(alti)
+            own_n.append(_row_normalized(n_enc))
+            own_c.append(torch.tensor(c))
+    found = {"globenc": globenc, "alti": alti, "globenc own": own_n, "alti own": own_c}
+    return {name: torch.stack(maps) for name, maps in found.items()}
 
 
 def _plain_value_zeroing(encoder: LoadedEncoder, inputs: dict) -> torch.Tensor:
@@ -168,9 +173,8 @@ def _plain_value_zeroing(encoder: LoadedEncoder, inputs: dict) -> torch.Tensor:
 def test_layer_decompositions_follow_each_papers_formula(family_encoder: LoadedEncoder) -> None:
     _, maps = _decomposed(family_encoder, TEXTS[:1])
     inputs = _inputs(family_encoder, TEXTS[:1])
-    globenc, alti = _plain_globenc_and_alti(family_encoder, inputs)
-    torch.testing.assert_close(maps["globenc"][0, :, 0], globenc, rtol=1e-4, atol=1e-5)
-    torch.testing.assert_close(maps["alti"][0, :, 0], alti, rtol=1e-4, atol=1e-5)
+    for name, expected in _plain_globenc_and_alti(family_encoder, inputs).items():
+        torch.testing.assert_close(maps[name][0, :, 0], expected, rtol=1e-4, atol=1e-5, msg=name)
     torch.testing.assert_close(
         maps["value_zeroing"][0, :, 0], _plain_value_zeroing(family_encoder, inputs), rtol=1e-4, atol=1e-5
     )
@@ -185,7 +189,7 @@ def test_padding_changes_no_decomposition(family_encoder: LoadedEncoder) -> None
         _, alone = _decomposed(family_encoder, (text,))
         n = alone["globenc"].shape[-1]
         keep = valid[example].nonzero().squeeze(1)  # left-padding families keep their tokens at the end
-        for name in LAYER_DECOMPOSITIONS:
+        for name in (*LAYER_DECOMPOSITIONS, "globenc own", "alti own"):
             crop = batched[name][example][..., keep[:, None], keep]
             torch.testing.assert_close(crop, alone[name][0], rtol=1e-4, atol=1e-5, msg=name)
             assert int(valid[example].sum()) == n

@@ -14,6 +14,8 @@ from dagster_project.compute.models import LoadedEncoder, load_encoder
 from dagster_project.compute.weightings import (
     LAYER_WEIGHTINGS,
     WEIGHTINGS,
+    WeightedMaps,
+    aggregated_maps,
     captured_layers,
     check_weightings,
     norm_maps,
@@ -21,6 +23,7 @@ from dagster_project.compute.weightings import (
     rollout_maps,
     value_norm_columns,
     value_norms,
+    weighted_maps,
 )
 from tests.tiny_models import tiny_family
 
@@ -116,6 +119,36 @@ def test_rollout_rows_sum_to_one_and_follow_the_formula(family_encoder: LoadedEn
         assert not rolled[example, :, 0, n:].any() and not rolled[example, :, 0, :, n:].any()
         expected = torch.stack(list(_plain_rollout(attn[example, :, :, :n, :n])))
         torch.testing.assert_close(crop, expected, rtol=1e-4, atol=1e-6)
+
+
+def test_aggregated_maps_read_each_weighting_per_layer_and_rolled_out_by_hand() -> None:
+    """3 tokens, 2 layers of 2 heads. Layer 1: identity and a shift (i -> i + 1), mean A1 = [[.5, .5, 0],
+    [0, .5, .5], [.5, 0, .5]]; layer 2: every row to token 3 and every row to token 1, mean A2 = [.5, 0, .5]
+    in each row. Rolled out: A2 A1 = [.5, .25, .25] in each row. Rollout's own maps are 0.5 A + 0.5 I:
+    R1 = [[.75, .25, 0], [0, .75, .25], [.25, 0, .75]], R2 = [[.75, 0, .25], [.25, .5, .25], [.25, 0, .75]];
+    R2 R1 = [[.625, .1875, .1875], [.25, .4375, .3125], [.375, .0625, .5625]]."""
+    eye, shift = torch.eye(3), torch.eye(3).roll(1, dims=1)
+    to_last, to_first = torch.zeros(3, 3), torch.zeros(3, 3)
+    to_last[:, 2], to_first[:, 0] = 1, 1
+    attn = torch.stack([torch.stack([eye, shift]), torch.stack([to_last, to_first])])[None]  # (1, L=2, H=2, 3, 3)
+    weighted = weighted_maps(attn, ("attention", "rollout"), torch.ones(1, 3, dtype=torch.bool), None, None)
+    # value zeroing rolls out by the plain product too: given A1 and A2 as its maps, A2 A1 again
+    weighted = WeightedMaps(
+        {**weighted.maps, "value_zeroing": attn.mean(2, keepdim=True)}, layer_maps=weighted.layer_maps
+    )
+    found = aggregated_maps(weighted)[0]  # (A=2, W=3, L=2, 3, 3)
+    a1 = torch.tensor([[0.5, 0.5, 0], [0, 0.5, 0.5], [0.5, 0, 0.5]])
+    a2 = torch.tensor([[0.5, 0, 0.5]] * 3)
+    r1 = torch.tensor([[0.75, 0.25, 0], [0, 0.75, 0.25], [0.25, 0, 0.75]])
+    r2 = torch.tensor([[0.75, 0, 0.25], [0.25, 0.5, 0.25], [0.25, 0, 0.75]])
+    rolled_attention = torch.tensor([[0.5, 0.25, 0.25]] * 3)
+    rolled_rollout = torch.tensor([[0.625, 0.1875, 0.1875], [0.25, 0.4375, 0.3125], [0.375, 0.0625, 0.5625]])
+    for w in (0, 2):  # attention, value zeroing
+        torch.testing.assert_close(found[0, w], torch.stack([a1, a2]))  # per_layer
+        torch.testing.assert_close(found[1, w], torch.stack([a1, rolled_attention]))  # rolled_out
+    torch.testing.assert_close(found[0, 1], torch.stack([r1, r2]))
+    torch.testing.assert_close(found[1, 1], torch.stack([r1, rolled_rollout]))
+    torch.testing.assert_close(found[1, 1], rollout_maps(attn, torch.ones(1, 3, dtype=torch.bool))[0, :, 0])
 
 
 def test_padding_changes_nothing(family_encoder: LoadedEncoder) -> None:

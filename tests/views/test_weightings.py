@@ -234,20 +234,32 @@ def test_value_norms_per_layer_and_token_class(conn: duckdb.DuckDBPyConnection) 
 
 def test_faithfulness_per_weighting_with_fisher_z_intervals(conn: duckdb.DuckDBPyConnection) -> None:
     upsert_model(conn, SPEC)
-    correlations = {"globenc": [0.5, 0.7, 0.9], "attention": [-0.2, 0.2, None], "rollout": [1.0, None, None]}
+    correlations = {
+        ("globenc", "rolled_out"): [0.5, 0.7, 0.9],
+        ("attention", "rolled_out"): [-0.2, 0.2, None],
+        ("rollout", "rolled_out"): [1.0, None, None],
+        ("globenc", "per_layer"): [0.1, 0.2, 0.3],
+    }
     rows = pl.DataFrame(
         [
-            {"example_id": e, "weighting": w, "spearman": rho, "n_tokens": 9, "predicted_label": 1}
-            for w, values in correlations.items()
+            {"example_id": e, "weighting": w, "aggregation": a, "spearman": rho, "n_tokens": 9, "predicted_label": 1}
+            for (w, a), values in correlations.items()
             for e, rho in enumerate(values)
         ],
         schema_overrides={"spearman": pl.Float64},
     )
     replace_partition(conn, {"saliency_correlations": rows}, SPEC.model_id, "glue_sst2")
     found = partition_rows(conn, "compare_weightings_faithfulness", SPEC.model_id)
-    assert found["weighting"].to_list() == ["attention", "globenc", "rollout"]  # by mean correlation
-    by_weighting = {row["weighting"]: row for row in found.to_dicts()}
-    z = [math.atanh(rho) for rho in correlations["globenc"]]  # 0.5493, 0.8673, 1.4722
+    # per aggregation, by mean correlation
+    assert found.select("aggregation", "weighting").rows() == [
+        ("per_layer", "globenc"),
+        ("rolled_out", "attention"),
+        ("rolled_out", "globenc"),
+        ("rolled_out", "rollout"),
+    ]
+    assert found.filter(pl.col("aggregation") == "per_layer")["mean_spearman"].item() == pytest.approx(0.2)
+    by_weighting = {row["weighting"]: row for row in found.filter(pl.col("aggregation") == "rolled_out").to_dicts()}
+    z = [math.atanh(rho) for rho in correlations["globenc", "rolled_out"]]  # 0.5493, 0.8673, 1.4722
     margin = 1.959963984540054 * statistics.stdev(z) / math.sqrt(3)
     globenc = by_weighting["globenc"]
     assert (globenc["mean_spearman"], globenc["n_examples"]) == (pytest.approx(0.7), 3)
@@ -265,11 +277,13 @@ def test_faithfulness_per_weighting_with_fisher_z_intervals(conn: duckdb.DuckDBP
 def test_hta_agreement_per_weighting_and_layer_with_bootstrap_intervals(conn: duckdb.DuckDBPyConnection) -> None:
     spec = dataclasses.replace(SPEC, n_layers=2)
     upsert_model(conn, spec)
-    # per (weighting, layer) the examples' mean row Spearman and rows; example 3 of globenc has no correlation
+    # per (weighting, aggregation, layer) the examples' mean row Spearman and rows; example 3 of globenc
+    # per layer has no correlation
     agreement = {
-        ("globenc", 1): ([0.9, 0.8, 0.7, None], [10, 12, 9, 0]),
-        ("globenc", 2): ([0.6, 0.5, 0.4, 0.3], [10, 12, 9, 8]),
-        ("attention", 1): ([0.1, -0.3, 0.2, 0.4], [10, 12, 9, 8]),
+        ("globenc", "per_layer", 1): ([0.9, 0.8, 0.7, None], [10, 12, 9, 0]),
+        ("globenc", "per_layer", 2): ([0.6, 0.5, 0.4, 0.3], [10, 12, 9, 8]),
+        ("attention", "per_layer", 1): ([0.1, -0.3, 0.2, 0.4], [10, 12, 9, 8]),
+        ("globenc", "rolled_out", 2): ([0.2, 0.1, 0.0, -0.1], [10, 12, 9, 8]),
     }
     rows = pl.DataFrame(
         [
@@ -277,26 +291,28 @@ def test_hta_agreement_per_weighting_and_layer_with_bootstrap_intervals(conn: du
                 "example_id": e,
                 "layer": layer,
                 "weighting": weighting,
+                "aggregation": aggregation,
                 "spearman": rho,
                 "n_rows": n,
                 "hta_method": "hutchpp(16,8,bf16)",
             }
-            for (weighting, layer), (values, counts) in agreement.items()
+            for (weighting, aggregation, layer), (values, counts) in agreement.items()
             for e, (rho, n) in enumerate(zip(values, counts, strict=True))
         ],
         schema_overrides={"spearman": pl.Float32, "n_rows": pl.Int16},
     )
     replace_partition(conn, {"hta_agreement": rows}, spec.model_id, "xnli_en")
     found = {
-        (row["weighting"], row["layer"]): row
+        (row["weighting"], row["aggregation"], row["layer"]): row
         for row in partition_rows(conn, "compare_weightings_hta_agreement", spec.model_id).to_dicts()
     }
     assert set(found) == set(agreement)
-    globenc = found[("globenc", 1)]
+    globenc = found[("globenc", "per_layer", 1)]
     assert (globenc["spearman"], globenc["n_examples"], globenc["n_rows"]) == (pytest.approx(0.8), 3, 31)
-    assert (globenc["relative_depth"], found[("globenc", 2)]["relative_depth"]) == (0.25, 0.75)
-    assert found[("attention", 1)]["spearman"] == pytest.approx(0.1)  # (0.1 - 0.3 + 0.2 + 0.4) / 4
-    assert found[("attention", 1)]["hta_method"] == "hutchpp(16,8,bf16)"
+    assert (globenc["relative_depth"], found[("globenc", "per_layer", 2)]["relative_depth"]) == (0.25, 0.75)
+    assert found[("globenc", "rolled_out", 2)]["spearman"] == pytest.approx(0.05)  # apart from the per-layer 0.45
+    assert found[("attention", "per_layer", 1)]["spearman"] == pytest.approx(0.1)  # (0.1 - 0.3 + 0.2 + 0.4) / 4
+    assert found[("attention", "per_layer", 1)]["hta_method"] == "hutchpp(16,8,bf16)"
     # the interval: a plain loop over 1,000 seeded resamples of the 4 examples (bootstrap.SEED), each
     # resample's mean over the examples it drew that have a correlation (a resample of none has no mean),
     # and the 2.5th and 97.5th percentiles of those means

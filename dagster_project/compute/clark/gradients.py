@@ -86,6 +86,16 @@ def loss_name_for(architectures: list[str] | None, num_labels: int) -> str | Non
     return None
 
 
+def classifies(resolved_path: str) -> bool:
+    """Whether the model's config names a single-label sequence classifier, the head whose predictions the
+    weighting faithfulness explains (config only, no weights loaded)."""
+    config = AutoConfig.from_pretrained(resolved_path, cache_dir=models_cache_dir())
+    return (
+        loss_name_for(config.architectures, config.num_labels) == CLASSIFICATION
+        and config.problem_type != "multi_label_classification"
+    )
+
+
 def load_loss_model(source: str, device: torch.device = CPU.device) -> LossModel | NoLossHead:
     """Load `source` with the head of its training loss, in float32 onto `device`; NoLossHead when it has none."""
     spec = inspect_model(source)

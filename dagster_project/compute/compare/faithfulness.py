@@ -4,9 +4,11 @@ representation to the input tokens and the gradient x input saliency of a fine-t
 
 - saliency_j = ||(d z_c / d e_j) * e_j||_2, z_c the logit of the predicted class and e_j token j's word
   embedding (the embedding layer's lookup, before the position and segment embeddings are added);
-- attribution_j: the [CLS] row of the last layer's map under the weighting: the one map of the per-layer
-  weightings (rolled out across the layers for rollout, globenc and alti; value zeroing's own map, which
-  the method does not roll out), the mean over heads for attention and norm;
+- attribution_j: the [CLS] row of the weighting's last-layer map, heads averaged, in each of
+  compute/weightings.py's AGGREGATIONS: `per_layer`, the last layer's own map (GlobEnc's local setting);
+  `rolled_out`, the maps of every layer multiplied through (GlobEnc's global setting, in which it reports
+  W, N, attention rollout and N_Enc against the saliency): rollout, globenc and alti as their methods
+  roll out, attention, norm and value zeroing by the plain product of their head-averaged maps;
 - the Spearman correlation over the example's real tokens, [CLS] and [SEP] included as in GlobEnc's
   evaluation; tied values share their mean rank. An example whose attributions or saliencies are all
   equal has no correlation (null).
@@ -28,11 +30,12 @@ from transformers import PreTrainedModel
 from dagster_project.compute.batching import Batch, length_batches
 from dagster_project.compute.clark.gradients import CLASSIFICATION, LossModel
 from dagster_project.compute.devices import float32_maps
-from dagster_project.compute.weightings import ModelWeightings, captured_layers
+from dagster_project.compute.weightings import AGGREGATIONS, ModelWeightings, aggregated_maps, captured_layers
 
 ROW_SCHEMA = {
     "example_id": pl.Int32,
     "weighting": pl.String,
+    "aggregation": pl.String,
     "spearman": pl.Float64,
     "n_tokens": pl.Int16,
     "predicted_label": pl.Int16,
@@ -42,7 +45,8 @@ ROW_SCHEMA = {
 @dataclass(frozen=True)
 class SaliencyMaps:
     """One batch's predicted classes (B,), gradient x input saliencies (B, T) and the weightings' [CLS]
-    attributions of the last layer (B, W, T), W in the order of the pass's weightings; float32."""
+    attributions of the last layer (B, A, W, T), A in AGGREGATIONS order, W in the order of the pass's
+    weightings; float32."""
 
     predicted: torch.Tensor
     saliency: torch.Tensor
@@ -66,12 +70,12 @@ def gradient_x_input(model: PreTrainedModel, inputs: dict[str, torch.Tensor]) ->
     return (gradient * embeddings).float().norm(dim=-1).detach(), output
 
 
-def cls_attributions(maps: dict[str, torch.Tensor], cls_positions: torch.Tensor) -> torch.Tensor:
-    """The [CLS] row of each weighting's last-layer map, heads averaged: (B, W, T) from maps of
-    (B, L, H or 1, T, T) and each example's [CLS] position (B,)."""
-    last = torch.stack([weighted[:, -1].mean(1) for weighted in maps.values()], dim=1)  # (B, W, T, T)
-    rows = cls_positions[:, None, None, None].expand(-1, last.shape[1], 1, last.shape[-1])
-    return last.gather(2, rows).squeeze(2)
+def cls_attributions(maps: torch.Tensor, cls_positions: torch.Tensor) -> torch.Tensor:
+    """The [CLS] row of the last layer of aggregated maps (B, A, W, L, T, T) (weightings.aggregated_maps),
+    given each example's [CLS] position (B,): (B, A, W, T)."""
+    last = maps[:, :, :, -1]  # (B, A, W, T, T)
+    rows = cls_positions[:, None, None, None, None].expand(-1, *last.shape[1:3], 1, last.shape[-1])
+    return last.gather(3, rows).squeeze(3)
 
 
 def saliency_maps(loss_model: LossModel, batch: Batch, chosen: ModelWeightings) -> SaliencyMaps:
@@ -82,19 +86,20 @@ def saliency_maps(loss_model: LossModel, batch: Batch, chosen: ModelWeightings) 
         states = captured.take()
     with torch.no_grad():
         attn = float32_maps(output.attentions).detach()
-        maps = chosen.maps(attn, batch.masks.valid, states).maps
+        maps = aggregated_maps(chosen.maps(attn, batch.masks.valid, states))
         attributions = cls_attributions(maps, batch.masks.cls.to(torch.int64).argmax(-1))
     return SaliencyMaps(output.logits.argmax(-1).detach(), saliency, attributions)
 
 
 def spearman_rows(attributions: np.ndarray, saliency: np.ndarray, valid: np.ndarray) -> np.ndarray:
-    """Spearman's rho of each (example, weighting) attribution row against the example's saliency over its
-    real tokens: (B, W) from (B, W, T), (B, T) and the real-token mask (B, T); NaN where either side is constant."""
+    """Spearman's rho of each attribution row against its example's saliency over its real tokens: (B, ...)
+    from (B, ..., T), (B, T) and the real-token mask (B, T); NaN where either side is constant."""
     # imported here: scipy.stats takes 0.3 s to import, which every run would pay for this one pass
     from scipy.stats import rankdata
 
-    ranks = rankdata(np.where(valid[:, None], attributions, np.nan), axis=-1, nan_policy="omit")
-    reference = rankdata(np.where(valid, saliency, np.nan), axis=-1, nan_policy="omit")[:, None]
+    inner = (slice(None), *(None,) * (attributions.ndim - 2))  # the example axis, then one per row axis
+    ranks = rankdata(np.where(valid[inner], attributions, np.nan), axis=-1, nan_policy="omit")
+    reference = rankdata(np.where(valid, saliency, np.nan), axis=-1, nan_policy="omit")[inner]
     ranks = ranks - np.nanmean(ranks, axis=-1, keepdims=True)
     reference = reference - np.nanmean(reference, axis=-1, keepdims=True)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -103,7 +108,7 @@ def spearman_rows(attributions: np.ndarray, saliency: np.ndarray, valid: np.ndar
 
 @dataclass(frozen=True)
 class Faithfulness:
-    rows: pl.DataFrame  # ROW_SCHEMA: one row per (example, weighting)
+    rows: pl.DataFrame  # ROW_SCHEMA: one row per (example, weighting, aggregation)
     n_examples: int
     seconds: float
 
@@ -115,8 +120,8 @@ def weighting_faithfulness(
     batch_tokens: int | None = None,
     progress: Callable[[int, int, float], None] | None = None,
 ) -> Faithfulness:
-    """Per (example, weighting) the Spearman correlation of the [CLS] attribution and the saliency of a
-    single-label classifier's prediction (module docstring), over the examples of `tokens` (the warehouse
+    """Per (example, weighting, aggregation) the Spearman correlation of the [CLS] attribution and the saliency
+    of a single-label classifier's prediction (module docstring), over the examples of `tokens` (the warehouse
     `tokens` table's columns). `batch_tokens` defaults to the backward budget of the model's device."""
     if loss_model.loss_name != CLASSIFICATION:
         raise ValueError(
@@ -132,16 +137,17 @@ def weighting_faithfulness(
         batch = batch.to(loss_model.compute.device)
         found = saliency_maps(loss_model, batch, chosen)
         valid = batch.masks.valid.cpu().numpy()
-        rho = spearman_rows(found.attributions.cpu().numpy(), found.saliency.cpu().numpy(), valid)
-        n_batch = len(batch.example_ids)
+        rho = spearman_rows(found.attributions.cpu().numpy(), found.saliency.cpu().numpy(), valid)  # (B, A, W)
+        n_batch, per_example = len(batch.example_ids), rho[0].size
         frames.append(
             pl.DataFrame(
                 {
-                    "example_id": np.repeat(batch.example_ids.cpu().numpy(), len(weightings)),
-                    "weighting": np.tile(np.asarray(weightings), n_batch),
+                    "example_id": np.repeat(batch.example_ids.cpu().numpy(), per_example),
+                    "weighting": np.tile(np.asarray(weightings), n_batch * len(AGGREGATIONS)),
+                    "aggregation": np.tile(np.repeat(np.asarray(AGGREGATIONS), len(weightings)), n_batch),
                     "spearman": rho.reshape(-1),
-                    "n_tokens": np.repeat(valid.sum(-1), len(weightings)),
-                    "predicted_label": np.repeat(found.predicted.cpu().numpy(), len(weightings)),
+                    "n_tokens": np.repeat(valid.sum(-1), per_example),
+                    "predicted_label": np.repeat(found.predicted.cpu().numpy(), per_example),
                 }
             )
             .cast(ROW_SCHEMA)

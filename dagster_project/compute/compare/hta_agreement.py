@@ -1,12 +1,12 @@
 """Agreement of the weightings of the maps with HTA (Modarressi et al. 2022, GlobEnc; Pascual et al. 2021;
-docs/methods.md §3.9): per example, layer and weighting, the mean over query rows of the Spearman correlation
-between the weighting's input attribution up to that layer and Pascual's input contribution at that layer.
+docs/methods.md §3.9): per example, layer, weighting and aggregation, the mean over query rows of the Spearman
+correlation between the weighting's map at that layer and Pascual's input contribution at that layer.
 
-- input attribution at layer l: the weighting's maps of layers 1..l aggregated as the method does. rollout,
-  globenc and alti are products through the layers already (compute/weightings.py); attention and norm are
-  rolled out as the plain product of their head-averaged maps (GlobEnc's rollout of W and N), value_zeroing
-  as the plain product of its maps (Mohebbi et al. roll it out without adding the identity: the zeroing's
-  distances already include the residual).
+- the weighting's map at layer l, in each of compute/weightings.py's AGGREGATIONS: `per_layer`, the layer's
+  own map, heads averaged (what GlobEnc's reference code correlates with HTA, and its 0.84-0.96 on
+  BERT-base); `rolled_out`, the maps of layers 1..l multiplied through (an input attribution like HTA
+  itself): rollout, globenc and alti as their methods roll out, attention, norm and value zeroing by the
+  plain product of their head-averaged maps.
 - HTA at layer l: per (query j, input token i), ||d o_j / d e0_i||_F over every head's context at once,
   sqrt(sum_h ||J^h_ji||_F^2), each row divided by its sum: how much input token i feeds token j's attention
   output at layer l, one map per layer like the weightings'.
@@ -23,20 +23,7 @@ import numpy as np
 import torch
 
 from dagster_project.compute.pascual.hta import normalize_rows, row_correlations
-from dagster_project.compute.weightings import LayerStates, ModelWeightings, rolled_out
-
-# the weightings whose per-layer maps are rolled out here, by the plain product through the layers
-ROLLED_BY_PRODUCT = ("attention", "norm", "value_zeroing")
-
-
-def input_attributions(maps: dict[str, torch.Tensor]) -> torch.Tensor:
-    """Each weighting's input attribution at every layer: (B, W, L, T, T) from maps of (B, L, H or 1, T, T),
-    W in the order of `maps` (module docstring: heads averaged, then ROLLED_BY_PRODUCT rolled out)."""
-    attributions = []
-    for name, weighted in maps.items():
-        layer_maps = weighted.mean(2)
-        attributions.append(rolled_out(layer_maps) if name in ROLLED_BY_PRODUCT else layer_maps)
-    return torch.stack(attributions, dim=1)
+from dagster_project.compute.weightings import AGGREGATIONS, LayerStates, ModelWeightings, aggregated_maps
 
 
 def layer_contributions(norms: torch.Tensor) -> torch.Tensor:
@@ -48,22 +35,23 @@ def layer_contributions(norms: torch.Tensor) -> torch.Tensor:
 def agreement_columns(
     attributions: torch.Tensor, contributions: torch.Tensor, weightings: tuple[str, ...], example_id: int
 ) -> dict[str, np.ndarray]:
-    """One example's rows (sql/schema/hta_agreement.sql): per (layer, weighting) the mean row Spearman
-    correlation of its input attribution (W, L, n, n) with the layer's contributions (L, n, n), and the
-    rows with a correlation; flat columns, layers 1-based."""
+    """One example's rows (sql/schema/hta_agreement.sql): per (aggregation, layer, weighting) the mean row
+    Spearman correlation of its maps (A, W, L, n, n), A in AGGREGATIONS order, with the layer's contributions
+    (L, n, n), and the rows with a correlation; flat columns, layers 1-based."""
     _, spearman, n_rows = row_correlations(attributions, contributions.expand_as(attributions))
-    n_weightings, n_layers = spearman.shape
+    _, n_weightings, n_layers = spearman.shape
     return {
-        "example_id": np.full(n_weightings * n_layers, example_id, dtype=np.int32),
-        "layer": np.tile(np.arange(1, n_layers + 1, dtype=np.int16), n_weightings),
-        "weighting": np.repeat(np.asarray(weightings), n_layers),
+        "example_id": np.full(spearman.numel(), example_id, dtype=np.int32),
+        "aggregation": np.repeat(np.asarray(AGGREGATIONS), n_weightings * n_layers),
+        "layer": np.tile(np.arange(1, n_layers + 1, dtype=np.int16), len(AGGREGATIONS) * n_weightings),
+        "weighting": np.tile(np.repeat(np.asarray(weightings), n_layers), len(AGGREGATIONS)),
         "spearman": spearman.reshape(-1).cpu().numpy(),
         "n_rows": n_rows.reshape(-1).to(torch.int16).cpu().numpy(),
     }
 
 
 def example_attributions(chosen: ModelWeightings, attn: torch.Tensor, states: LayerStates) -> torch.Tensor:
-    """One unpadded example's input attributions (W, L, n, n) from its attention (1, L, H, n, n) and the
-    layer states captured in the same forward."""
+    """One unpadded example's maps in every aggregation (A, W, L, n, n) from its attention (1, L, H, n, n)
+    and the layer states captured in the same forward."""
     valid = torch.ones(attn.shape[0], attn.shape[-1], dtype=torch.bool, device=attn.device)
-    return input_attributions(chosen.maps(attn, valid, states).maps)[0]
+    return aggregated_maps(chosen.maps(attn, valid, states))[0]

@@ -1,6 +1,6 @@
 """HTA facts of a tokenized corpus: per (example, layer, head) correlations of attention
 with both contributions, relative-position histograms of the input contribution, and per (example,
-layer, weighting) the agreement of the weightings' input attributions with it (from the same
+layer, weighting, aggregation) the agreement of the weightings' maps with it (from the same
 forward, compute/compare/hta_agreement.py); and a run's protocol (checked_hta_facts): the estimator
 checked against exact HTA first, then the facts with their contribution sums checked."""
 
@@ -35,6 +35,7 @@ from dagster_project.compute.pascual.hta import (
     HtaMethod,
     compare_contributions,
     input_norms,
+    jackknife_gap_errors,
     layer_input_norms,
     normalize_rows,
     published_gaps,
@@ -73,7 +74,7 @@ class HtaFacts:
     correlations: pl.DataFrame  # example_id, layer, head, kind, pearson, spearman (means over rows), n_rows
     histograms: pl.DataFrame  # dense rows as in contribution_histograms (batching.histogram_frame)
     example_maps: pl.DataFrame  # full maps of one example per attention-pattern class
-    agreement: pl.DataFrame  # example_id, layer, weighting, spearman (mean over rows), n_rows
+    agreement: pl.DataFrame  # example_id, aggregation, layer, weighting, spearman (mean over rows), n_rows
     n_examples: int
     seconds: float
     previous_layer_cost: PreviousLayerCost
@@ -102,7 +103,7 @@ class CheckedHtaFacts:
 class ExampleMaps:
     """Attention and both contribution maps of one example, (L, H, n, n) each, and what the
     previous-layer map cost; the input contribution of every head at once, (L, n, n)
-    (hta_agreement.layer_contributions), and with weightings their input attributions, (W, L, n, n)."""
+    (hta_agreement.layer_contributions), and with weightings their maps per layer and rolled out, (A, W, L, n, n)."""
 
     attention: torch.Tensor
     previous_layer: torch.Tensor
@@ -121,8 +122,9 @@ def example_maps(
     saved: SavedContributions | None = None,
 ) -> ExampleMaps:
     """One example (batch of 1, no padding): its attention, previous-layer and input contributions,
-    and the input attributions of `weightings` from the same forward. The input contribution, the
-    costly part, is taken from `saved` where a killed run saved it, and saved there otherwise."""
+    and the maps of `weightings` (per layer and rolled out) from the same forward. The input
+    contribution, the costly part, is taken from `saved` where a killed run saved it, and saved there
+    otherwise."""
     model = encoder.model
     with_norms = weightings is not None and weightings.needs_norms
     with captured_layers(model, with_norms) as captured, torch.no_grad():
@@ -179,7 +181,7 @@ def extract_hta_facts(
 ) -> HtaFacts:
     """HTA of every example of a `tokens` frame, one example at a time (the input
     contribution's tangents already fill the machine for one example), and the agreement of
-    the input attributions of `weightings` (None: every one of WEIGHTINGS) with it. `known`
+    the maps of `weightings` (None: every one of WEIGHTINGS) with it. `known`
     holds maps already computed by `method` with the same weightings (by example id, e.g. the
     estimator check's exact ones): those examples are not computed again. With `saved`, each example's
     input contribution is saved as it is computed, and one a killed run saved is not computed again.
@@ -263,13 +265,15 @@ def check_sample(tokens: pl.DataFrame, n_examples: int, seed: int) -> list[int]:
 @dataclass(frozen=True)
 class EstimateCheck:
     """The run's estimator against exact HTA on the check examples: the contributions' Pearson
-    per layer, the published quantities' gaps (hta.published_gaps), and the exact maps by
-    example id (a run that falls back to exact HTA does not compute them again)."""
+    per layer, the published quantities' gaps (hta.published_gaps) with their jackknife standard
+    errors over the examples (hta.jackknife_gap_errors), and the exact maps by example id (a run that
+    falls back to exact HTA does not compute them again)."""
 
     error: EstimateError
     published_gaps: dict[str, dict[int, float]]
     examples: list[int]
     exact_maps: dict[int, ExampleMaps] = field(default_factory=dict)
+    gap_errors: dict[str, dict[int, float]] = field(default_factory=dict)
 
 
 def estimate_check_error(
@@ -300,7 +304,8 @@ def estimate_check_error(
     attention = [maps.attention for maps in exact_maps.values()]
     exact = [maps.input for maps in exact_maps.values()]
     gaps = published_gaps(published_quantities(attention, exact), published_quantities(attention, estimated))
-    return EstimateCheck(compare_contributions(exact, estimated), gaps, chosen, exact_maps)
+    errors = jackknife_gap_errors(attention, exact, estimated)
+    return EstimateCheck(compare_contributions(exact, estimated), gaps, chosen, exact_maps, errors)
 
 
 def checked_hta_facts(
@@ -320,9 +325,11 @@ def checked_hta_facts(
 ) -> CheckedHtaFacts:
     """HTA facts of the first `max_examples` examples by id (None: all) of a corpus's `tokens`,
     their contributions' sums checked. First the estimator is checked against exact HTA on
-    `check_examples` of the examples it writes (`estimate_check_error`): the examples the facts
-    come from, and a fallback to exact HTA (`fallback_to_exact`, where the estimator misses)
-    computes only the others again. The check's metadata says which method the facts used
+    `check_examples` of the examples it writes (`estimate_check_error`; on fewer than
+    checks.CHECK_MIN_EXAMPLES of more written, each gap judged by its one-sided 95% upper bound): the
+    examples the facts come from, and a fallback to exact HTA (`fallback_to_exact`, where the estimator
+    misses) computes only the others again; where the check saw every written example, its exact
+    maps are the facts. The check's metadata says which method the facts used
     (`hta_method_used`). `checked` receives the estimator's outcome before any fact is computed,
     so it can stop the run. The agreement with HTA is taken for `weightings` (refused, like an
     unknown weighting, before anything is computed where the model's family does not allow one). With
@@ -338,9 +345,13 @@ def checked_hta_facts(
         check.examples,
         check.published_gaps,
         PUBLISHED_TOLERANCES,
+        check.gap_errors,
+        written=selected["example_id"].n_unique(),
     )
     checked(estimate)
-    used = method if estimate.passed or not fallback_to_exact else HtaMethod(None)
+    # where the check computed every written example exactly, those exact maps are the facts
+    covered = len(check.examples) >= estimate.metadata["written_examples"]
+    used = method if (estimate.passed or not fallback_to_exact) and not covered else HtaMethod(None)
     # the written facts are within tolerance when the estimator is, or when they are exact
     estimate = CheckOutcome(
         estimate.name,

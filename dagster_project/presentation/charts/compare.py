@@ -1,12 +1,13 @@
-"""Charts that compare models: per-layer results on relative depth, head matches; and the weightings of the
-maps side by side."""
+"""Charts that compare models: per-layer results on relative depth, head matches, every claim's verdict per
+model (the scorecard matrix); and the weightings of the maps side by side."""
 
 import altair as alt
 import polars as pl
 
-from dagster_project.compute.weightings import TOKEN_CLASSES, WEIGHTINGS
+from dagster_project.compute.weightings import AGGREGATIONS, TOKEN_CLASSES, WEIGHTINGS
 from dagster_project.presentation.charts.common import in_order, layer_paper_marks, short_model_names
 from dagster_project.presentation.paper_marks import paper_marks
+from dagster_project.presentation.scorecard import MATRIX_VERDICTS, VERDICT_COLOURS, matrix_columns
 
 
 def _with_model_names(rows: pl.DataFrame) -> pl.DataFrame:
@@ -124,7 +125,44 @@ def compare_head_matches_chart(rows: pl.DataFrame, title: str) -> alt.FacetChart
     )
 
 
+def scorecard_matrix_chart(rows: pl.DataFrame, title: str) -> alt.Chart:
+    """Every claim (y, in the registry's order) against every model (x, each random-init control right
+    after its base), one cell per (claim, model) in its verdict's fixed colour (VERDICT_COLOURS);
+    hovering a cell gives the paper's number, the model's, the corpora and the reason, which states
+    the interval where the claim rests on a sample. Rows: scorecard_matrix's."""
+    columns = matrix_columns(rows)
+    labels = {column.model_id: column.heading for column in columns}
+    cells = rows.with_columns(column=pl.col("model_id").replace_strict(labels)).sort("claim_order")
+    return (
+        alt.Chart(cells)
+        .mark_rect(stroke="white", strokeWidth=1)
+        .encode(
+            x=alt.X("column:N", title=None, sort=list(labels.values()), axis=alt.Axis(orient="top", labelAngle=-30)),
+            # the whole claim id: the ones of a figure differ at their ends
+            y=alt.Y("claim:N", title=None, sort=in_order(cells, "claim"), axis=alt.Axis(labelLimit=400)),
+            color=alt.Color(
+                "verdict:N",
+                title="verdict",
+                scale=alt.Scale(domain=list(MATRIX_VERDICTS), range=[VERDICT_COLOURS[v] for v in MATRIX_VERDICTS]),
+            ),
+            tooltip=[
+                "claim",
+                alt.Tooltip("model:N", title="model"),
+                "verdict",
+                alt.Tooltip("paper_text:N", title="paper"),
+                alt.Tooltip("model_value:Q", title="this model", format=".4g"),
+                "n",
+                "corpora",
+                "reason",
+            ],
+        )
+        .properties(width=alt.Step(110), height=alt.Step(14), title=f"{title}: each claim's verdict per model")
+    )
+
+
 WEIGHTING_ORDER = list(WEIGHTINGS)
+# the panel titles of the two ways a weighting's maps are read (weightings.AGGREGATIONS)
+AGGREGATION_TITLES = {"per_layer": "each layer's own map", "rolled_out": "maps rolled out through the layers"}
 
 
 def weightings_by_layer_chart(rows: pl.DataFrame, title: str, values: tuple[str, ...], label: str) -> alt.FacetChart:
@@ -189,10 +227,12 @@ def value_norms_chart(rows: pl.DataFrame, title: str) -> alt.Chart:
     )
 
 
-def weightings_faithfulness_chart(rows: pl.DataFrame, title: str) -> alt.LayerChart:
+def weightings_faithfulness_chart(rows: pl.DataFrame, title: str) -> alt.FacetChart:
     """GlobEnc §5: per weighting of the maps, the mean Spearman correlation of the last layer's [CLS]
     attribution with the classifier's gradient x input saliency (its mean in Fisher's z), a bar with its 95%
-    interval over examples."""
+    interval over examples; a panel per aggregation (the last layer's own map; every layer rolled out, the
+    setting in which GlobEnc compares the maps with the saliency)."""
+    rows = rows.with_columns(panel=pl.col("aggregation").replace_strict(AGGREGATION_TITLES))
     encoding = {"y": alt.Y("weighting:N", title=None, sort=WEIGHTING_ORDER)}
     bars = (
         alt.Chart()
@@ -202,6 +242,7 @@ def weightings_faithfulness_chart(rows: pl.DataFrame, title: str) -> alt.LayerCh
             color=alt.Color("weighting:N", title="weighting", sort=WEIGHTING_ORDER),
             tooltip=[
                 "weighting",
+                "aggregation",
                 alt.Tooltip("spearman:Q", format=".3f"),
                 alt.Tooltip("mean_spearman:Q", format=".3f"),
                 alt.Tooltip("ci_low:Q", format=".3f"),
@@ -212,15 +253,19 @@ def weightings_faithfulness_chart(rows: pl.DataFrame, title: str) -> alt.LayerCh
         )
     )
     interval = alt.Chart().mark_rule(color="black").encode(x="ci_low:Q", x2="ci_high:Q", **encoding)
-    return alt.layer(bars, interval, data=rows).properties(
-        width=300, height=160, title=f"{title}: faithfulness of each weighting (last layer, [CLS] row)"
+    return (
+        alt.layer(bars, interval, data=rows)
+        .properties(width=300, height=160)
+        .facet(column=alt.Column("panel:N", title=None, sort=[AGGREGATION_TITLES[name] for name in AGGREGATIONS]))
+        .properties(title=f"{title}: faithfulness of each weighting ([CLS] row of the last layer)")
     )
 
 
-def weightings_hta_agreement_chart(rows: pl.DataFrame, title: str) -> alt.LayerChart:
+def weightings_hta_agreement_chart(rows: pl.DataFrame, title: str) -> alt.HConcatChart:
     """Per layer, each weighting's agreement with HTA: the mean over examples of the row Spearman between
-    its input attribution up to the layer and HTA's input contribution, a line per weighting with its 95%
-    bootstrap interval, and GlobEnc's BERT-base number (paper_marks.py)."""
+    its map at the layer and HTA's input contribution, a line per weighting with its 95% bootstrap
+    interval; a panel per aggregation (the layer's own map, with GlobEnc's BERT-base number, which is of
+    that reading (paper_marks.py); the maps rolled out up to the layer)."""
     encoding = {
         "x": alt.X("layer:O", title="layer"),
         "color": alt.Color("weighting:N", title="weighting", sort=WEIGHTING_ORDER),
@@ -233,6 +278,7 @@ def weightings_hta_agreement_chart(rows: pl.DataFrame, title: str) -> alt.LayerC
             y=alt.Y("spearman:Q", title=label, scale=alt.Scale(domain=[-1, 1])),
             tooltip=[
                 "weighting",
+                "aggregation",
                 "layer",
                 alt.Tooltip("relative_depth:Q", format=".2f"),
                 alt.Tooltip("spearman:Q", format=".3f"),
@@ -246,7 +292,13 @@ def weightings_hta_agreement_chart(rows: pl.DataFrame, title: str) -> alt.LayerC
         )
     )
     intervals = alt.Chart().mark_errorbar().encode(y=alt.Y("ci_low:Q", title=label), y2="ci_high:Q", **encoding)
-    marks = paper_marks("compare_weightings_hta_agreement")
-    return layer_paper_marks([lines, intervals], marks, rows, data=rows).properties(
-        width=320, height=220, title=f"{title}: each weighting's input attribution against HTA, per layer"
-    )
+    panels = []
+    for aggregation in (name for name in AGGREGATIONS if name in set(rows["aggregation"])):
+        part = rows.filter(pl.col("aggregation") == aggregation)
+        marks = paper_marks("compare_weightings_hta_agreement", aggregation)
+        panels.append(
+            layer_paper_marks([lines, intervals], marks, part, data=part).properties(
+                width=320, height=220, title=AGGREGATION_TITLES[aggregation]
+            )
+        )
+    return alt.hconcat(*panels).properties(title=f"{title}: each weighting's maps against HTA, per layer")

@@ -11,7 +11,7 @@ import polars as pl
 from dagster import AssetExecutionContext, AssetsDefinition, Config, Failure, MaterializeResult
 from dagster_duckdb import DuckDBResource
 
-from dagster_project.compute.checks import CheckOutcome
+from dagster_project.compute.checks import CHECK_MIN_EXAMPLES, CheckOutcome
 from dagster_project.compute.models import LoadedEncoder, load_encoder
 from dagster_project.compute.pascual.hta import HtaMethod
 from dagster_project.compute.pascual.hta_facts import (
@@ -23,7 +23,7 @@ from dagster_project.compute.pascual.hta_facts import (
 from dagster_project.compute.pascual.saved_contributions import SavedContributions, hta_state_dir
 from dagster_project.compute.weightings import WEIGHTINGS
 from dagster_project.corpora import CORPORA
-from dagster_project.defs.assets.corpora import corpus_assets_by_name, model_tokens
+from dagster_project.defs.assets.corpora import corpus_assets_by_name, examples_read, model_tokens
 from dagster_project.defs.assets.writing import (
     model_partition_asset,
     progress_logger,
@@ -34,12 +34,13 @@ from dagster_project.defs.resources import ComputeResource
 from dagster_project.defs.tags import corpus_tags
 
 CHECK_MIN_PEARSON = 0.99
-CHECK_EXAMPLES = 16  # examples the estimator check runs exact HTA on (all, where the run writes fewer)
+CHECK_EXAMPLES = CHECK_MIN_EXAMPLES  # examples the estimator check runs exact HTA on (all, where the run writes fewer)
 ESTIMATE_CHECK = (
     "Before any fact is computed: the run's estimator against exact HTA on a seeded sample of the examples it "
     "writes, spread over their length range (run config check_examples); the worst estimated layer's Pearson "
     "must reach check_min_pearson and, on every estimated layer, each published quantity (row correlations, "
-    "contribution center of mass, histogram mass) must lie within its tolerance of exact HTA's. Where it misses, "
+    "contribution center of mass, histogram mass) must lie within its tolerance of exact HTA's (on fewer than 16 "
+    "check examples of more written, the gap's one-sided 95% upper bound). Where it misses, "
     "the facts are computed by exact HTA, the check's examples not again (hta_method_used); with "
     "fallback_to_exact false the run fails and writes nothing."
 )
@@ -53,7 +54,7 @@ class HtaConfig(Config):
     check_min_pearson: float = CHECK_MIN_PEARSON  # worst estimated layer's Pearson with exact HTA
     # where the estimator misses its check: compute the facts by exact HTA (false: fail the run)
     fallback_to_exact: bool = True
-    # the weightings whose input attributions are compared with the input contribution (hta_agreement)
+    # the weightings whose maps (per layer and rolled out) are compared with the input contribution (hta_agreement)
     weightings: list[str] = list(WEIGHTINGS)
 
 
@@ -86,11 +87,16 @@ def _on_estimate_check(
     return on_check
 
 
-def _hta_metadata(requested: HtaMethod, used: HtaMethod, encoder: LoadedEncoder, facts: HtaFacts) -> dict[str, Any]:
+def _hta_metadata(
+    requested: HtaMethod, used: HtaMethod, estimate: CheckOutcome, encoder: LoadedEncoder, facts: HtaFacts
+) -> dict[str, Any]:
     return {
         # the run config's method, and the one the facts were computed by (exact where it missed its check)
         "hta_method": str(requested),
         "hta_method_used": str(used),
+        # the estimator check's verdict and sample, which a later plan reads (reproduction.expected_fallback)
+        "estimator_within_tolerance": bool(estimate.metadata["estimator_within_tolerance"]),
+        "check_examples": int(estimate.metadata["examples"]),
         "device": str(encoder.compute),
         "examples": facts.n_examples,
         "seconds": round(facts.seconds, 1),
@@ -129,8 +135,10 @@ def build_hta_asset(corpus: str) -> AssetsDefinition:
         if config.check_examples < CHECK_EXAMPLES:
             context.log.warning(
                 f"{name}: check_examples {config.check_examples} < {CHECK_EXAMPLES}: the estimator check sees fewer "
-                "examples than its documented minimum"
+                "examples than its documented minimum: each published gap is judged by its one-sided 95% upper bound "
+                "(gap + 1.645 x its jackknife standard error), and on one example an estimator cannot pass"
             )
+        read = examples_read(context, warehouse, [corpus])
         source, tokens = model_tokens(warehouse, context.partition_key, corpus)
         placement = compute.resolve()
         if note := placement.float32_note("HTA"):
@@ -161,8 +169,9 @@ def build_hta_asset(corpus: str) -> AssetsDefinition:
             facts.tables,
             corpus,
             checked.outcomes,
-            _hta_metadata(method, checked.method, encoder, facts),
+            _hta_metadata(method, checked.method, checked.outcomes[-1], encoder, facts),
             facts.correlations,
+            examples=read,
         )
         saved.remove()
         return result

@@ -1,6 +1,9 @@
 """Static HTML report: one page per paper with every chart of that paper (from the chart
 registry), for every model in the warehouse, a model selector and a few headline numbers; and
-per model a page of the example maps of the heads its results name.
+per model a page of the example maps of the heads its results name. The index opens on the
+scorecard: every model's verdicts side by side (a chart drawn here, from the rows of
+scorecard_matrix: a chart asset is drawn per model, and this one is of every model at once), then
+each model's claims one by one.
 
 Each page opens on the model with the most results on it; models without any are listed apart.
 Charts are drawn from the views the way the chart assets draw them and embedded as PNG data
@@ -21,9 +24,18 @@ import polars as pl
 
 from dagster_project.presentation.chart_registry import CHARTS, NEEDS, ChartSpec
 from dagster_project.presentation.charts.common import CHART_SCALE, chart_png, mark_layers, png_width
+from dagster_project.presentation.charts.compare import scorecard_matrix_chart
+from dagster_project.presentation.consistency import replaced_examples_html
 from dagster_project.presentation.paper_marks import mark_of_claim
 from dagster_project.presentation.report_data import HEAD_LINKS, ExampleCount, ReportData
-from dagster_project.presentation.scorecard import scorecard_html
+from dagster_project.presentation.scorecard import (
+    MATRIX_VERDICTS,
+    VERDICT_COLOURS,
+    VERDICT_MEANINGS,
+    matrix_columns,
+    matrix_html,
+    scorecard_html,
+)
 
 PAPER_TITLES = {
     "clark": "Clark et al. 2019, What Does BERT Look At? An Analysis of BERT's Attention",
@@ -105,7 +117,9 @@ td, th { border: 1px solid #ccc; padding: 2px 8px; text-align: right; }
 .source, .apart, .heads { color: #555; font-size: 0.9em; }
 .verdict-holds b { color: #1a7f37; } .verdict-fails b { color: #c0392b; } \
 .verdict-missing b, .verdict-not-comparable b { color: #777; } \
-table.scorecard td, table.scorecard th { text-align: left; }
+table.scorecard td, table.scorecard th { text-align: left; } \
+table.matrix td { text-align: center; } table.matrix td:first-child, table.matrix th { text-align: left; }
+.swatch { display: inline-block; width: 0.9em; height: 0.9em; vertical-align: middle; margin: 0 0.3em 0 0.8em; }
 nav a { margin-right: 1em; }
 """
 
@@ -447,7 +461,8 @@ def index_page(papers: dict[str, list[ChartSpec]], data: ReportData) -> str:
         else "<p>No models in the warehouse: run <code>attn-warehouse run</code>.</p>"
     )
     body = (
-        f"{_nav(papers)}<h1>Attention warehouse report</h1>{scorecard_section(data, papers)}"
+        f"{_nav(papers)}<h1>Attention warehouse report</h1>{replaced_examples_html(data.replaced_examples)}"
+        f"{scorecard_section(data, papers)}"
         f"<h2>Pages</h2><ul>{items}</ul><h2>Models</h2>{model_table}"
     )
     return _page("Attention warehouse report", body, _SELECTOR_SCRIPT if data.scorecard.height else "")
@@ -476,10 +491,38 @@ def scorecard_section(data: ReportData, papers: Mapping[str, list[ChartSpec]]) -
             f"{note}{scorecard_html(rows, pages, papers)}</section>"
         )
     return (
-        "<h2>Scorecard: does each paper's finding hold?</h2>"
+        matrix_section(data) + "<h2>Scorecard: does each paper's finding hold?</h2>"
         "<p>Every claim of the three papers, the paper's number (BERT-base) beside this model's, judged by the "
         "rule in <code>sql/claims/</code>; hover a claim for the paper's sentence, follow its result to the chart.</p>"
         f'<label>Model: <select id="model-select">{options}</select></label>' + "\n".join(sections)
+    )
+
+
+def matrix_section(data: ReportData) -> str:
+    """Every model side by side (scorecard_matrix): the chart of each claim's verdict per model, a
+    legend, and the matrix as a table whose cells give their reasons on hover; empty without rows."""
+    if data.matrix.is_empty():
+        return ""
+    columns = matrix_columns(data.matrix)
+    controls = sum(column.is_control for column in columns)
+    chart = scorecard_matrix_chart(data.matrix, "Scorecard")
+    legend = "".join(
+        f'<span class="swatch" style="background:{VERDICT_COLOURS[verdict]}"></span>'
+        f"<b>{html.escape(verdict)}</b>: {html.escape(VERDICT_MEANINGS[verdict])}"
+        for verdict in MATRIX_VERDICTS
+    )
+    return (
+        "<h2>Scorecard: every model side by side</h2>"
+        f"<p>{data.matrix['claim'].n_unique()} claims x {len(columns)} models (random-init controls: {controls}, each "
+        "right after its base model: a finding that holds for random weights too says little about what training "
+        "taught). One verdict per claim and model: a claim judged on several corpora has the verdict they agree on, "
+        "<b>mixed</b> where they disagree (hover its cell in the table for each corpus's verdict). From the view "
+        "<code>scorecard_matrix</code>; <code>attn-warehouse scorecard --matrix</code> prints it.</p>"
+        f'<p class="legend">{legend}</p>'
+        f'<figure data-chart="scorecard_matrix">{_img(chart_png(chart), "each claim&#39;s verdict per model")}'
+        "<figcaption>Each claim's verdict per model (claims in the papers' order).</figcaption></figure>"
+        "<details><summary>The matrix as a table (hover a cell for its reason, a model for its source)</summary>"
+        f"{matrix_html(data.matrix)}</details>"
     )
 
 

@@ -24,7 +24,8 @@ from dagster_project.presentation.chart_registry import (
     ChartSpec,
 )
 from dagster_project.presentation.charts.common import short_model_name
-from dagster_project.presentation.scorecard import scorecard_rows
+from dagster_project.presentation.consistency import facts_of_replaced_examples
+from dagster_project.presentation.scorecard import matrix_rows, scorecard_rows
 
 
 def _top(rows: pl.DataFrame, column: str, label: str, count: int = 1, where: pl.Expr | None = None) -> pl.DataFrame:
@@ -74,6 +75,9 @@ class ReportData:
     head_maps: dict[str, pl.DataFrame] = field(default_factory=dict)  # model_id -> maps with tokens
     profiles: dict[str, str] = field(default_factory=dict)  # model_id -> its last reproduction's profile
     scorecard: pl.DataFrame = field(default_factory=pl.DataFrame)  # reproduction_scorecard's rows
+    matrix: pl.DataFrame = field(default_factory=pl.DataFrame)  # scorecard_matrix's rows
+    # (model, corpus) pairs whose facts were computed from examples since replaced (presentation/consistency.py)
+    replaced_examples: pl.DataFrame = field(default_factory=pl.DataFrame)
 
     def name(self, model_id: str) -> str:
         return self.names.get(model_id, model_id)
@@ -247,6 +251,20 @@ def read_report_data(conn: duckdb.DuckDBPyConnection, specs: Iterable[ChartSpec]
         scorecard = scorecard_rows(conn)
     except duckdb.CatalogException:  # views from before the claims: the index says to refresh them
         scorecard = pl.DataFrame()
+    try:
+        matrix = matrix_rows(conn)
+    except duckdb.CatalogException:  # views from before the matrix: the index says to refresh them
+        matrix = pl.DataFrame()
     return ReportData(
-        models, chart_rows, names, model_lacks(conn, models), counts, heads, head_maps, profiles, scorecard
+        models,
+        chart_rows,
+        names,
+        model_lacks(conn, models),
+        counts,
+        heads,
+        head_maps,
+        profiles,
+        scorecard,
+        matrix,
+        replaced_examples=facts_of_replaced_examples(conn),
     )

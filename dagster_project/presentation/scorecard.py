@@ -1,12 +1,19 @@
 """The reproduction scorecard (sql/results/reproduction_scorecard.sql): every paper claim's verdict
 per model, read from the warehouse and written as a terminal table, CSV, Markdown or the report's
-HTML. The rows come from the view alone; this module only selects and formats them."""
+HTML; and the matrix of every model side by side (sql/results/scorecard_matrix.sql), as a terminal
+table, CSV, Markdown or the report's HTML table. The rows come from the views alone; this module
+only selects and formats them."""
 
 import html
+import textwrap
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 import duckdb
 import polars as pl
+
+from dagster_project.compute.controls import DEFAULT_SEED, parse_random_init
+from dagster_project.presentation.charts.common import short_model_name
 
 SCORECARD_VIEW = "reproduction_scorecard"
 FORMATS = ("table", "csv", "markdown")
@@ -109,3 +116,238 @@ def scorecard_html(rows: pl.DataFrame, chart_pages: dict[str, str], papers: Iter
             "<th>this model</th><th>verdict</th><th>why</th></tr>" + "".join(body) + "</table>"
         )
     return "\n".join(parts)
+
+
+# The matrix (sql/results/scorecard_matrix.sql): one verdict per (claim, model), every model side by side.
+MATRIX_VIEW = "scorecard_matrix"
+# The matrix's verdicts in the order its counts list them; `mixed`: the corpora that judged the claim disagree.
+MATRIX_VERDICTS = ("holds", "fails", "inconclusive", "not comparable", "mixed", "missing")
+# A fixed colour per verdict, the same in the report's matrix table and its chart.
+VERDICT_COLOURS = {
+    "holds": "#1a7f37",
+    "fails": "#c0392b",
+    "inconclusive": "#e6a700",
+    "not comparable": "#8c8c8c",
+    "mixed": "#7b52ab",
+    "missing": "#e3e3e3",
+}
+# What a terminal cell shows per verdict, and what each mark means (the legend).
+VERDICT_MARKS = {
+    "holds": "holds",
+    "fails": "fails",
+    "inconclusive": "incon",
+    "not comparable": "n/c",
+    "mixed": "mixed",
+    "missing": "-",
+}
+VERDICT_MEANINGS = {
+    "holds": "the model shows the finding",
+    "fails": "it does not",
+    "inconclusive": "the interval straddles the paper's threshold",
+    "not comparable": "the finding does not apply to the model",
+    "mixed": "the corpora that judged it disagree",
+    "missing": "no rows to judge it",
+}
+HOLDS_FOR_CONTROL = "holds for its random control too"
+MATRIX_WIDTH = 120  # the terminal table's width: the claim column gives way to the models'
+
+
+@dataclass(frozen=True)
+class MatrixColumn:
+    """One model's column of the matrix: `key` heads it in the terminal ("1", and "1r" for that
+    model's random-init control), `heading` in Markdown, the report and the chart, `about` says which
+    model it is."""
+
+    model_id: str
+    key: str
+    label: str  # the model's short name (charts.common.short_model_name)
+    about: str
+    is_control: bool
+
+    @property
+    def heading(self) -> str:
+        """The key and the short name: "1r all-MiniLM-L6-v2 (random init)" (short names may repeat, keys do not)."""
+        return f"{self.key} {self.label}"
+
+
+def matrix_rows(conn: duckdb.DuckDBPyConnection, paper: str | None = None) -> pl.DataFrame:
+    """The matrix's rows (one per claim and model, in the view's column order), of one paper when
+    given; ValueError naming the papers when it has no claim."""
+    rows = conn.execute(f"SELECT * FROM {MATRIX_VIEW}").pl()
+    if paper is not None:
+        chosen = rows.filter(pl.col("paper") == paper.lower().split()[0])
+        if chosen.is_empty():
+            raise ValueError(
+                f"no paper {paper!r} in the scorecard: its papers are {', '.join(sorted(set(rows['paper'])))}"
+            )
+        rows = chosen
+    return rows
+
+
+def matrix_columns(rows: pl.DataFrame) -> list[MatrixColumn]:
+    """The models of the matrix's rows as columns, in the view's order (a model's random-init controls
+    right after it): models numbered from 1, a control keyed by its base's number and "r", and its
+    seed where that is not 0 ("1r", "1r5"); the controls of a base that has no column share a number
+    of their own."""
+    models = rows.select("model_id", "model", "profile", "control_of", "base_model_id").unique(
+        "model_id", maintain_order=True
+    )
+    columns: list[MatrixColumn] = []
+    numbers: dict[str, str] = {}  # model source -> its column's number
+    for model_id, model, profile, control_of, base_model_id in models.iter_rows():
+        label = short_model_name(model)
+        if control_of is None:
+            numbers[model] = str(len(numbers) + 1)
+            columns.append(MatrixColumn(model_id, numbers[model], label, f"{model}, {profile} profile", False))
+            continue
+        base = f"{numbers[control_of]} ({control_of})" if control_of in numbers else control_of
+        if base_model_id is None:
+            base += " (not registered)"
+        number = numbers.setdefault(control_of, str(len(numbers) + 1))
+        seed = parse_random_init(model).seed
+        key = f"{number}r" + (str(seed) if seed != DEFAULT_SEED else "")
+        seeded = f", seed {seed}" if seed != DEFAULT_SEED else ""
+        columns.append(
+            MatrixColumn(model_id, key, label, f"random-init control of {base}{seeded}, {profile} profile", True)
+        )
+    return columns
+
+
+def matrix_counts(rows: pl.DataFrame, columns: list[MatrixColumn]) -> dict[str, dict[str, int | None]]:
+    """Per model_id, how many claims have each verdict (MATRIX_VERDICTS) and how many hold for the
+    model and for its random control too (None without a registered control)."""
+    counts = {}
+    for column in columns:
+        own = rows.filter(pl.col("model_id") == column.model_id)
+        found = dict(own.group_by("verdict").len().iter_rows())
+        with_control = own.filter(pl.col("control_verdict").is_not_null())
+        both = own.filter((pl.col("verdict") == "holds") & (pl.col("control_verdict") == "holds")).height
+        counts[column.model_id] = {verdict: found.get(verdict, 0) for verdict in MATRIX_VERDICTS} | {
+            HOLDS_FOR_CONTROL: both if not with_control.is_empty() else None
+        }
+    return counts
+
+
+def matrix_table(rows: pl.DataFrame, columns: list[MatrixColumn], header: str = "key") -> pl.DataFrame:
+    """Claims as rows (paper, claim), models as columns headed by `header` (a MatrixColumn attribute:
+    key, heading, model_id), each cell its verdict."""
+    claims = rows.select("claim_order", "paper", "claim").unique("claim").sort("claim_order")
+    verdicts = rows.pivot(on="model_id", index="claim", values="verdict")
+    names = {column.model_id: getattr(column, header) for column in columns}
+    return claims.join(verdicts, on="claim", how="left").select(
+        "paper", "claim", *(pl.col(column.model_id).alias(names[column.model_id]) for column in columns)
+    )
+
+
+def _wrapped(text: str, width: int, indent: str) -> str:
+    return textwrap.fill(text, width, subsequent_indent=indent, break_on_hyphens=False)
+
+
+def matrix_text(rows: pl.DataFrame, width: int = MATRIX_WIDTH) -> str:
+    """The matrix as a terminal table `width` wide: the models keyed 1, 1r (its random control), 2, ...
+    with a legend, one line per claim under its paper (an id too long for its column on a line of its
+    own, its cells on the next), per model the count of each verdict and of the claims that hold for
+    its random control too, and the mixed cells' corpora."""
+    columns = matrix_columns(rows)
+    table = matrix_table(rows, columns)
+    cell = max(max(len(mark) for mark in VERDICT_MARKS.values()), *(len(column.key) for column in columns)) + 2
+    longest = max(len(HOLDS_FOR_CONTROL), table["claim"].str.len_chars().max())
+    claim_width = max(24, min(longest, width - 3 - cell * len(columns)))
+
+    def line(label: str, cells: Iterable[str]) -> str:
+        shown = "".join(f"{text:<{cell}}" for text in cells).rstrip()
+        if len(label) > claim_width:
+            return f"  {label}\n  {'':<{claim_width}} {shown}"
+        return f"  {label:<{claim_width}} {shown}"
+
+    title = f"{table.height} claims x {len(columns)} models (scorecard_matrix): one verdict per claim and model"
+    lines = [_wrapped(title, width, "  ")]
+    lines += [_wrapped(f"  {column.key:<4}{column.label}: {column.about}", width, " " * 6) for column in columns]
+    marks = {verdict: verdict if mark == verdict else f"{mark} = {verdict}" for verdict, mark in VERDICT_MARKS.items()}
+    marks["mixed"] += f" ({VERDICT_MEANINGS['mixed']}, listed below)"
+    lines += [_wrapped("verdicts: " + " | ".join(marks[verdict] for verdict in MATRIX_VERDICTS), width, "  ")]
+    lines += ["", line("claim", (column.key for column in columns))]
+    for (paper,), claims in table.partition_by("paper", as_dict=True, maintain_order=True).items():
+        lines.append(paper)
+        lines += [
+            line(claim, (VERDICT_MARKS[verdict] for verdict in verdicts))
+            for claim, *verdicts in claims.drop("paper").iter_rows()
+        ]
+    counts = matrix_counts(rows, columns)
+    lines.append("per model")
+    for what in (*MATRIX_VERDICTS, HOLDS_FOR_CONTROL):
+        lines.append(
+            line(
+                what,
+                (
+                    "-" if counts[column.model_id][what] is None else str(counts[column.model_id][what])
+                    for column in columns
+                ),
+            )
+        )
+    mixed = rows.filter(pl.col("verdict") == "mixed")
+    if not mixed.is_empty():
+        keys = {column.model_id: column.key for column in columns}
+        lines += ["", _wrapped(f"mixed: {VERDICT_MEANINGS['mixed']}", width, "  ")]
+        lines += [
+            _wrapped(f"  {keys[model_id]:<4}{claim}: {corpora}", width, " " * 6)
+            for model_id, claim, corpora in mixed.select("model_id", "claim", "corpora").iter_rows()
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def format_matrix(rows: pl.DataFrame, output: str) -> str:
+    """The matrix as `output`: table (matrix_text), csv (the view's rows) or markdown (a claims x
+    models table headed by the models' labels, then the per-model counts)."""
+    if output == "csv":
+        return rows.drop("claim_order").write_csv()
+    if output == "table":
+        return matrix_text(rows)
+    columns = matrix_columns(rows)
+    counts = matrix_counts(rows, columns)
+    about = "\n".join(f"- **{column.heading}**: {column.about}" for column in columns)
+    per_model = pl.DataFrame(
+        {"": [*MATRIX_VERDICTS, HOLDS_FOR_CONTROL]}
+        | {
+            column.heading: [counts[column.model_id][what] for what in (*MATRIX_VERDICTS, HOLDS_FOR_CONTROL)]
+            for column in columns
+        }
+    )
+    return f"{about}\n\n{markdown_table(matrix_table(rows, columns, 'heading'))}\n\n{markdown_table(per_model)}\n"
+
+
+def matrix_html(rows: pl.DataFrame) -> str:
+    """The matrix as an HTML table for the report: a column per model (hover its head for which model),
+    a row per claim under its paper, each cell coloured by its verdict (hover it for the reason and the
+    corpora), the per-model counts at the foot."""
+    columns = matrix_columns(rows)
+    reasons = {
+        (row["claim"], row["model_id"]): (row["reason"] + (f" [{row['corpora']}]" if row["n_corpora"] > 1 else ""))
+        for row in rows.select("claim", "model_id", "reason", "corpora", "n_corpora").iter_rows(named=True)
+    }
+    header = "".join(
+        f'<th title="{html.escape(column.about)}">{html.escape(column.heading)}</th>' for column in columns
+    )
+    body = []
+    table = matrix_table(rows, columns, "model_id")
+    for (paper,), claims in table.partition_by("paper", as_dict=True, maintain_order=True).items():
+        body.append(f'<tr><th colspan="{len(columns) + 1}">{html.escape(paper.capitalize())}</th></tr>')
+        for claim, *verdicts in claims.drop("paper").iter_rows():
+            cells = "".join(
+                f'<td class="verdict-{verdict.replace(" ", "-")}" data-model="{html.escape(column.model_id)}" '
+                f'style="background:{VERDICT_COLOURS[verdict]};color:{"#222" if verdict == "missing" else "#fff"}" '
+                f'title="{html.escape(reasons[claim, column.model_id])}">{html.escape(VERDICT_MARKS[verdict])}</td>'
+                for column, verdict in zip(columns, verdicts, strict=True)
+            )
+            body.append(f'<tr data-claim="{html.escape(claim)}"><td>{html.escape(claim)}</td>{cells}</tr>')
+    counts = matrix_counts(rows, columns)
+    foot = "".join(
+        f"<tr><th>{html.escape(what)}</th>"
+        + "".join(
+            f"<td>{'-' if counts[column.model_id][what] is None else counts[column.model_id][what]}</td>"
+            for column in columns
+        )
+        + "</tr>"
+        for what in (*MATRIX_VERDICTS, HOLDS_FOR_CONTROL)
+    )
+    return f'<table class="matrix"><tr><th>claim</th>{header}</tr>{"".join(body)}{foot}</table>'

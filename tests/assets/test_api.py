@@ -184,7 +184,8 @@ def test_export_all_writes_every_results_view_and_a_manifest(
             assert entry["file"] == f"{entry['view']}.{file_format}"
             rows = conn.execute(f"SELECT count(*) FROM {entry['view']}").fetchone()[0]
             assert entry["rows"] == rows == read(out / entry["file"]).height
-            if entry["view"] in ("reproduction_scorecard", "claim_judgments"):  # every claim missing: no corpus
+            # every claim missing: no corpus
+            if entry["view"] in ("reproduction_scorecard", "scorecard_matrix", "claim_judgments"):
                 assert entry["models"] == ([model_id] if rows else []) and entry["corpora"] == []
                 continue
             assert entry["models"] == ([model_id] if rows else []) and entry["corpora"] == (["demo"] if rows else [])

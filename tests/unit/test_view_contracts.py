@@ -25,7 +25,7 @@ from dagster_project.storage.view_contracts import (
 def test_every_results_view_has_a_contract() -> None:
     results = [view.name for view in view_definitions() if view.layer == "results"]
     assert list(view_contracts()) == results
-    assert len(results) == 36
+    assert len(results) == 37
     judgments = view_contracts()["claim_judgments"]
     assert (judgments.grain, judgments.ranges) == (("claim", "model_id", "corpus"), {"n": (0.0, None)})
 

@@ -18,8 +18,22 @@ from dagster_project.presentation.charts.common import short_model_name
 SCORECARD_VIEW = "reproduction_scorecard"
 FORMATS = ("table", "csv", "markdown")
 # The columns a person reads, in reading order (the view has more: quote, chart, section, claim_order).
-SHOWN = ("paper", "result", "claim", "corpus", "paper_text", "model_value", "verdict", "reason", "n", "profile")
-VERDICT_ORDER = ("holds", "fails", "not comparable", "missing")
+SHOWN = (
+    "paper",
+    "result",
+    "claim",
+    "corpus",
+    "paper_text",
+    "model_value",
+    "value_low",
+    "value_high",
+    "verdict",
+    "control_verdict",
+    "reason",
+    "n",
+    "profile",
+)
+VERDICT_ORDER = ("holds", "fails", "inconclusive", "not comparable", "missing")
 
 
 def scorecard_rows(conn: duckdb.DuckDBPyConnection, model: str | None = None, paper: str | None = None) -> pl.DataFrame:
@@ -49,12 +63,18 @@ def verdict_counts(rows: pl.DataFrame) -> dict[str, int]:
 
 
 def summary_line(rows: pl.DataFrame) -> str:
+    """How many claims, how many judgments have each verdict and, for a model with a random-weights
+    control, how many of its findings hold for the control too."""
     counts = verdict_counts(rows)
-    return f"{rows['claim'].n_unique()} claims: " + ", ".join(f"{n} {verdict}" for verdict, n in counts.items())
+    line = f"{rows['claim'].n_unique()} claims: " + ", ".join(f"{n} {verdict}" for verdict, n in counts.items())
+    if "control_verdict" in rows.columns and rows["control_verdict"].is_not_null().any():
+        line += f"; {rows['holds_for_control'].sum()} hold for its random-init control too"
+    return line
 
 
 def _shown(rows: pl.DataFrame) -> pl.DataFrame:
-    return rows.select(SHOWN).with_columns(pl.col("model_value").round(4))
+    shown = [column for column in SHOWN if column in rows.columns]
+    return rows.select(shown).with_columns(pl.col("model_value", "value_low", "value_high").round(4))
 
 
 def format_scorecard(rows: pl.DataFrame, output: str) -> str:

@@ -4,7 +4,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from dagster_project.cli.common import existing_warehouse, reader_error
+from dagster_project.cli.common import existing_warehouse, one_line, reader_error
 
 if TYPE_CHECKING:
     import duckdb
@@ -28,6 +28,7 @@ def sql(query: str, max_rows: int) -> int:
     import duckdb
     import polars as pl
 
+    from dagster_project.presentation.consistency import replaced_examples_notes
     from dagster_project.storage.backend import ReadOnlyQueryError, check_read_query
     from dagster_project.storage.lake import LakeConfigError, read_retrying
 
@@ -39,16 +40,26 @@ def sql(query: str, max_rows: int) -> int:
             check_read_query(conn, query)
             # a read on a SQLite-catalog lake that meets a writer's commit is read again
             result = read_retrying(conn, query, fetch=lambda found: _first_rows(found, max_rows))
+            notes = replaced_examples_notes(conn)
+        with pl.Config(tbl_rows=max_rows, tbl_cols=-1, tbl_width_chars=200, fmt_str_lengths=80):
+            shown = str(result.head(max_rows))
     except ReadOnlyQueryError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    except (duckdb.Error, LakeConfigError) as error:
+    except (duckdb.Error, LakeConfigError, OSError) as error:  # OSError: a lake's data path that fails a read
         return reader_error(error, warehouse)
-    assert isinstance(result, pl.DataFrame)
-    with pl.Config(tbl_rows=max_rows, tbl_cols=-1, tbl_width_chars=200, fmt_str_lengths=80):
-        print(result.head(max_rows))
+    except (pl.exceptions.PolarsError, pl.exceptions.PanicException) as error:
+        # polars takes no UNION or INTERVAL column, nor an infinite timestamp
+        print(
+            f"error: cannot print the result ({one_line(error)}): cast that column, e.g. `col::VARCHAR`",
+            file=sys.stderr,
+        )
+        return 2
+    print(shown)
     if result.height > max_rows:
         print(f"(first {max_rows} rows; --max-rows to see more)")
+    for note in notes:  # facts computed from examples since replaced: the rows above may mix them
+        print(note, file=sys.stderr)
     return 0
 
 

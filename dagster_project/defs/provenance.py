@@ -4,12 +4,13 @@ the old one deleted) or restored from an older copy while `.dagster` stays. A wr
 records its batch id and corpus (writing.write_partition), the views asset the SQL version it
 applied (views.warehouse_views; each view carries the digest of its SQL, storage/views.py
 views_are_current); a record whose write the warehouse does not hold is not current, whatever
-its code and data versions say."""
+its code and data versions say. A step finds the batch that its own run's materialization of an
+upstream asset wrote (batch_written_in_run), not the latest, which may be another run's."""
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from dagster import AssetKey, EventLogRecord
+from dagster import AssetExecutionContext, AssetKey, AssetRecordsFilter, EventLogRecord
 from dagster_duckdb import DuckDBResource
 
 from dagster_project.storage.backend import WarehouseConfig
@@ -24,6 +25,27 @@ VIEWS_SQL_VERSION = "views_sql_version"
 def _metadata_text(metadata: Mapping[str, object], name: str) -> str | None:
     value = metadata.get(name)
     return None if value is None else str(getattr(value, "value", value))
+
+
+def batch_written_in_run(context: AssetExecutionContext, key: AssetKey) -> str | None:
+    """The batch id that the run of `context` wrote when it materialized `key` for the step's
+    partition (from the run's own materialization, not the latest, which may be another run's);
+    None when this run did not materialize it."""
+    run = context.instance.get_run_record_by_id(context.run.run_id)
+    records_filter = AssetRecordsFilter(
+        asset_key=key,
+        asset_partitions=[context.partition_key],
+        after_timestamp=run.create_timestamp.timestamp() if run else None,
+    )
+    cursor = None
+    while True:
+        found = context.instance.fetch_materializations(records_filter, limit=100, cursor=cursor)
+        for record in found.records:
+            if record.run_id == context.run.run_id and record.asset_materialization is not None:
+                return _metadata_text(record.asset_materialization.metadata, BATCH_ID)
+        if not found.has_more:
+            return None
+        cursor = found.cursor
 
 
 @dataclass

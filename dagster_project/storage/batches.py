@@ -1,8 +1,10 @@
 """The batches of the partitions: the rows of the current one (partition_rows), every batch a
-warehouse holds (held_batches), and the deletion of the batches a later write replaced
-(expire_replaced_batches, on DuckLake, where writes only append)."""
+warehouse holds (held_batches), the current batch of a partition's examples and the check that a
+write's examples are still it (require_current_examples), and the deletion of the batches a later
+write replaced (expire_replaced_batches, on DuckLake, where writes only append)."""
 
 import logging
+from collections.abc import Mapping
 
 import duckdb
 import polars as pl
@@ -47,6 +49,42 @@ def held_batches(conn: duckdb.DuckDBPyConnection) -> frozenset[tuple[str, str, s
     except duckdb.CatalogException:
         return frozenset()
     return frozenset(rows)
+
+
+EXAMPLES_TABLE = "examples"
+
+
+class ExamplesReplacedError(RuntimeError):
+    """The examples a step computed from are no longer the partition's: another run wrote new ones."""
+
+
+def current_batch(conn: duckdb.DuckDBPyConnection, table: str, model_id: str, corpus: str) -> str | None:
+    """The batch id of the current rows of (model_id, corpus) in `table` (stg_batches' rule, read
+    from the table itself: no views needed); None before its first write."""
+    try:
+        row = conn.execute(
+            f"SELECT batch_id FROM {BATCHES_TABLE} WHERE table_name = ? AND model_id = ? AND corpus = ? "
+            "ORDER BY written_at DESC, batch_id DESC LIMIT 1",
+            [table, model_id, corpus],
+        ).fetchone()
+    except duckdb.CatalogException:
+        return None
+    return row[0] if row else None
+
+
+def require_current_examples(conn: duckdb.DuckDBPyConnection, model_id: str, examples: Mapping[str, str]) -> None:
+    """Raise ExamplesReplacedError unless the examples of model_id are still, per corpus of
+    `examples`, the batch given (the one a step computed from)."""
+    for corpus, batch_id in examples.items():
+        current = current_batch(conn, EXAMPLES_TABLE, model_id, corpus)
+        if current != batch_id:
+            now = f"batch {current}" if current else "none"
+            raise ExamplesReplacedError(
+                f"the {corpus} examples of {model_id} that this step works from (batch {batch_id}) were replaced by "
+                f"another run (the warehouse now holds {now}): nothing was written, so no rows describe examples "
+                "this run did not sample. The warehouse keeps the other run's examples, whose own steps write "
+                "their rows; re-run this command once that run ends to have this run's settings."
+            )
 
 
 @holding_write_lock

@@ -2,13 +2,15 @@
 `batch_id` recorded in `batches` in the same transaction. On the DuckDB file the write also
 deletes the partition's older rows; on DuckLake it only appends (a delete aborts concurrent
 inserts into the same table) and the stg_ views show each partition's current batch. The
-aggregates that read what is written are recomputed in the same transaction. A write that fails
-on IO says where, why, how much it needed and what to do."""
+aggregates that read what is written are recomputed in the same transaction. A write computed
+from a partition's examples commits only while they are still current (checked in its own
+transaction). A write that fails on IO says where, why, how much it needed and what to do."""
 
 import logging
 import re
 import shutil
 import uuid
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -22,6 +24,7 @@ from dagster_project.storage.aggregates import (
     aggregate_sources,
     aggregates_defined,
 )
+from dagster_project.storage.batches import require_current_examples
 from dagster_project.storage.connections import WarehouseFullError, lake_not_set_up, roll_back
 from dagster_project.storage.dense_grain import insert_statement
 from dagster_project.storage.lake import LAKE_NAME, holding_write_lock, is_lake, mask_password, retry_on_conflict
@@ -58,8 +61,9 @@ def _write_failure(
     return WarehouseFullError(
         f"could not write partition ({model_id}, {corpus}) to {where}: {reason} ({cause}). "
         f"The new rows take about {_megabytes(rows)} (Arrow) and go to the write-ahead log first, which holds "
-        f"{_megabytes(log)} now; merging it into the file needs that much again: about {_megabytes(rows + log)} "
-        f"in all{_free_space(database)}. Nothing was written: the partition keeps its previous rows. "
+        f"{_megabytes(log)} now; merging the log ({_megabytes(rows + log)} then) into the file needs that much "
+        f"again: about {_megabytes(2 * rows + log)} free in all{_free_space(database)}. Nothing was written: "
+        "the partition keeps its previous rows. "
         "Free space on that disk (or point ATTN_WAREHOUSE to a file on a larger one) and re-run."
     )
 
@@ -162,11 +166,16 @@ def replace_partition(
     model_id: str,
     corpus: str,
     batch_id: str | None = None,
+    examples: Mapping[str, str] | None = None,
 ) -> dict[str, int]:
     """Replace the (model_id, corpus) rows of several tables in one transaction: a new batch.
 
     Either every table gets its new rows or none changes; an empty frame clears the
-    partition's rows of its table. Returns rows written per table. On the DuckDB file the
+    partition's rows of its table. Returns rows written per table. `examples` (corpus -> batch
+    id) names the examples of model_id the rows were computed from: the transaction checks they
+    are still current before it writes (ExamplesReplacedError otherwise, nothing written), so a
+    run never commits rows over examples another run wrote meanwhile, and `batches` records the
+    partition's own corpus's (examples_batch_id). On the DuckDB file the
     partition's older rows are deleted in the same transaction; on DuckLake the write only
     appends (it never aborts a concurrent writer) and is retried if DuckLake reports a
     conflict with another transaction. The aggregate tables that read a written table
@@ -188,7 +197,8 @@ def replace_partition(
     def write() -> None:
         conn.execute("BEGIN TRANSACTION")
         try:
-            _write_batch(conn, frames, model_id, corpus, batch_id, written_at)
+            require_current_examples(conn, model_id, examples or {})
+            _write_batch(conn, frames, model_id, corpus, batch_id, written_at, (examples or {}).get(corpus))
             if aggregates and aggregates_defined(conn):
                 write_aggregates(conn, aggregates, model_id, corpus, batch_id, written_at)
             conn.execute("COMMIT")
@@ -220,9 +230,11 @@ def _write_batch(
     corpus: str,
     batch_id: str,
     written_at: datetime,
+    examples_batch_id: str | None = None,
 ) -> None:
     """Inside an open transaction: the frames as the partition's rows of their tables, one batch
-    recorded in `batches`. On the DuckDB file the partition's older rows and batches are deleted."""
+    recorded in `batches` (with the examples batch they were computed from, if any). On the DuckDB
+    file the partition's older rows and batches are deleted."""
     lake = is_lake(conn)
     for table, frame in frames.items():
         if not lake:
@@ -246,8 +258,9 @@ def _write_batch(
             "batch_id": batch_id,
             "written_at": written_at,
             "n_rows": [frame.height for frame in frames.values()],
+            "examples_batch_id": examples_batch_id,
         },
-        schema_overrides={"n_rows": pl.Int64, "written_at": pl.Datetime("us")},
+        schema_overrides={"n_rows": pl.Int64, "written_at": pl.Datetime("us"), "examples_batch_id": pl.String},
     )
     insert_frame(conn, BATCHES_TABLE, batches)
 

@@ -14,3 +14,7 @@ CREATE TABLE IF NOT EXISTS batches (
     written_at TIMESTAMP NOT NULL,      -- UTC
     n_rows BIGINT NOT NULL              -- 0: the write cleared the partition of this table
 );
+-- The batch of the partition's examples (the corpus asset's write of the same model and corpus) that
+-- a batch's rows were computed from; null for the examples' own write and for writes that say none.
+-- A write naming it commits only while those examples are still the partition's current ones.
+ALTER TABLE batches ADD COLUMN IF NOT EXISTS examples_batch_id VARCHAR;

@@ -7,7 +7,7 @@ from dagster_project.defs.assets.clark.probes import dependency_probes
 from dagster_project.defs.assets.compare.faithfulness import weighting_faithfulness_asset
 from dagster_project.defs.assets.compare.head_matching import head_match_assets, head_match_assets_by_corpus
 from dagster_project.defs.assets.corpora import corpus_assets, corpus_assets_by_name
-from dagster_project.defs.assets.facts import fact_assets, fact_assets_by_corpus
+from dagster_project.defs.assets.facts import fact_asset_checks, fact_assets, fact_assets_by_corpus
 from dagster_project.defs.assets.kovaleva.finetuning import (
     ablation_assets_by_task,
     finetuned_assets_by_task,
@@ -41,8 +41,11 @@ all_assets = [
 # Code versions and corpus-file inputs let the refresh schedule find what is stale (versioning.py);
 # kinds and code references say in the UI what computes each asset and where (asset_display.py).
 all_assets = displayed_assets(versioned_assets(all_assets))
+# The checks that read the warehouse as it is, apart from any asset's own step (definitions.py).
+all_asset_checks = [*fact_asset_checks]
 
 __all__ = [
+    "all_asset_checks",
     "all_assets",
     "chart_assets",
     "corpus_assets_by_name",

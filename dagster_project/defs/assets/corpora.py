@@ -196,8 +196,9 @@ def examples_read(context: AssetExecutionContext, warehouse: DuckDBResource, cor
     the one its own run's corpus step wrote, else (a run that did not sample them) the current one.
     Raises ExamplesReplacedError, before any work, when another run has replaced this run's own;
     write_partition(examples=...) checks them again in its transaction. A corpus without examples
-    is left out (its reader says to materialize them)."""
-    written = {corpus: batch_written_in_run(context, corpus_assets_by_name[corpus].key) for corpus in corpora}
+    (or no corpus at all) is left out: its reader says what is missing."""
+    assets = {corpus: corpus_assets_by_name[corpus] for corpus in corpora if corpus in corpus_assets_by_name}
+    written = {corpus: batch_written_in_run(context, asset.key) for corpus, asset in assets.items()}
     own = {corpus: batch for corpus, batch in written.items() if batch}
     with warehouse.get_connection() as conn:
         require_current_examples(conn, context.partition_key, own)

@@ -7,7 +7,17 @@ from dataclasses import asdict
 from typing import Any
 
 import polars as pl
-from dagster import AssetExecutionContext, AssetsDefinition, Config, MaterializeResult, MetadataValue
+from dagster import (
+    AssetCheckResult,
+    AssetChecksDefinition,
+    AssetCheckSeverity,
+    AssetExecutionContext,
+    AssetsDefinition,
+    Config,
+    MaterializeResult,
+    MetadataValue,
+    asset_check,
+)
 from dagster_duckdb import DuckDBResource
 
 from dagster_project.compute.attention_facts import FRAME_LINK_COLUMNS, MENTION_COLUMNS, feature_pair_links
@@ -28,10 +38,11 @@ from dagster_project.compute.metrics import WORD_MODES, PatternThresholds
 from dagster_project.compute.models import LoadedEncoder, load_encoder
 from dagster_project.compute.weightings import check_weightings
 from dagster_project.corpora import CORPORA, CorpusSpec
-from dagster_project.defs.assets.corpora import corpus_assets_by_name, model_tokens
+from dagster_project.defs.assets.corpora import corpus_assets_by_name, examples_read, model_tokens
 from dagster_project.defs.assets.writing import model_partition_asset, progress_logger, write_partition
 from dagster_project.defs.resources import ComputeResource
 from dagster_project.defs.tags import corpus_tags
+from dagster_project.presentation.consistency import facts_of_replaced_examples, replaced_examples_lines
 from dagster_project.storage.batches import partition_rows
 
 
@@ -157,6 +168,7 @@ def build_fact_asset(spec: CorpusSpec, corpus_asset: AssetsDefinition) -> Assets
             weightings = check_weightings(config.weightings)
         except ValueError as error:
             raise ValueError(f"{name}: run config weightings: {error}") from None
+        examples = examples_read(context, warehouse, [corpus])
         source, tokens = model_tokens(warehouse, model_id, corpus)
         words, feature_links, frame_links = _pass_rows(warehouse, model_id, spec, kinds)
         thresholds = PatternThresholds(
@@ -189,6 +201,7 @@ def build_fact_asset(spec: CorpusSpec, corpus_asset: AssetsDefinition) -> Assets
             checked.outcomes,
             _pass_metadata(checked, encoder, config.word_mode, thresholds, weightings),
             checked.facts.tables["head_summaries"],
+            examples,
         )
 
     return fact_asset
@@ -200,3 +213,33 @@ fact_assets_by_corpus = {
     if CORPORA[name].attention
 }
 fact_assets = list(fact_assets_by_corpus.values())
+
+
+def build_facts_match_examples(corpus: str, fact_asset: AssetsDefinition) -> AssetChecksDefinition:
+    """The check that every model's facts of `corpus` were computed from the examples the warehouse
+    holds (int_facts_of_replaced_examples has no row of it); run on demand and after the facts in a
+    job, not blocking: it reads the warehouse as it is, whichever run left it so."""
+
+    @asset_check(
+        asset=fact_asset,
+        name="facts_match_examples",
+        description=f"Every model's {corpus} facts were computed from the {corpus} examples the warehouse holds "
+        "(a run that sampled them anew and failed before its facts leaves them mixed).",
+    )
+    def facts_match_examples(warehouse: DuckDBResource) -> AssetCheckResult:
+        with warehouse.get_connection() as conn:
+            rows = facts_of_replaced_examples(conn, corpus)
+        return AssetCheckResult(
+            passed=rows.is_empty(),
+            severity=AssetCheckSeverity.ERROR,
+            description="; ".join(replaced_examples_lines(rows)) or None,
+            metadata={
+                "mixed_models": rows.height,
+                "fix": MetadataValue.md("\n".join(f"`{fix}`" for fix in rows["fix"])),
+            },
+        )
+
+    return facts_match_examples
+
+
+fact_asset_checks = [build_facts_match_examples(corpus, asset) for corpus, asset in fact_assets_by_corpus.items()]

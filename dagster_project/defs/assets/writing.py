@@ -74,13 +74,15 @@ def write_partition(
     outcomes: Sequence[CheckOutcome | AssetCheckResult] = (),
     metadata: Mapping[str, Any] | None = None,
     preview: pl.DataFrame | None = None,
+    examples: Mapping[str, str] | None = None,
 ) -> MaterializeResult:
     """Replace the (partition's model, corpus) rows of `tables` in one transaction and report
     rows written per table, `metadata`, a preview and the check outcomes. The batch id and corpus
-    are recorded so a later run can see whether the warehouse still holds this write."""
+    are recorded so a later run can see whether the warehouse still holds this write. `examples`
+    (corpus -> batch id, from corpora.examples_read): the write commits only while they are current."""
     batch_id = new_batch_id()
     with warehouse.get_connection() as conn:
-        written = replace_partition(conn, tables, context.partition_key, corpus, batch_id)
+        written = replace_partition(conn, tables, context.partition_key, corpus, batch_id, examples)
     return MaterializeResult(
         metadata={
             BATCH_ID: batch_id,

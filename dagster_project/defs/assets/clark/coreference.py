@@ -10,7 +10,7 @@ from dagster_project.compute.checks import antecedents_precede_mentions
 from dagster_project.compute.clark.coreference_baselines import predict_antecedents
 from dagster_project.corpora import CORPORA
 from dagster_project.corpora.coreference import mention_type_source
-from dagster_project.defs.assets.corpora import corpus_assets_by_name
+from dagster_project.defs.assets.corpora import corpus_assets_by_name, examples_read
 from dagster_project.defs.assets.writing import model_partition_asset, write_partition
 from dagster_project.defs.tags import corpus_tags
 from dagster_project.storage.batches import partition_rows
@@ -41,6 +41,7 @@ def build_coreference_baselines(corpus: str) -> AssetsDefinition:
     )
     def coreference_baselines(context: AssetExecutionContext, warehouse: DuckDBResource) -> MaterializeResult:
         model_id = context.partition_key
+        read = examples_read(context, warehouse, [corpus])
         with warehouse.get_connection() as conn:
             mentions = partition_rows(conn, "coref_mentions", model_id, corpus)
             words = partition_rows(conn, "words", model_id, corpus, ("example_id", "word_index", "word"))
@@ -70,6 +71,7 @@ def build_coreference_baselines(corpus: str) -> AssetsDefinition:
                 **{f"{kind}_mentions": types.get(kind, 0) for kind in MENTION_TYPES},
             },
             predictions,
+            examples=read,
         )
 
     return coreference_baselines

@@ -20,7 +20,7 @@ from dagster_project.compute.clark.gradients import (
     load_loss_model,
     needs_labels,
 )
-from dagster_project.defs.assets.corpora import corpus_assets_by_name, model_tokens
+from dagster_project.defs.assets.corpora import corpus_assets_by_name, examples_read, model_tokens
 from dagster_project.defs.assets.writing import model_partition_asset, progress_logger, table_preview, write_partition
 from dagster_project.defs.resources import ComputeResource
 from dagster_project.defs.tags import analysis_tag
@@ -77,6 +77,7 @@ def grad_importance(
     context: AssetExecutionContext, config: GradImportanceConfig, warehouse: DuckDBResource, compute: ComputeResource
 ) -> MaterializeResult:
     model_id, corpus = context.partition_key, config.corpus
+    read = examples_read(context, warehouse, [corpus])
     source, tokens = model_tokens(warehouse, model_id, corpus)
     tokens = first_examples(tokens, config.max_examples)
     placement = compute.resolve()
@@ -108,4 +109,5 @@ def grad_importance(
             "device": str(placement.float32()),
             **_pass_metadata(table),
         },
+        examples=read,
     )

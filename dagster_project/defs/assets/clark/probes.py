@@ -25,7 +25,7 @@ from dagster_project.compute.clark.probes import (
 )
 from dagster_project.compute.models import load_encoder
 from dagster_project.corpora import CORPORA, encode_corpus, read_ud
-from dagster_project.defs.assets.corpora import corpus_assets_by_name, model_tokens
+from dagster_project.defs.assets.corpora import corpus_assets_by_name, examples_read, model_tokens
 from dagster_project.defs.assets.writing import model_partition_asset, progress_logger, table_preview, write_partition
 from dagster_project.defs.resources import ComputeResource
 from dagster_project.defs.tags import analysis_tag
@@ -147,6 +147,7 @@ def dependency_probes(
 ) -> MaterializeResult:
     settings = config.settings()
     model_id = context.partition_key
+    read = examples_read(context, warehouse, [TEST_CORPUS, TRAIN_CORPUS])
     source, test = _warehouse_corpus(warehouse, model_id, TEST_CORPUS, config.max_sentences)
     # The forward passes use the forward dtype; the probes train on float32 copies of their features.
     encoder = load_encoder(source, compute.resolve())
@@ -180,4 +181,5 @@ def dependency_probes(
                 scores.select("probe", "word_vectors", "uas", "n_words", "train_loss", "seconds"), rows=scores.height
             ),
         },
+        examples=read,
     )

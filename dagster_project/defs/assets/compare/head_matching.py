@@ -12,7 +12,7 @@ from dagster_duckdb import DuckDBResource
 from dagster_project.compute.compare.head_matching import MatchSide, distances_in_range, match_against_models
 from dagster_project.compute.devices import ComputeDevice
 from dagster_project.compute.models import load_encoder
-from dagster_project.defs.assets.corpora import corpus_assets_by_name, model_tokens
+from dagster_project.defs.assets.corpora import corpus_assets_by_name, examples_read, model_tokens
 from dagster_project.defs.assets.facts import fact_assets_by_corpus
 from dagster_project.defs.assets.writing import model_partition_asset, progress_logger, write_partition
 from dagster_project.defs.resources import ComputeResource
@@ -79,6 +79,7 @@ def build_head_match_asset(corpus: str) -> AssetsDefinition:
         context: AssetExecutionContext, config: HeadMatchConfig, warehouse: DuckDBResource, compute: ComputeResource
     ) -> MaterializeResult:
         model_id = context.partition_key
+        read = examples_read(context, warehouse, [corpus])  # this model's: the others' are theirs to replace
         others = _models_to_compare(warehouse, name, corpus, model_id, config.other_models)
         table = match_against_models(
             model_id,
@@ -96,6 +97,7 @@ def build_head_match_asset(corpus: str) -> AssetsDefinition:
             [distances_in_range(table.rows, table.expected_rows)],
             {"compared_with": table.compared or "no other model has this corpus's examples"},
             table.rows,
+            examples=read,
         )
 
     return head_match_asset

@@ -11,7 +11,7 @@ from dagster_duckdb import DuckDBResource
 
 from dagster_project.compute.checks import cosines_in_range, rows_per_example
 from dagster_project.compute.kovaleva.finetune_similarity import finetune_similarity
-from dagster_project.defs.assets.corpora import corpus_assets_by_name, model_tokens
+from dagster_project.defs.assets.corpora import corpus_assets_by_name, examples_read, model_tokens
 from dagster_project.defs.assets.kovaleva.finetuning import finetuned_assets_by_task
 from dagster_project.defs.assets.writing import model_partition_asset, progress_logger, write_partition
 from dagster_project.defs.resources import ComputeResource
@@ -82,6 +82,7 @@ def build_similarity_asset(task: str, finetuned: AssetsDefinition) -> AssetsDefi
     ) -> MaterializeResult:
         model_id = context.partition_key
         tuned_id, tuned_source = _tuned_model(warehouse, name, model_id, task, config.tuned_model_id)
+        read = examples_read(context, warehouse, [corpus])
         source, tokens = model_tokens(warehouse, model_id, corpus)
         placement = compute.resolve()
         similarity = finetune_similarity(
@@ -111,6 +112,7 @@ def build_similarity_asset(task: str, finetuned: AssetsDefinition) -> AssetsDefi
                 ),
             },
             cosines,
+            examples=read,
         )
 
     return similarity_asset

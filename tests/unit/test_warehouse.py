@@ -20,8 +20,8 @@ from dagster_project.storage.claims import JUDGMENTS_VIEW, load_claims
 from dagster_project.storage.connections import WarehouseFullError
 from dagster_project.storage.dense_grain import DENSE_TABLES
 from dagster_project.storage.lake import LakeConfigError
-from dagster_project.storage.model_rows import upsert_model
-from dagster_project.storage.partition_writes import replace_partition
+from dagster_project.storage.model_rows import record_reproduction, reproduction_profile, upsert_model
+from dagster_project.storage.partition_writes import _write_failure, replace_partition
 from dagster_project.storage.schema import PARTITIONED_TABLES, WEIGHTED_TABLES, schema_columns
 from dagster_project.storage.sql_files import VIEW_LAYERS, WEIGHTED_STAGING, View, strip_sql_comments, view_definitions
 from dagster_project.storage.views import apply_views
@@ -171,8 +171,9 @@ def test_only_staging_reads_tables_and_joins_models():
             continue
         # intermediate and results views read staged and intermediate views, never a raw table; the
         # claims' judgments (generated from sql/claims) read the results views they judge, and the
-        # scorecard reads the judgments
+        # scorecard reads the judgments, and the matrix of every model the scorecard
         judged = results if view.name == JUDGMENTS_VIEW else {JUDGMENTS_VIEW}
+        judged |= {"reproduction_scorecard"} if view.name == "scorecard_matrix" else set()
         assert all(name.startswith(("stg_", "int_")) or name in judged for name in read), (view.name, read)
         assert not read & tables, (view.name, read & tables)
         assert not re.search(r"\bmodels\b", strip_sql_comments(view.sql)), view.name
@@ -305,7 +306,10 @@ def test_a_full_disk_names_the_file_and_the_space_and_rolls_back(tmp_path: Path)
         rows = sum(frame.to_arrow().nbytes for frame in frames.values())
         log = (tmp_path / "warehouse.duckdb.wal").stat().st_size if (tmp_path / "warehouse.duckdb.wal").exists() else 0
         assert f"take about {rows / 1e6:,.1f} MB (Arrow)" in message
-        assert f"holds {log / 1e6:,.1f} MB now" in message and f"about {(rows + log) / 1e6:,.1f} MB in all" in message
+        assert (
+            f"holds {log / 1e6:,.1f} MB now" in message
+            and f"about {(2 * rows + log) / 1e6:,.1f} MB free in all" in message
+        )
         assert "Free space on that disk" in message and "re-run" in message
         assert "\n" not in message
         assert isinstance(raised.value.__cause__, duckdb.IOException)
@@ -314,6 +318,18 @@ def test_a_full_disk_names_the_file_and_the_space_and_rolls_back(tmp_path: Path)
         assert conn.execute("SELECT count(*) FROM position_histograms").fetchone() == (0,)
         # once there is space again, the same write goes through
         assert replace_partition(conn, frames, "org--m", "demo") == {"head_summaries": 2, "position_histograms": 3}
+
+
+def test_the_full_disk_message_counts_the_merge_as_much_again(tmp_path: Path):
+    """A million Int64 rows take 8.0 MB; the 3.0 MB log grows to 11.0 MB with them, and merging it
+    into the file takes 11.0 MB more: 8.0 + 11.0 = 19.0 MB free in all."""
+    database = tmp_path / "warehouse.duckdb"
+    Path(f"{database}.wal").write_bytes(bytes(3_000_000))
+    frames = {"head_summaries": pl.DataFrame({"example_id": range(1_000_000)}, schema={"example_id": pl.Int64})}
+    error = duckdb.IOException('Could not write file "warehouse.duckdb.wal": No space left on device')
+    message = str(_write_failure(error, database, frames, "org--m", "demo"))
+    assert "take about 8.0 MB (Arrow)" in message and "which holds 3.0 MB now" in message
+    assert "merging the log (11.0 MB then) into the file needs that much again: about 19.0 MB free in all" in message
 
 
 def test_a_write_merges_the_log_into_the_file(tmp_path: Path):
@@ -417,3 +433,27 @@ def test_staging_views_come_from_templates_unless_a_table_has_a_file_of_its_own(
     assert {view.source for view in relation_hits} == {templates / "relation_hits.sql"}
     assert [view.sql.count("t.weighting = 'attention'") for view in relation_hits] == [1, 0]
     assert all("unnest(t.target_words)" in view.sql and "{" not in view.sql for view in relation_hits)
+
+
+def test_an_unfinished_reproduction_labels_no_rows_yet_makes_the_next_paper_one_recompute(conn) -> None:
+    """A plain run's rows, then `reproduce --quick` stopped midway: no row is labelled quick
+    (stg_reproductions, which the scorecard and the report read: `run`), yet the next paper
+    reproduction knows a quick one wrote some (reproduction_profile). A finished reproduction's label
+    stays until another one finishes."""
+    upsert_model(conn, SPEC)
+
+    def labels() -> list[tuple[str, str]]:
+        return conn.execute("SELECT model_id, profile FROM stg_reproductions").fetchall()
+
+    record_reproduction(conn, SPEC.model_id, "quick", finished=False)
+    assert labels() == [] and reproduction_profile(conn, SPEC.model_id) == "quick"
+    record_reproduction(conn, SPEC.model_id, "quick")
+    assert labels() == [("org--m", "quick")]
+    record_reproduction(conn, SPEC.model_id, "paper")
+    record_reproduction(conn, SPEC.model_id, "quick", finished=False)
+    record_reproduction(conn, SPEC.model_id, "quick", finished=False)  # started again: still one such row
+    assert labels() == [("org--m", "paper")] and reproduction_profile(conn, SPEC.model_id) == "quick"
+    assert conn.execute("SELECT profile, finished FROM reproductions ORDER BY ALL").fetchall() == [
+        ("paper", True),
+        ("quick", False),
+    ]

@@ -139,10 +139,7 @@ def read_snapshot(folder: Path = SNAPSHOT_DIR) -> tuple[pl.DataFrame, dict]:
     meta = json.loads((folder / META_FILE).read_text())
     claims = load_claims()
     newer = [claim for claim in claims if claim.claim not in set(judged["claim"])]
-    reason = (
-        f"not in the snapshot: the claim came after it was made (SQL {meta['sql_code_version']}); "
-        f"judge it by regenerating the snapshot from a fresh run (`{REGENERATE} --model {meta['model']}`)"
-    )
+    reason = f"not in the snapshot: the claim came after it was made (SQL {meta['sql_code_version']})"
     added = pl.DataFrame(
         {
             "paper": [claim.paper for claim in newer],
@@ -181,9 +178,9 @@ def render_block(key: str, rows: pl.DataFrame, meta: dict) -> str:
         *(
             [
                 "",
-                f"The snapshot predates the claims' intervals and {meta['claims_after_snapshot']} of the registry's "
-                "claims: its verdicts are those of the readings it was made with, and the newer claims are missing "
-                "until it is regenerated from a fresh run.",
+                "The snapshot was made before the claims had intervals: its verdicts are those of the readings of "
+                f"that time, and the {meta['claims_after_snapshot']} claims added since are missing until it is "
+                f"regenerated from a fresh run (`{REGENERATE} --model {meta['model']}`).",
             ]
             if meta.get("claims_after_snapshot")
             else []

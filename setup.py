@@ -1,6 +1,7 @@
 """Build hook: the wheel carries what the project ships beside its package, the repository's
-top-level sql/ and the starter files `attn-warehouse init` writes (models.toml, workspace.yaml,
-.dagster/dagster.yaml), as dagster_project/shipped/ (dagster_project/settings.py reads them there).
+top-level sql/, the starter files `attn-warehouse init` writes (models.toml, workspace.yaml) and the
+instance settings every new Dagster home starts from (dagster_instance.yaml), as dagster_project/shipped/
+(dagster_project/settings.py reads them there).
 An editable install reads them where the repository keeps them, so it copies nothing."""
 
 import shutil
@@ -9,7 +10,7 @@ from pathlib import Path
 from setuptools import setup
 from setuptools.command.build_py import build_py
 
-SHIPPED = ("sql", "models.toml", "workspace.yaml", ".dagster/dagster.yaml")
+SHIPPED = ("sql", "models.toml", "workspace.yaml", "dagster_instance.yaml")
 
 
 class BuildPyWithShipped(build_py):

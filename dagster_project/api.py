@@ -40,7 +40,9 @@ class Warehouse:
 
     def sql(self, query: str, params: Sequence[Any] | Mapping[str, Any] | None = None) -> pl.DataFrame:
         """The rows of `query`, one SELECT (or WITH, DESCRIBE, SHOW) statement, with `params` bound
-        to its `?` or `$name` placeholders; any other statement is a ReadOnlyQueryError."""
+        to its `?` or `$name` placeholders; any other statement, or one that calls a table function
+        that writes (storage/backend.py REFUSED_FUNCTIONS), is a ReadOnlyQueryError, and a read of a
+        file or URL outside the warehouse a duckdb.PermissionException."""
         check_read_query(self._conn, query)
         return self._conn.execute(query, params).pl()
 

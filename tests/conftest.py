@@ -1,5 +1,6 @@
 """Fixtures every test folder may use: tiny random-weight models on disk (tests/tiny_models.py),
-the data directory, and the PostgreSQL and S3 servers (tests/servers.py, standard library only).
+the data directory, the PostgreSQL and S3 servers (tests/servers.py, standard library only), and
+folders that refuse writes: a disk that fills, a read-only folder.
 
 Nothing here imports more than torch, transformers, polars and the compute layer, so
 tests/device runs where only those are installed (a GPU machine without the project's
@@ -7,6 +8,9 @@ warehouse stack); the warehouse and Dagster fixtures (`conn`, `resources`) live 
 conftest.py of the folders that use them.
 """
 
+import os
+import subprocess
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import polars as pl
@@ -82,6 +86,18 @@ def demo_tokens(encoder: LoadedEncoder) -> pl.DataFrame:
 
 
 @pytest.fixture
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A CLI test's environment: every location in tmp_path, the data directory there and empty.
+    Returns the warehouse path."""
+    (tmp_path / "data").mkdir()
+    monkeypatch.setenv("ATTN_WAREHOUSE", str(tmp_path / "warehouse.duckdb"))
+    monkeypatch.setenv("ATTN_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("ATTN_CHARTS_DIR", str(tmp_path / "charts"))
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster"))
+    return tmp_path / "warehouse.duckdb"
+
+
+@pytest.fixture
 def no_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
     """torch finds neither a CUDA nor an MPS device (nothing else changes)."""
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
@@ -123,3 +139,37 @@ def s3_server() -> S3Server:
         pytest.skip(str(error))
     yield server
     server.stop()
+
+
+@pytest.fixture
+def tiny_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 1 MB tmpfs, a disk that fills (mounting needs root; skipped elsewhere)."""
+    folder = tmp_path / "tiny-disk"
+    folder.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(folder)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
+    yield folder
+    subprocess.run(["umount", "--lazy", str(folder)], check=True)
+
+
+@pytest.fixture
+def make_read_only() -> Iterator[Callable[[Path], None]]:
+    """make_read_only(folder): no file can be created, renamed or deleted in `folder` until the test
+    ends, for root too (chmod does not stop root: the immutable attribute, chattr +i, does; skipped
+    where that is refused)."""
+    locked: list[Path] = []
+
+    def lock(folder: Path) -> None:
+        if os.geteuid() != 0:
+            folder.chmod(0o555)
+        elif subprocess.run(["chattr", "+i", str(folder)], capture_output=True).returncode != 0:
+            pytest.skip("cannot make a folder read-only here: chattr +i refused")
+        locked.append(folder)
+
+    yield lock
+    for folder in locked:
+        if os.geteuid() != 0:
+            folder.chmod(0o755)
+        else:
+            subprocess.run(["chattr", "-i", str(folder)], check=True)

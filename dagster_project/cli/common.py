@@ -13,16 +13,27 @@ if TYPE_CHECKING:
 
 def use_project_instance() -> None:
     """Point DAGSTER_HOME at the project's instance folder, which a new one gets the project's
-    instance settings in (one writer at a time in the warehouse_writer pool, run monitoring)."""
+    instance settings in (one writer at a time in the warehouse_writer pool, run monitoring).
+    UsageError where that folder cannot be made (beside a warehouse in a read-only folder)."""
     home = settings.dagster_home()
-    home.mkdir(parents=True, exist_ok=True)
-    if not (home / "dagster.yaml").exists():
-        shutil.copyfile(settings.INSTANCE_SETTINGS, home / "dagster.yaml")
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+        if not (home / "dagster.yaml").exists():
+            shutil.copyfile(settings.INSTANCE_SETTINGS, home / "dagster.yaml")
+    except OSError as error:
+        raise UsageError(
+            f"cannot set up the Dagster instance folder {home} ({error.strerror or error}): set DAGSTER_HOME to a "
+            "folder this user can write (it defaults to .dagster beside ATTN_WAREHOUSE)"
+        ) from None
     os.environ["DAGSTER_HOME"] = str(home)
 
 
 class UsageError(ValueError):
     """A command line that cannot run as given; printed as one line, exit status 2."""
+
+
+class RunInterrupted(Exception):
+    """A run stopped by Ctrl-C or SIGTERM, which has said so in one line; exit status 130."""
 
 
 def user_error(error: BaseException) -> tuple[str | None, BaseException]:
@@ -67,9 +78,18 @@ def existing_warehouse() -> "WarehouseConfig | None":
 
 def reader_error(error: Exception, warehouse: "WarehouseConfig") -> int:
     """Say in one line why a read-only visit to the warehouse failed; exit status 2."""
+    import duckdb
+
     from dagster_project.storage.backend import READ_LOCK_WAIT_SECONDS
 
-    if "could not set lock" in str(error).lower():
+    if isinstance(error, duckdb.PermissionException):  # the reader opens no file but the warehouse's
+        refused = one_line(RuntimeError(str(error).split("\nLINE ")[0]))  # without the query's text after it
+        print(
+            f"error: {refused}: a read-only query reads the warehouse's own tables and views, "
+            "no other file, URL or extension; read other files with DuckDB itself",
+            file=sys.stderr,
+        )
+    elif "could not set lock" in str(error).lower():
         print(
             f"error: the warehouse {warehouse.database} is being written by another process (a run?) and stayed "
             f"locked for {READ_LOCK_WAIT_SECONDS:.0f} s: try again when it ends",

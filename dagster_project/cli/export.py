@@ -3,6 +3,7 @@
 
 import argparse
 import json
+import os
 import sys
 from datetime import UTC, datetime
 from importlib import metadata
@@ -18,6 +19,7 @@ HELP = "write a view or table of the warehouse to a file, or every results view 
 MANIFEST = "manifest.json"
 DEFAULT_FOLDER = Path("results")
 PACKAGE = "attention-warehouse"
+EXPORT_BATCH_ROWS = 100_000  # rows per Arrow batch on their way from the reader to the file
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -68,11 +70,8 @@ def export(view: str, file_format: str, out: Path | None, model_id: str | None) 
             if model_id is not None:
                 relation = relation.filter(duckdb.ColumnExpression("model_id") == duckdb.ConstantExpression(model_id))
             rows = len(relation)
-            if file_format == "parquet":
-                relation.write_parquet(str(out))
-            else:
-                relation.write_csv(str(out))
-    except (duckdb.Error, LakeConfigError) as error:
+            write_file(relation, out, file_format)
+    except (duckdb.Error, LakeConfigError, OSError) as error:
         return reader_error(error, warehouse)
     print(f"{out}: {rows} rows of {view}" + (f" for model {model_id}" if model_id else ""))
     return 0
@@ -98,7 +97,7 @@ def export_all(file_format: str, folder: Path, model_id: str | None) -> int:
     try:
         with warehouse.connect_read_only() as conn:
             manifest = write_results(conn, folder, file_format, model_id)
-    except (duckdb.Error, LakeConfigError) as error:
+    except (duckdb.Error, LakeConfigError, OSError) as error:
         return reader_error(error, warehouse)
     manifest = {"warehouse": warehouse.describe(), **manifest}
     try:
@@ -140,10 +139,7 @@ def write_results(
         if model_id is not None:
             relation = relation.filter(duckdb.ColumnExpression("model_id") == duckdb.ConstantExpression(model_id))
         out = folder / f"{view}.{file_format}"
-        if file_format == "parquet":
-            relation.write_parquet(str(out))
-        else:
-            relation.write_csv(str(out))
+        write_file(relation, out, file_format)
         files.append(
             {
                 "file": out.name,
@@ -167,6 +163,29 @@ def write_results(
         "runs": runs.to_dicts(),
         "files": files,
     }
+
+
+def write_file(relation: "duckdb.DuckDBPyRelation", out: Path, file_format: str) -> None:
+    """Write `relation` to `out` (parquet or csv) whole or not at all: under a temporary name beside
+    it, renamed to `out` once complete, so a write that fails (a full disk) leaves no empty or part
+    file. The rows stream from the reader, which opens no file but the warehouse's, into a DuckDB of
+    their own that writes the file and runs nothing else."""
+    import duckdb
+
+    from dagster_project.storage.lake import NO_DOWNLOADS
+
+    partial = out.with_name(f".{out.name}.{os.getpid()}.partial")
+    try:
+        with duckdb.connect(":memory:", config=dict(NO_DOWNLOADS)) as writer:
+            rows = writer.from_arrow(relation.to_arrow_reader(EXPORT_BATCH_ROWS))
+            if file_format == "parquet":
+                rows.write_parquet(str(partial))
+            else:
+                rows.write_csv(str(partial))
+        partial.replace(out)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
 
 
 def _distinct(relation: "duckdb.DuckDBPyRelation", column: str) -> list:

@@ -220,10 +220,8 @@ def stop_on_interrupt(instance: DagsterInstance, grace_seconds: float = 5.0) -> 
         except TimeoutError:
             pass
         try:
-            for record in _runs_of_this_process(instance):
-                instance.report_run_canceled(record.dagster_run, message="Interrupted (Ctrl-C or SIGTERM).")
-                _free_slots(instance, record.dagster_run.run_id)
-                print(f"run {record.dagster_run.run_id}: canceled, slots freed", file=sys.stderr)
+            for run_id in cancel_runs_of_this_process(instance):
+                print(f"run {run_id}: canceled, slots freed", file=sys.stderr)
         finally:
             sys.stderr.flush()
             sys.stdout.flush()
@@ -231,10 +229,37 @@ def stop_on_interrupt(instance: DagsterInstance, grace_seconds: float = 5.0) -> 
 
     thread = threading.Thread(target=watch, name="stop-on-interrupt", daemon=True)
     thread.start()
+    # SIGTERM as Ctrl-C (Dagster maps it so inside a step only): a KeyboardInterrupt between
+    # steps too, where its default would end the process without a word.
+    previous_term = signal.getsignal(signal.SIGTERM)
+    if previous_term == signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         yield
     finally:
+        if previous_term == signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, previous_term)
         signal.set_wakeup_fd(previous_fd)
         writer.close()
         thread.join()
         reader.close()
+
+
+def cancel_run(instance: DagsterInstance, run_id: str) -> DagsterRunStatus | None:
+    """Mark run `run_id` canceled (interrupted) and free its pool slots where it is in progress; its
+    status then, None where the instance has no such run (interrupted before it was created)."""
+    run = instance.get_run_by_id(run_id)
+    if run is None:
+        return None
+    if run.status in _IN_PROGRESS:
+        instance.report_run_canceled(run, message="Interrupted (Ctrl-C or SIGTERM).")
+        _free_slots(instance, run_id)
+        return DagsterRunStatus.CANCELED
+    return run.status
+
+
+def cancel_runs_of_this_process(instance: DagsterInstance) -> list[str]:
+    """Mark the in-progress runs of this process canceled (interrupted) and free their pool slots;
+    their run ids."""
+    run_ids = [record.dagster_run.run_id for record in _runs_of_this_process(instance)]
+    return [run_id for run_id in run_ids if cancel_run(instance, run_id)]

@@ -11,6 +11,7 @@ Both give a DuckDB connection on which the same SQL of sql/ runs, and the functi
 other storage modules work on either.
 """
 
+import json
 import os
 import time
 from collections.abc import Mapping
@@ -20,7 +21,8 @@ from pathlib import Path
 import duckdb
 
 from dagster_project import settings
-from dagster_project.storage.lake import LakeConfig, LakeConfigError, connect_lake
+from dagster_project.storage.connections import confine_reader
+from dagster_project.storage.lake import NO_DOWNLOADS, LakeConfig, LakeConfigError, connect_lake
 
 BACKEND_SETTING = "ATTN_WAREHOUSE_BACKEND"
 CATALOG_SETTING = "ATTN_LAKE_CATALOG"
@@ -34,28 +36,95 @@ READ_LOCK_POLL_SECONDS = 0.05
 # The one kind of statement a read-only visit runs: SELECT, and what DuckDB parses as one (WITH,
 # VALUES, FROM-first, DESCRIBE, SHOW, SUMMARIZE, PRAGMA table_info).
 READ_STATEMENTS = frozenset({duckdb.StatementType.SELECT})
+# Table functions a SELECT may call that are not reads, by what they do; a name matches with or
+# without DuckLake's `ducklake_` prefix (a lake also offers them as lake.merge_adjacent_files()).
+# A read-only DuckLake attachment does not stop them: a merge writes its Parquet files before its
+# commit fails, set_option crashes the process. Refused by name before DuckDB binds the query.
+REFUSED_FUNCTIONS = {
+    "writes, merges or deletes the lake's files or snapshots (the warehouse_maintenance asset maintains them)": (
+        "add_data_files",
+        "cleanup_old_files",
+        "commit",
+        "delete_orphaned_files",
+        "expire_snapshots",
+        "flush_inlined_data",
+        "merge_adjacent_files",
+        "rewrite_data_files",
+        "set_commit_message",
+    ),
+    "checkpoints a database": ("checkpoint", "force_checkpoint"),
+    "sets options": (
+        "set_option",
+        "enable_logging",
+        "disable_logging",
+        "truncate_duckdb_logs",
+        "enable_profiling",
+        "disable_profiling",
+        "postgres_configure_pool",
+        "pg_clear_cache",
+    ),
+    "runs SQL given as a string, or on another database": (
+        "query",
+        "json_execute_serialized_sql",
+        "postgres_execute",
+        "postgres_query",
+        "postgres_attach",
+        "sqlite_query",
+        "sqlite_attach",
+    ),
+}
+_REFUSED = {name: what for what, names in REFUSED_FUNCTIONS.items() for name in names}
+READ_QUERY_FORMS = "one SELECT (or WITH, DESCRIBE, SHOW) statement"
 
 
 class ReadOnlyQueryError(ValueError):
-    """A query a read-only visit does not run: not one statement, or one that is not a read."""
+    """A query a read-only visit does not run: not one statement, not a read, or one that calls a
+    function that writes (REFUSED_FUNCTIONS)."""
 
 
 def check_read_query(conn: duckdb.DuckDBPyConnection, query: str) -> None:
-    """Raise ReadOnlyQueryError unless `query` is one reading statement (READ_STATEMENTS). A
-    read-only DuckLake attachment alone does not stop a statement from detaching it and attaching
-    it writable, nor COPY ... TO from writing files, on either backend."""
+    """Raise ReadOnlyQueryError unless `query` is one reading statement (READ_STATEMENTS) that calls
+    none of REFUSED_FUNCTIONS, anywhere in it (subqueries, CTEs, lambdas). Only DuckDB's parser sees
+    the query here. A read-only DuckLake attachment alone does not stop a statement from detaching
+    it and attaching it writable, nor COPY ... TO from writing files, on either backend."""
     try:
         statements = conn.extract_statements(query)
     except duckdb.ParserException as error:
         raise ReadOnlyQueryError(" ".join(str(error).split())) from None
     if not statements:
-        raise ReadOnlyQueryError("the query is empty: give one SELECT (or WITH, DESCRIBE, SHOW) statement")
+        raise ReadOnlyQueryError(f"the query is empty: give {READ_QUERY_FORMS}")
     kinds = [statement.type.name for statement in statements]
     if len(statements) > 1 or statements[0].type not in READ_STATEMENTS:
         raise ReadOnlyQueryError(
-            f"a read-only query is one SELECT (or WITH, DESCRIBE, SHOW) statement, not {' + '.join(kinds)}; "
+            f"a read-only query is {READ_QUERY_FORMS}, not {' + '.join(kinds)}; "
             "write results to files with `attn-warehouse export`"
         )
+    for name in sorted(_functions_called(conn, statements[0].query)):
+        what = _REFUSED.get(name.removeprefix("ducklake_"))
+        if what:
+            raise ReadOnlyQueryError(f"a read-only query does not call {name}(): it {what}")
+
+
+def _functions_called(conn: duckdb.DuckDBPyConnection, statement: str) -> set[str]:
+    """The names (lower case, without catalog or schema) of every function `statement` calls, read
+    from DuckDB's parse tree (json_serialize_sql parses, and binds or runs nothing)."""
+    (tree,) = conn.execute("SELECT json_serialize_sql(?)", [statement]).fetchone()
+    parsed = json.loads(tree)
+    if parsed.get("error"):
+        raise ReadOnlyQueryError(
+            f"the query cannot be checked as a read ({parsed.get('error_message')}): give {READ_QUERY_FORMS}"
+        )
+    names: set[str] = set()
+    pending = [parsed]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, dict):
+            if isinstance(node.get("function_name"), str):
+                names.add(node["function_name"].lower())
+            pending.extend(node.values())
+        elif isinstance(node, list):
+            pending.extend(node)
+    return names
 
 
 def warehouse_backend(env: Mapping[str, str] = os.environ) -> str:
@@ -103,7 +172,8 @@ class WarehouseConfig:
         return f"no warehouse at {self.database}: run `attn-warehouse run` first (or set ATTN_WAREHOUSE)"
 
     def connect_read_only(self, wait_seconds: float = READ_LOCK_WAIT_SECONDS) -> duckdb.DuckDBPyConnection:
-        """A read-only connection: the DuckDB file opened read-only, or the lake attached READ_ONLY
+        """A read-only connection that opens no file but the warehouse's own and loads no extension
+        (confine_reader): the DuckDB file opened read-only, or the lake attached READ_ONLY
         (LakeMissingError where there is no lake yet). A writer holds the DuckDB file's lock
         for each write, so a reader beside it tries again for up to `wait_seconds`."""
         if self.lake is not None:
@@ -111,8 +181,18 @@ class WarehouseConfig:
         deadline = time.monotonic() + wait_seconds
         while True:
             try:
-                return duckdb.connect(self.database, read_only=True)
+                # no secrets stored on the machine (~/.duckdb/stored_secrets): nothing to read there
+                conn = duckdb.connect(
+                    self.database, read_only=True, config={**NO_DOWNLOADS, "allow_persistent_secrets": False}
+                )
+                break
             except duckdb.IOException as error:
                 if "could not set lock" not in str(error).lower() or time.monotonic() >= deadline:
                     raise
             time.sleep(READ_LOCK_POLL_SECONDS)
+        try:
+            confine_reader(conn, paths=[], directories=[])
+        except BaseException:
+            conn.close()
+            raise
+        return conn

@@ -1,11 +1,14 @@
 """Connections to the warehouse file, its lock and the errors every write module raises: one
-writing process per DuckDB file (connect_for_writing waits for it), a lake not set up, and the
-ROLLBACK after a failed write."""
+writing process per DuckDB file (connect_for_writing waits for it), a file that cannot be
+written, a lake not set up, and the ROLLBACK after a failed write; and a reader's confinement to
+the warehouse's own files (confine_reader)."""
 
 import logging
 import re
 import time
+import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import duckdb
@@ -31,6 +34,43 @@ def _lock_holder(error: Exception) -> str:
     return f" (PID {found['pid']}, {found['program']})" if found else ""
 
 
+class WarehouseFileError(RuntimeError):
+    """The warehouse file cannot be opened for writing: not a DuckDB file, or its folder refuses it."""
+
+
+def open_for_writing(database: str, config: dict[str, Any]) -> duckdb.DuckDBPyConnection:
+    """duckdb.connect(database) read-write; WarehouseFileError, one line saying what to do, where
+    the file is not a DuckDB database or cannot be created or opened, or its folder cannot take the
+    write-ahead log DuckDB keeps beside it (a read-only folder: the first COMMIT would fail)."""
+    folder = Path(database).expanduser().resolve().parent
+    if database and not database.startswith(":memory:") and folder.is_dir():
+        probe = folder / f".{Path(database).name}.write-probe-{uuid.uuid4().hex}"
+        try:
+            probe.touch(exist_ok=False)
+            probe.unlink()
+        except OSError as error:
+            raise WarehouseFileError(
+                f"cannot write in the folder {folder} of the warehouse {database} ({error.strerror or error}), where "
+                "DuckDB keeps its write-ahead log: make the folder writable, or point ATTN_WAREHOUSE at a folder "
+                "this user can write"
+            ) from None
+    try:
+        return duckdb.connect(database, read_only=False, config=config)
+    except duckdb.IOException as error:
+        cause = " ".join(str(error).split())
+        if "could not set lock" in cause.lower():
+            raise
+        if "not a valid DuckDB database file" in cause:
+            raise WarehouseFileError(
+                f"the warehouse {database} is not a DuckDB database file: point ATTN_WAREHOUSE at the warehouse "
+                "(or at a new file name, for a new one), or move that file away"
+            ) from None
+        raise WarehouseFileError(
+            f"cannot open the warehouse {database} for writing ({cause.removeprefix('IO Error: ')}): "
+            "make its folder writable, or point ATTN_WAREHOUSE at a folder this user can write"
+        ) from None
+
+
 def connect_for_writing(
     database: str,
     config: dict[str, Any] | None = None,
@@ -45,7 +85,7 @@ def connect_for_writing(
     delay, next_note = 0.05, 0.0
     while True:
         try:
-            return duckdb.connect(database, read_only=False, config=config or {})
+            return open_for_writing(database, config or {})
         except duckdb.IOException as error:
             if "could not set lock" not in str(error).lower():
                 raise
@@ -66,6 +106,20 @@ def connect_for_writing(
                 next_note = waited + 30.0
             time.sleep(min(delay, max(timeout_seconds - waited, 0.0)))
             delay = min(delay * 2, 1.0)
+
+
+def confine_reader(conn: duckdb.DuckDBPyConnection, paths: list[str], directories: list[str]) -> None:
+    """Let `conn`'s DuckDB open no file but its own database's (which DuckDB allows itself), `paths`
+    and what lies under `directories`, load no extension, and never change that again: a reader
+    runs a user's query, which may name any file (read_csv('/etc/passwd'), glob('/root/*')) or URL.
+    A DuckDB confined already is left so: a file opened again in this process shares its DuckDB."""
+    (external,) = conn.execute("SELECT current_setting('enable_external_access')").fetchone()
+    if not external:
+        return
+    conn.execute("SET allowed_paths = ?", [paths])
+    conn.execute("SET allowed_directories = ?", [directories])
+    conn.execute("SET enable_external_access = false")
+    conn.execute("SET lock_configuration = true")
 
 
 class LakeNotSetUpError(RuntimeError):

@@ -5,7 +5,8 @@ Extensions come from the pip packages `duckdb-extension-<name>` and are loaded f
 installed files; DuckDB's automatic install and load are switched off, so nothing is
 downloaded at run time. S3 endpoint and credentials come from the standard AWS environment
 variables. Every failure to reach the catalog or the data path is raised as LakeConfigError
-naming the catalog (password masked) or the path, before anything is written.
+naming the catalog (password masked) or the path, before anything is written. A reader's DuckDB
+opens no file but the lake's own (its catalog file and data path) once attached.
 """
 
 import functools
@@ -26,7 +27,7 @@ from urllib.parse import urlsplit
 import duckdb
 from filelock import FileLock, Timeout
 
-from dagster_project.storage.connections import DEFAULT_LOCK_TIMEOUT_SECONDS, WarehouseLockedError
+from dagster_project.storage.connections import DEFAULT_LOCK_TIMEOUT_SECONDS, WarehouseLockedError, confine_reader
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -44,6 +45,10 @@ EXTENSION_PACKAGES = {
 # Never download or auto-load an extension: a missing package is a configuration error.
 NO_DOWNLOADS = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
 _PASSWORD_IN_URL = re.compile(r"(?P<head>[a-z][a-z0-9+.-]*://[^:/@\s]*:)(?P<password>[^@\s]*)(?P<tail>@)", re.I)
+# A libpq key=value connection string (`dbname=lake host=db user=me`): a PostgreSQL catalog, not a file name.
+_LIBPQ_KEY_VALUE = re.compile(
+    r"\s*(host|hostaddr|port|dbname|user|password|passfile|service|sslmode|connect_timeout|options)\s*=", re.I
+)
 _PASSWORD_IN_DSN = re.compile(r"(?P<head>\bpassword\s*=\s*)(?P<password>'(?:[^']|\\')*'|\S+)(?P<tail>)", re.I)
 # Failures that a transaction (rolled back by them) can be retried as it was: DuckLake's logical
 # conflict between two transactions (an insert into a table another transaction deleted from),
@@ -97,8 +102,9 @@ class S3Settings:
 
 @dataclass(frozen=True, repr=False)
 class LakeConfig:
-    """Where the lake lives. `catalog`: postgresql://user:password@host:port/db (or postgres://),
-    a SQLite file (.sqlite, .sqlite3, .db) or a DuckDB file (anything else, e.g. lake.ducklake).
+    """Where the lake lives. `catalog`: postgresql://user:password@host:port/db (or postgres://, or
+    libpq's `dbname=db host=host user=user`), a SQLite file (.sqlite, .sqlite3, .db) or a DuckDB
+    file (anything else, e.g. lake.ducklake).
     `data_path`: a folder or s3://bucket/prefix/. Tables are partitioned by (model_id, corpus), so
     their Parquet files lie under <data_path>/main/<table>/model_id=…/corpus=…/."""
 
@@ -108,7 +114,7 @@ class LakeConfig:
     @property
     def catalog_kind(self) -> str:
         scheme = urlsplit(self.catalog).scheme.lower()
-        if scheme in ("postgres", "postgresql"):
+        if scheme in ("postgres", "postgresql") or _LIBPQ_KEY_VALUE.match(self.catalog):
             return "postgres"
         if Path(self.catalog).suffix.lower() in (".sqlite", ".sqlite3", ".db"):
             return "sqlite"
@@ -129,6 +135,12 @@ class LakeConfig:
     def normalized_data_path(self) -> str:
         path = self.data_path if self.on_s3 else str(Path(self.data_path).expanduser().resolve())
         return path if path.endswith("/") else path + "/"
+
+    def own_files(self) -> tuple[list[str], list[str]]:
+        """The files (a DuckDB or SQLite catalog) and folders (the data path) that are the lake's:
+        all a reader of it may open."""
+        catalog = [] if self.catalog_kind == "postgres" else [str(Path(self.catalog).expanduser().resolve())]
+        return catalog, [self.normalized_data_path()]
 
     def extensions(self) -> list[str]:
         needed = ["ducklake"]
@@ -284,9 +296,10 @@ def _attach(config: LakeConfig, read_only: bool, check_data_path: bool) -> duckd
                 f"cannot open the DuckLake catalog {mask_password(config.catalog)}: {cause}. Check "
                 "ATTN_LAKE_CATALOG (server up? database created? user and password?) and ATTN_LAKE_DATA_PATH"
             ) from None
-        if read_only:  # a reader keeps no way to attach the lake again, writable
-            conn.execute(f"DROP SECRET {_SECRET_NAME}")
         conn.execute(f"USE {LAKE_NAME}")
+        if read_only:  # a reader keeps no way to attach the lake again, writable, nor to open other files
+            conn.execute(f"DROP SECRET {_SECRET_NAME}")
+            confine_reader(conn, *config.own_files())
     except BaseException:
         conn.close()
         raise
@@ -410,11 +423,11 @@ def read_retrying(
     """A read's result (`fetch` of the executed query: its rows by default), run again while it
     fails on a concurrent writer (RETRYABLE): on a SQLite catalog, a read that meets a committing
     writer fails with `database is locked` and leaves its connection's transaction aborted, which a
-    ROLLBACK clears."""
+    ROLLBACK clears. A failure while `fetch` streams the result through Arrow is an OSError."""
     for attempt in range(attempts):
         try:
             return fetch(conn.execute(query, parameters or []))
-        except duckdb.Error as error:
+        except (duckdb.Error, OSError) as error:
             if attempt == attempts - 1 or not RETRYABLE.search(str(error)):
                 raise
             try:

@@ -65,16 +65,22 @@ def upsert_model(conn: duckdb.DuckDBPyConnection, spec: ModelSpec) -> None:
 
 
 @holding_write_lock
-def record_reproduction(conn: duckdb.DuckDBPyConnection, model_id: str, profile: str) -> None:
-    """Record the profile (quick | paper) of a model's finished `attn-warehouse reproduce`."""
+def record_reproduction(conn: duckdb.DuckDBPyConnection, model_id: str, profile: str, finished: bool = True) -> None:
+    """Record the profile (quick | paper) of a model's `attn-warehouse reproduce`: finished (it
+    replaces what was recorded), or started (`finished` false: it replaces only an unfinished one, so
+    the last finished profile still labels the rows until this one finishes)."""
     ensure_schema(conn)
 
     def write() -> None:
         conn.execute("BEGIN TRANSACTION")
         try:
-            conn.execute("DELETE FROM reproductions WHERE model_id = ?", [model_id])
             conn.execute(
-                (SQL_DIR / "dml" / "record_reproduction.sql").read_text(), {"model_id": model_id, "profile": profile}
+                "DELETE FROM reproductions WHERE model_id = $model_id AND ($finished OR NOT coalesce(finished, true))",
+                {"model_id": model_id, "finished": finished},
+            )
+            conn.execute(
+                (SQL_DIR / "dml" / "record_reproduction.sql").read_text(),
+                {"model_id": model_id, "profile": profile, "finished": finished},
             )
             conn.execute("COMMIT")
         except BaseException:
@@ -85,9 +91,12 @@ def record_reproduction(conn: duckdb.DuckDBPyConnection, model_id: str, profile:
 
 
 def reproduction_profile(conn: duckdb.DuckDBPyConnection, model_id: str) -> str | None:
-    """The profile of a model's last reproduction; None when it was never reproduced."""
+    """The profile of a model's last reproduction, finished or not (an interrupted quick one wrote
+    quick rows too); None when it was never reproduced."""
     ensure_schema(conn)
-    row = conn.execute("SELECT profile FROM reproductions WHERE model_id = ?", [model_id]).fetchone()
+    row = conn.execute(
+        "SELECT profile FROM reproductions WHERE model_id = ? ORDER BY reproduced_at DESC LIMIT 1", [model_id]
+    ).fetchone()
     return None if row is None else row[0]
 
 

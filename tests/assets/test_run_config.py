@@ -12,17 +12,6 @@ from dagster_project.cli import main
 from dagster_project.defs.registration import register_model
 
 
-@pytest.fixture
-def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Every location in tmp_path; the data directory exists and is empty. Returns the warehouse path."""
-    (tmp_path / "data").mkdir()
-    monkeypatch.setenv("ATTN_WAREHOUSE", str(tmp_path / "warehouse.duckdb"))
-    monkeypatch.setenv("ATTN_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.setenv("ATTN_CHARTS_DIR", str(tmp_path / "charts"))
-    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster"))
-    return tmp_path / "warehouse.duckdb"
-
-
 @pytest.mark.parametrize(
     ("setting", "line"),
     [

@@ -47,7 +47,7 @@ print("done", flush=True)
 def dagster_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path / "dagster_home"
     home.mkdir()
-    shutil.copy(settings.PROJECT_ROOT / ".dagster" / "dagster.yaml", home / "dagster.yaml")
+    shutil.copy(settings.INSTANCE_SETTINGS, home / "dagster.yaml")
     monkeypatch.setenv("DAGSTER_HOME", str(home))
     return home
 

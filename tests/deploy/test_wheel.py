@@ -103,6 +103,7 @@ def test_the_wheel_carries_the_sql_and_the_starter_files(wheel: Path) -> None:
     assert len(repository_sql) > 100
     assert {f"dagster_project/shipped/{name}" for name in repository_sql} <= names
     assert {f"dagster_project/shipped/{name}" for name in (*settings.STARTER_FILES, "dagster_instance.yaml")} <= names
+    assert not [name for name in names if "/.dagster/" in name]  # no run-history folder in the package
     assert "dagster_project/corpora/manifest.yaml" in names
 
 

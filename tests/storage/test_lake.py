@@ -18,7 +18,7 @@ from dagster_project.storage.model_rows import upsert_model
 from dagster_project.storage.partition_writes import replace_partition
 from dagster_project.storage.schema import PARTITIONED_TABLES
 from dagster_project.storage.views import apply_views
-from tests.servers import S3Server, start_s3_process
+from tests.servers import POSTGRES_PASSWORD, POSTGRES_USER, S3Server, start_s3_process
 
 SPEC = ModelSpec("org--m", "org/m", "/x", "r1", "bert", 1, 2, True)
 
@@ -165,3 +165,41 @@ def test_registration_sets_up_a_new_lake_and_unchanged_models_write_nothing(tmp_
             "SELECT count(DISTINCT table_id) FROM __ducklake_metadata_lake.ducklake_partition_info"
         ).fetchone()
         assert partitioned == (len(PARTITIONED_TABLES) + 1,)  # every partitioned table and `batches`
+
+
+@pytest.mark.parametrize(
+    ("catalog", "kind"),
+    [
+        ("dbname=lake host=db.internal user=attn password=secret", "postgres"),
+        ("  host=/var/run/postgresql dbname=lake", "postgres"),
+        ("postgresql://attn:secret@db/lake", "postgres"),
+        ("lake.sqlite", "sqlite"),
+        ("lake.ducklake", "duckdb"),
+        ("hostname=x.ducklake", "duckdb"),  # a file whose name holds a `=`, not a libpq keyword
+    ],
+)
+def test_a_libpq_key_value_catalog_is_postgresql_not_a_file(catalog: str, kind: str) -> None:
+    config = LakeConfig(catalog, "/data")
+    assert config.catalog_kind == kind
+    if kind == "postgres":
+        assert config.metadata_path() == f"postgres:{catalog}" and not config.catalog_missing()
+        assert "secret" not in config.describe() and "secret" not in repr(config)
+
+
+def test_a_lake_on_a_libpq_key_value_catalog(tmp_path: Path, postgres_server, monkeypatch: pytest.MonkeyPatch):
+    """ATTN_LAKE_CATALOG="dbname=… host=… port=… user=… password=…", as libpq and psql take it: the lake
+    is created on that database, no file of that name in the working directory."""
+    database = postgres_server.create_database()
+    monkeypatch.chdir(tmp_path)
+    server = f"host=127.0.0.1 port={postgres_server.port}"
+    dsn = f"dbname={database} {server} user={POSTGRES_USER} password={POSTGRES_PASSWORD}"
+    config = LakeConfig(dsn, str(tmp_path / "data"))
+    with connect_lake(config) as conn:
+        apply_views(conn)
+        upsert_model(conn, SPEC)
+        replace_partition(conn, {"head_summaries": _summaries([0.25, 0.75])}, SPEC.model_id, "demo")
+    with connect_lake(config, read_only=True) as reader:
+        assert reader.execute("SELECT model, to_cls FROM clark_special_tokens").fetchall() == [
+            ("org/m", pytest.approx(0.5))
+        ]
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["data"]  # no catalog file named after the DSN

@@ -1,10 +1,8 @@
-"""A DuckLake write whose data path fails mid-way (a full disk: a tiny tmpfs; a folder that
-cannot be created) rolls back: one message saying what, where and what to do, the catalog's
-password masked, the partition's rows and the `batches` table unchanged, and the file the
+"""A DuckLake write whose data path fails mid-way (a full disk: tests/conftest.py's tiny tmpfs; a
+folder that cannot be created) rolls back: one message saying what, where and what to do, the
+catalog's password masked, the partition's rows and the `batches` table unchanged, and the file the
 write left behind deleted by maintenance."""
 
-import subprocess
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -36,18 +34,6 @@ def _summaries(n: int, seed: int) -> pl.DataFrame:
             "to_cls": np.random.default_rng(seed).random(n, dtype=np.float32),
         }
     )
-
-
-@pytest.fixture
-def tiny_disk(tmp_path: Path) -> Iterator[Path]:
-    """A 1 MB tmpfs (mounting needs root; skipped elsewhere)."""
-    folder = tmp_path / "tiny-disk"
-    folder.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(folder)], capture_output=True)
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
-    yield folder
-    subprocess.run(["umount", "--lazy", str(folder)], check=True)
 
 
 def _state(conn: duckdb.DuckDBPyConnection) -> tuple[list, list, list]:

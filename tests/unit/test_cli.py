@@ -28,17 +28,6 @@ from tests.servers import stretched
 SPEC = ModelSpec("org--tiny", "org/tiny", "/models/tiny", "abc", "bert", 2, 2, True)
 
 
-@pytest.fixture
-def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Every location in tmp_path; the data directory exists and is empty. Returns the warehouse path."""
-    (tmp_path / "data").mkdir()
-    monkeypatch.setenv("ATTN_WAREHOUSE", str(tmp_path / "warehouse.duckdb"))
-    monkeypatch.setenv("ATTN_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.setenv("ATTN_CHARTS_DIR", str(tmp_path / "charts"))
-    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster"))
-    return tmp_path / "warehouse.duckdb"
-
-
 def test_sql_prints_the_result_and_lets_go_of_the_file(env: Path, capsys: pytest.CaptureFixture):
     assert main(["sql", "SELECT 1"]) == 2
     assert f"no warehouse at {env}" in capsys.readouterr().err

@@ -81,6 +81,19 @@ def test_the_shipped_files_are_found() -> None:
     assert settings.INSTANCE_SETTINGS.is_file()
 
 
+def test_the_instance_settings_live_outside_the_run_history(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A clone run from its top level keeps its run history in .dagster/ there: the settings every
+    new history starts from are not in it, where clearing the history would take them too."""
+    monkeypatch.delenv("ATTN_WAREHOUSE", raising=False)
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    monkeypatch.setenv("ATTN_HOME", str(settings.PROJECT_ROOT))
+    assert settings.dagster_home() == settings.PROJECT_ROOT / ".dagster"
+    assert not settings.INSTANCE_SETTINGS.is_relative_to(settings.dagster_home())
+    assert (
+        settings.INSTANCE_SETTINGS.parent == settings.SHIPPED_DIR and ".dagster" not in settings.INSTANCE_SETTINGS.parts
+    )
+
+
 def test_the_data_directory_is_a_checkouts_shared_data_else_the_users_data_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

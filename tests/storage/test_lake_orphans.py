@@ -55,7 +55,10 @@ def test_maintenance_at_keep_zero_leaves_a_writers_uncommitted_files(lake: LakeC
     with connect_lake(lake) as maintainer:
         assert maintain_files(maintainer, keep=timedelta(0))["deleted_orphaned_files"] == 0
     assert written <= parquet_files(lake)
-    writer.execute("INSERT INTO batches VALUES ('head_summaries', 'org--m', 'demo', 'b1', now()::TIMESTAMP, 3)")
+    writer.execute(
+        "INSERT INTO batches (table_name, model_id, corpus, batch_id, written_at, n_rows) "
+        "VALUES ('head_summaries', 'org--m', 'demo', 'b1', now()::TIMESTAMP, 3)"
+    )
     writer.execute("COMMIT")
     writer.close()
     with connect_lake(lake, read_only=True) as reader:

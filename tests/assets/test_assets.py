@@ -145,6 +145,8 @@ def test_demo_pipeline_end_to_end(tiny_model_dir: Path, resources: dict, tmp_pat
         hta_assets_by_corpus["demo"].key
     ).asset_materialization.metadata
     assert (metadata["hta_method"].value, metadata["hta_method_used"].value) == ("estimate(1)", "exact")
+    # what a later plan reads to expect the fallback (reproduction.expected_fallback)
+    assert metadata["estimator_within_tolerance"].value is False and metadata["check_examples"].value == 16
     with duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True) as conn:
         assert conn.execute("SELECT DISTINCT hta_method FROM hta_correlations").fetchall() == [("exact",)]
     assert not saved.exists()

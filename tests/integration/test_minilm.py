@@ -78,8 +78,8 @@ def warehouse(shared_data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -
     ops = {f"{name}_examples": {"config": {"size": size}} for name, size in SLICE.items()}
     # HTA is most of this fixture's time, and exact HTA grows with the square of the length: the
     # XNLI slice's seed makes its first example (the one HTA takes) 13 pieces long, where the default
-    # seed's is 26. The estimator check runs on that example; where the default estimator misses the
-    # published quantities' tolerances there, the run falls back to exact HTA and keeps the check's maps.
+    # seed's is 26. The estimator check runs on that example, every example the run writes, so its
+    # exact maps are the facts (the estimator's verdict is recorded either way).
     ops["xnli_en_examples"]["config"]["seed"] = XNLI_SEED
     ops["xnli_en_hta_facts"] = {"config": {"max_examples": HTA_EXAMPLES, "check_examples": 1}}
     ops["dependency_probes"] = {"config": {"epochs": 2}}

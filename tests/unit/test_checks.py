@@ -244,3 +244,25 @@ def test_estimate_check_gates_every_published_quantity_per_layer():
     assert estimate_matches_exact(layers, 0.01, 0.99, "hutchpp(16,8)", [1], within, tolerances).passed
     lost = {"center_of_mass": {2: float("nan"), 3: 0.0}}  # a quantity the estimate lost is a miss
     assert not estimate_matches_exact(layers, 0.01, 0.99, "hutchpp(16,8)", [1], lost, tolerances).passed
+
+
+def test_estimate_check_on_fewer_examples_than_its_minimum_judges_an_upper_bound():
+    layers = {2: 0.995, 3: 0.995}
+    tolerances = {"center_of_mass": 0.02}
+    gaps = {"center_of_mass": {2: 0.01, 3: 0.015}}
+    errors = {"center_of_mass": {2: 0.002, 3: 0.004}}
+    # 4 of 100 written examples: layer 3's bound 0.015 + 1.645 x 0.004 = 0.0216 > 0.02 misses
+    sampled = estimate_matches_exact(layers, 0.01, 0.99, "hutchpp(16,8)", [1, 2, 3, 4], gaps, tolerances, errors, 100)
+    assert not sampled.passed
+    assert sampled.metadata["published_misses"] == (
+        "center_of_mass layer 3: 0.0216 (gap 0.0150 + 1.645 x standard error) > 0.02"
+    )
+    assert sampled.metadata["center_of_mass_gap_error_layer_3"] == 0.004
+    assert sampled.metadata["judged_on"].startswith("one-sided 95% upper bound")
+    # the same gaps on 16 examples, or on every written example, are judged as they are
+    sixteen = list(range(16))
+    assert estimate_matches_exact(layers, 0.01, 0.99, "hutchpp(16,8)", sixteen, gaps, tolerances, errors, 100).passed
+    assert estimate_matches_exact(layers, 0.01, 0.99, "hutchpp(16,8)", [1, 2, 3, 4], gaps, tolerances, errors, 4).passed
+    # one example of more gives no standard error: an estimator cannot pass on it
+    lone = estimate_matches_exact(layers, 0.01, 0.99, "hutchpp(16,8)", [1], gaps, tolerances, {}, 100)
+    assert not lone.passed and lone.metadata["judged_on"].startswith("no verdict")

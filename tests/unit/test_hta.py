@@ -14,6 +14,7 @@ from dagster_project.compute.pascual.hta import (
     average_ranks,
     compare_contributions,
     input_norms,
+    jackknife_gap_errors,
     normalize_rows,
     previous_layer_norms,
     published_gaps,
@@ -242,6 +243,21 @@ def test_method_names():
     assert HtaMethod.parse("estimate(4,bf16)") == HtaMethod(4, bf16=True)
     with pytest.raises(ValueError, match="expected 'exact', 'estimate"):
         HtaMethod.parse("estimate(0)")
+    assert HtaMethod.parse("hutchpp(16,8,bf16,ends=2)") == HtaMethod(8, True, 16, exact_ends=2)
+    assert str(HtaMethod.parse("estimate(4, ends=1)")) == "estimate(4,ends=1)"
+
+
+def test_exact_ends_take_the_first_and_last_input_tokens_exactly(model, hidden):
+    # N = 5 tokens, ends=2: input tokens 0, 1, 3 and 4 exact, token 2 from one probe
+    e0 = hidden[0][0]
+    exact = input_norms(model, e0, HtaMethod(None))
+    ends = input_norms(model, e0, HtaMethod(1, exact_ends=2), torch.Generator().manual_seed(5))
+    plain = input_norms(model, e0, HtaMethod(1), torch.Generator().manual_seed(5))
+    torch.testing.assert_close(ends[..., [0, 1, 3, 4]], exact[..., [0, 1, 3, 4]], rtol=1e-4, atol=1e-6)
+    torch.testing.assert_close(ends[1:, ..., 2], plain[1:, ..., 2])  # the same probe for the middle token
+    assert not torch.allclose(plain[1:, ..., 2], exact[1:, ..., 2], rtol=1e-2)
+    # more ends than half the tokens: every token exact
+    torch.testing.assert_close(input_norms(model, e0, HtaMethod(1, exact_ends=4)), exact, rtol=1e-4, atol=1e-6)
 
 
 def test_check_sample_spans_the_length_range():
@@ -291,3 +307,18 @@ def test_published_gaps_per_estimated_layer():
     assert gaps["histogram_mass"] == {2: pytest.approx(6 / 35)}
     assert gaps["center_of_mass"] == {2: pytest.approx(0.0, abs=1e-7)}
     assert gaps["pearson"] == {2: pytest.approx(0.0, abs=1e-6)} and gaps["spearman"] == {2: pytest.approx(0.0)}
+
+
+def test_jackknife_gap_errors_of_hand_made_maps():
+    # example A as above (layer 2's histogram moves 6/35 of its mass), example B estimated exactly:
+    # left out in turn, the gaps are 6/35 (A alone) and 0 (B alone), mean 3/35, so the standard
+    # error is sqrt(1/2 * 2 * (3/35)^2) = 3/35
+    attention = torch.tensor([[[[0.6, 0.4], [0.3, 0.7]]], [[[0.9, 0.1], [0.2, 0.8]]]])
+    first = torch.tensor([[[0.75, 0.25], [0.5, 0.5]]])
+    exact = torch.stack([first, torch.tensor([[[0.6, 0.4], [0.4, 0.6]]])])
+    estimated = torch.stack([first, torch.tensor([[[0.75, 0.25], [0.25, 0.75]]])])
+    errors = jackknife_gap_errors([attention, attention], [exact, exact], [estimated, exact])
+    assert errors["histogram_mass"] == {2: pytest.approx(3 / 35)}
+    assert errors["center_of_mass"] == {2: pytest.approx(0.0, abs=1e-6)}
+    # one example has no spread to measure
+    assert math.isnan(jackknife_gap_errors([attention], [exact], [estimated])["histogram_mass"][2])

@@ -66,6 +66,30 @@ def test_a_fallback_to_exact_reuses_the_checks_exact_maps(
         assert_frame_equal(checked.facts.tables[table], rows, check_exact=True)
 
 
+def test_a_check_that_saw_every_written_example_gives_its_exact_maps(
+    encoder: LoadedEncoder, demo_tokens: pl.DataFrame, computed: list[HtaMethod]
+):
+    outcomes: list[CheckOutcome] = []
+    checked = hta_facts.checked_hta_facts(
+        encoder,
+        demo_tokens,
+        HtaMethod(32),  # D = 32 orthonormal probes per token: the estimate is exact, and passes
+        max_examples=3,
+        seed=0,
+        check_examples=16,
+        check_min_pearson=0.99,
+        fallback_to_exact=True,
+        progress=lambda done, total, seconds: None,
+        checked=outcomes.append,
+    )
+    [outcome] = outcomes
+    assert outcome.passed and outcome.metadata["examples"] == outcome.metadata["written_examples"] == 3
+    assert outcome.metadata["judged_on"].startswith("the gap itself: the check saw every one of the 3")
+    # each example computed once exactly and once estimated (the check), not estimated again for the facts
+    assert checked.method == HtaMethod(None) and len(computed) == 6 and len(exact(computed)) == 3
+    assert checked.outcomes[-1].metadata["estimator_within_tolerance"]
+
+
 class Killed(Exception):
     pass
 

@@ -46,32 +46,36 @@ class HtaMethod:
     runs the probes' matrix products in bfloat16 (about 2x faster on CPUs with bf16 units;
     its error is far below the estimator's, and the run's check measures both);
     `hutchpp(r,k)` / `hutchpp(r,k,bf16)`: exact on a sketched rank-r subspace per input token,
-    k probes on the rest (compute/pascual/hta_estimators.py)."""
+    k probes on the rest (compute/pascual/hta_estimators.py). A trailing `,ends=e` (either estimator)
+    takes the first and the last e input tokens with unit tangents, exactly: their blocks hold the
+    longest offsets, which few pairs share, so their noise moves a histogram's center of mass most."""
 
     probes: int | None  # None: exact
     bf16: bool = False
     rank: int = 0  # hutchpp: sketched directions per input token taken exactly; 0: plain probes
+    exact_ends: int = 0  # input tokens at each end taken exactly
 
     @classmethod
     def parse(cls, text: str) -> "HtaMethod":
         if text == "exact":
             return cls(None)
-        if match := re.fullmatch(r"estimate\((\d+)(,\s*bf16)?\)", text):
+        ends = r"(,\s*ends=(\d+))?"
+        if match := re.fullmatch(r"estimate\((\d+)(,\s*bf16)?" + ends + r"\)", text):
             if int(match[1]) >= 1:
-                return cls(int(match[1]), bool(match[2]))
-        if match := re.fullmatch(r"hutchpp\((\d+),\s*(\d+)(,\s*bf16)?\)", text):
+                return cls(int(match[1]), bool(match[2]), exact_ends=int(match[4] or 0))
+        if match := re.fullmatch(r"hutchpp\((\d+),\s*(\d+)(,\s*bf16)?" + ends + r"\)", text):
             if int(match[1]) >= 1 and int(match[2]) >= 1:
-                return cls(int(match[2]), bool(match[3]), int(match[1]))
+                return cls(int(match[2]), bool(match[3]), int(match[1]), int(match[5] or 0))
         raise ValueError(
             f"hta_method {text!r}: expected 'exact', 'estimate(k)', 'estimate(k,bf16)', 'hutchpp(r,k)' or "
-            "'hutchpp(r,k,bf16)' with k, r >= 1"
+            "'hutchpp(r,k,bf16)' with k, r >= 1, each optionally ending in ',ends=e' (e >= 0)"
         )
 
     def __str__(self) -> str:
-        bf16 = ",bf16" if self.bf16 else ""
+        options = (",bf16" if self.bf16 else "") + (f",ends={self.exact_ends}" if self.exact_ends else "")
         if self.probes is None:
             return "exact"
-        return f"hutchpp({self.rank},{self.probes}{bf16})" if self.rank else f"estimate({self.probes}{bf16})"
+        return f"hutchpp({self.rank},{self.probes}{options})" if self.rank else f"estimate({self.probes}{options})"
 
 
 @dataclass(frozen=True)
@@ -330,6 +334,20 @@ def _probed_squared_norms(
     )  # (i, L, j, H)
 
 
+def _unit_tangent_squared_norms(
+    model: PreTrainedModel, e0: torch.Tensor, tokens: list[int], bf16: bool, chunk_size: int | None
+) -> torch.Tensor:
+    """||d o_j / d e0_i||_F^2 of the input tokens `tokens` exactly, one unit tangent per coordinate of
+    each: (len(tokens), L, j, H), like the estimators' sums."""
+    width = e0.shape[1]
+    directions = torch.eye(width, dtype=e0.dtype, device=e0.device).expand(len(tokens), width, width)
+    tangents = e0.new_zeros(len(tokens), width, *e0.shape)
+    tangents[torch.arange(len(tokens), device=e0.device), :, torch.tensor(tokens, device=e0.device)] = directions
+    return tangent_squared_norms(
+        context_function(model), e0[None], tangents.view(-1, 1, *e0.shape), width, bf16, chunk_size
+    )
+
+
 def input_norms(
     model: PreTrainedModel,
     e0: torch.Tensor,
@@ -353,6 +371,10 @@ def input_norms(
         )
     else:
         squared = _probed_squared_norms(model, e0, method, generator, chunk_size)
+    if method.exact_ends:
+        n_tokens, count = e0.shape[0], min(method.exact_ends, e0.shape[0])
+        ends = sorted({*range(count), *range(n_tokens - count, n_tokens)})
+        squared[ends] = _unit_tangent_squared_norms(model, e0, ends, method.bf16, chunk_size)
     norms = squared.permute(1, 3, 2, 0).sqrt()  # (L, H, j, i)
     if method.probes is not None:
         # e^0 is the first layer's input: there the closed form is exact and costs nothing.
@@ -452,6 +474,40 @@ def published_gaps(exact: PublishedQuantities, estimated: PublishedQuantities) -
         name: {layer: float(value) for layer, value in enumerate(gap.tolist()[1:], start=2)}
         for name, gap in gaps.items()
     }
+
+
+def jackknife_gap_errors(
+    attention: list[torch.Tensor], exact: list[torch.Tensor], estimated: list[torch.Tensor]
+) -> dict[str, dict[int, float]]:
+    """The sampling error of each published gap (published_gaps of the examples' aggregates): its
+    jackknife standard error over the examples, sqrt((m - 1) / m * sum_i (gap_-i - mean)^2), gap_-i
+    the gap with example i left out. It says how far the gap on m check examples may lie from the
+    gap on the examples they were drawn from; NaN for fewer than two examples (no spread to measure)."""
+    full = published_gaps(published_quantities(attention, exact), published_quantities(attention, estimated))
+    count = len(exact)
+    if count < 2:
+        return {name: dict.fromkeys(gaps, math.nan) for name, gaps in full.items()}
+    left_out = []
+    for index in range(count):
+        kept = [position for position in range(count) if position != index]
+
+        def pick(maps: list[torch.Tensor], kept: list[int] = kept) -> list[torch.Tensor]:
+            return [maps[position] for position in kept]
+
+        left_out.append(
+            published_gaps(
+                published_quantities(pick(attention), pick(exact)),
+                published_quantities(pick(attention), pick(estimated)),
+            )
+        )
+    errors: dict[str, dict[int, float]] = {}
+    for name, gaps in full.items():
+        errors[name] = {}
+        for layer in gaps:
+            values = torch.tensor([gaps_without[name][layer] for gaps_without in left_out], dtype=torch.float64)
+            spread = ((values - values.mean()) ** 2).sum() * (count - 1) / count
+            errors[name][layer] = float(spread.sqrt())
+    return errors
 
 
 @dataclass(frozen=True)

@@ -47,10 +47,10 @@ ESTIMATE_CHECK = (
 
 
 class HtaConfig(Config):
-    hta_method: str = DEFAULT_HTA_METHOD  # exact | estimate(k)[,bf16] | hutchpp(r,k)[,bf16]
+    hta_method: str = DEFAULT_HTA_METHOD  # exact | estimate(k)[,bf16][,ends=e] | hutchpp(r,k)[,bf16][,ends=e]
     max_examples: int | None = None  # the first N examples by id; None: all
     seed: int = 0  # probes of example i are seeded with seed + i; the check's sample with seed
-    check_examples: int = CHECK_EXAMPLES  # drawn across the length range; fewer only for quick trials
+    check_examples: int = CHECK_EXAMPLES  # drawn across the length range; fewer: gaps judged by a 95% upper bound
     check_min_pearson: float = CHECK_MIN_PEARSON  # worst estimated layer's Pearson with exact HTA
     # where the estimator misses its check: compute the facts by exact HTA (false: fail the run)
     fallback_to_exact: bool = True

@@ -25,7 +25,7 @@ Most claims are written as a resampled statistic, and the judge is generated (bo
 - `not_comparable` (optional): with an aggregate `value`, an aggregate expression giving why the
   claim does not apply to this model, or NULL where it does.
 The units are drawn with replacement N_RESAMPLES times (a seeded percentile bootstrap: resample r
-draws unit hash(r * 2^32 + i) mod n for i < n, so every run draws alike). The verdict is `holds` when the
+draws the (hash(r * 2^32 + i) mod n)-th of the n units in sorted order, for i < n, so every run draws alike). The verdict is `holds` when the
 condition holds on the sample and in at least LEVEL + (1 - LEVEL) / 2 of the resamples, `fails`
 when it fails on the sample and holds in at most (1 - LEVEL) / 2 of them, and `inconclusive`
 otherwise; for a threshold, that is the 95% percentile interval lying wholly on one side of it.
@@ -137,28 +137,24 @@ def bootstrap_judge(
         f"printf('; {100 * LEVEL:.0f}%% interval {value_format} to {value_format} over %d {unit} "
         f"(holds in %.1f%% of {N_RESAMPLES:,} resamples)', value_low, value_high, n, 100 * holding)"
     )
-    return f"""WITH sample AS (
+    return f"""WITH sample AS MATERIALIZED (
 {sample.strip().rstrip(";")}
 ),
-units AS (
-    SELECT model_id, corpus, unit,
-        row_number() OVER (PARTITION BY model_id, corpus ORDER BY unit) - 1 AS unit_index,
-        count(*) OVER (PARTITION BY model_id, corpus) AS n
-    FROM (SELECT DISTINCT model_id, corpus, unit FROM sample)
+groups AS MATERIALIZED (
+    SELECT model_id, corpus, list_sort(list_distinct(list(unit))) AS units
+    FROM sample
+    GROUP BY model_id, corpus
 ),
 draws AS (
-    SELECT model_id, corpus, 0 AS resample, unit_index FROM units
+    SELECT model_id, corpus, 0 AS resample, unnest(units) AS unit FROM groups
     UNION ALL
-    SELECT model_id, corpus, resample, hash((resample << 32) + draw) % n AS unit_index
-    FROM (SELECT DISTINCT model_id, corpus, n FROM units),
-        range(1, {N_RESAMPLES + 1}) AS resamples(resample),
-        LATERAL (SELECT unnest(range(n)) AS draw)
+    SELECT model_id, corpus, resample, units[(1 + hash((resample << 32) + draw) % len(units))::BIGINT] AS unit
+    FROM groups, range(1, {N_RESAMPLES + 1}) AS resamples(resample), LATERAL (SELECT unnest(range(len(units))) AS draw)
 ),
 resampled AS (
     SELECT d.resample, s.*
     FROM draws AS d
-    JOIN units AS u USING (model_id, corpus, unit_index)
-    JOIN sample AS s ON s.model_id = u.model_id AND s.corpus = u.corpus AND s.unit = u.unit
+    JOIN sample AS s ON s.model_id = d.model_id AND s.corpus = d.corpus AND s.unit = d.unit
 ),
 statistic AS (
 {statistic}
@@ -176,9 +172,9 @@ summary AS (
     GROUP BY model_id, corpus
 ),
 judged AS (
-    SELECT s.*, u.n
+    SELECT s.*, len(g.units) AS n
     FROM summary AS s
-    JOIN (SELECT DISTINCT model_id, corpus, n FROM units) AS u USING (model_id, corpus)
+    JOIN groups AS g USING (model_id, corpus)
 )
 SELECT model_id, corpus,
     CASE WHEN not_comparable IS NULL THEN value END AS value,

@@ -25,10 +25,11 @@ Most claims are written as a resampled statistic, and the judge is generated (bo
 - `not_comparable` (optional): with an aggregate `value`, an aggregate expression giving why the
   claim does not apply to this model, or NULL where it does.
 The units are drawn with replacement N_RESAMPLES times (a seeded percentile bootstrap: resample r
-draws the (hash(r * 2^32 + i) mod n)-th of the n units in sorted order, for i < n, so every run draws alike). The verdict is `holds` when the
-condition holds on the sample and in at least LEVEL + (1 - LEVEL) / 2 of the resamples, `fails`
-when it fails on the sample and holds in at most (1 - LEVEL) / 2 of them, and `inconclusive`
-otherwise; for a threshold, that is the 95% percentile interval lying wholly on one side of it.
+draws the (hash(r * 2^32 + i) mod n)-th of the n units in sorted order, for i < n, so every run
+draws alike). The verdict is `holds` when the condition holds on the sample and in at least
+LEVEL + (1 - LEVEL) / 2 of the resamples, `fails` when it fails on the sample and holds in at
+most (1 - LEVEL) / 2 of them, and `inconclusive` otherwise; for a threshold, that is the 95%
+percentile interval lying wholly on one side of it.
 
 A claim whose uncertainty the results views already carry (an accuracy's interval over the
 sentences) may instead give a `judge`: a SELECT returning JUDGE_COLUMNS itself, `inconclusive`

@@ -165,7 +165,13 @@ def contract_violations(conn: duckdb.DuckDBPyConnection, contract: ViewContract)
     contract and are checked against the view's columns before they are quoted into the SQL;
     bounds and values are parameters."""
     view = contract.view
-    columns = {row[0] for row in conn.execute(f"DESCRIBE {_quoted(view)}").fetchall()}
+    # from the catalog, which a view's columns enter when it is created: DESCRIBE would plan the view
+    columns = {
+        row[0]
+        for row in conn.execute(
+            "SELECT column_name FROM duckdb_columns() WHERE table_name = ? AND schema_name = 'main'", [view]
+        ).fetchall()
+    }
     unknown = sorted(contract.columns() - columns)
     if unknown:
         has = ", ".join(sorted(columns))

@@ -18,7 +18,8 @@ WITH judged_models AS (
     FROM stg_models
     WHERE model_id NOT IN (SELECT tuned_model_id FROM int_finetuned_models)
 ),
-judgments AS (
+-- materialized: the control's rows join the same judgments, and each read of them re-plans every judge
+judgments AS MATERIALIZED (
     SELECT
         c.paper,
         c.claim,

@@ -30,7 +30,8 @@ deciding AS (
         judges OR NOT bool_or(judges) OVER (PARTITION BY model_id, claim) AS decides
     FROM judged
 ),
-cells AS (
+-- materialized: the controls' cells join the same cells, and each read re-plans every judge
+cells AS MATERIALIZED (
     SELECT
         paper,
         claim,

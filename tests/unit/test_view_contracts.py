@@ -36,7 +36,7 @@ def test_every_contract_names_columns_of_its_view(conn: duckdb.DuckDBPyConnectio
     misspelt = ViewContract("claim_judgments", ("claim", "model_id", "corpora"))
     assert contract_violations(conn, misspelt) == [
         "claim_judgments: the contract names columns the view lacks: corpora "
-        "(it has claim, corpus, model_id, n, reason, value, verdict)"
+        "(it has claim, corpus, model_id, n, reason, value, value_high, value_low, verdict)"
     ]
 
 
@@ -144,5 +144,5 @@ def test_a_results_view_contract_catches_a_duplicate_and_an_out_of_range_count()
         "claim_judgments: 1 key(s) of the grain (claim, model_id, corpus) have several rows, "
         "e.g. ('clark_a', 'm', 'wiki_segments') x2",
         "claim_judgments.n: 1 row(s) outside [0, inf], from -1 to -1",
-        "claim_judgments.verdict: values outside {holds, fails, not comparable, missing}: 'maybe' x1",
+        "claim_judgments.verdict: values outside {holds, fails, inconclusive, not comparable}: 'maybe' x1",
     ]

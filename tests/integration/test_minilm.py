@@ -64,6 +64,7 @@ EMPTY_VIEWS = {
     "stg_saliency_correlations",
     "stg_weighted_saliency_correlations",
     "compare_weightings_faithfulness",
+    "int_facts_of_replaced_examples",  # every corpus's facts were computed from the examples it holds
 }
 
 

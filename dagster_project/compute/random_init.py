@@ -41,11 +41,8 @@ def _random_model(config: PretrainedConfig, seed: int) -> PreTrainedModel:
 
 
 def _file_digest(path: Path) -> str:
-    digest = hashlib.sha1()
     with path.open("rb") as file:
-        for block in iter(lambda: file.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(file, "sha1").hexdigest()
 
 
 def _save(control: RandomInit, base_path: str, base_revision: str, folder: Path) -> None:

@@ -83,11 +83,8 @@ def load_manifest() -> dict[str, CorpusSource]:
 
 def sha256_of(path: Path) -> str:
     """The hex sha256 of a file's bytes."""
-    digest = hashlib.sha256()
     with path.open("rb") as stream:
-        for block in iter(lambda: stream.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(stream, "sha256").hexdigest()
 
 
 def file_status(data_dir: Path, file: SourceFile) -> str:

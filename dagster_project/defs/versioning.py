@@ -163,11 +163,14 @@ class ModuleWalk:
         return self._uses[module_name]
 
     def _find_uses(self, module_name: str) -> set[str]:
-        imported = _import_sources(self.source(module_name), _package(module_name))
+        source = self.source(module_name)
+        imported = _import_sources(source, _package(module_name))
         found = set()
         for name, value in vars(importlib.import_module(module_name)).items():
             if inspect.ismodule(value):
-                origin = value.__name__
+                # A package gains an attribute for each submodule anyone imports; only the modules
+                # its own statements bind count, so the walk does not depend on what was imported first.
+                origin = value.__name__ if name in imported or name in _bound_modules(source) else None
             elif inspect.isclass(value) or inspect.isroutine(value):
                 origin = getattr(value, "__module__", None)
             else:
@@ -205,6 +208,17 @@ def _import_sources(source: str, package: str) -> dict[str, tuple[str, str]]:
             for alias in node.names:
                 found[alias.asname or alias.name] = (module, alias.name)
     return found
+
+
+@lru_cache(maxsize=512)
+def _bound_modules(source: str) -> frozenset[str]:
+    """Names an `import M [as alias]` statement (any depth) binds."""
+    return frozenset(
+        alias.asname or alias.name.partition(".")[0]
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Import)
+        for alias in node.names
+    )
 
 
 def _package(module_name: str) -> str:

@@ -334,11 +334,14 @@ def test_code_versions_hash_the_modules_each_asset_computes_with() -> None:
         "dagster_project.defs.tags",
         "dagster_project.defs.partitions",
     }
-    # Plumbing to the others, but what encoder_model computes with (the model's device and dtype included).
+    # Plumbing to the others, but what encoder_model computes with (the model's device and dtype
+    # included, and the random-init control's weights when the source asks for them).
     assert computing_modules(by_name["encoder_model"]) == {
         "dagster_project.defs.assets.models",
         "dagster_project.compute.models",
         "dagster_project.compute.devices",
+        "dagster_project.compute.controls",
+        "dagster_project.compute.random_init",
     }
     assert "dagster_project.compute.pascual.hta" in computing_modules(by_name["demo_hta_facts"])
     # Corpus assets reach every reader through the registry they import.

@@ -56,6 +56,7 @@ EMPTY_VIEWS = {
     "kovaleva_framenet_head_ablation",
     "kovaleva_layer_ablation",
     "kovaleva_finetune_similarity",
+    "int_task_score_baselines",  # no fine-tuned model: no task scores to compare with a baseline
     # value norms are written only by a pass whose run config asks for the norm weighting
     "stg_value_norms",
     "compare_weightings_value_norms",

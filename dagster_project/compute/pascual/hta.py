@@ -504,9 +504,9 @@ def jackknife_gap_errors(
     for name, gaps in full.items():
         errors[name] = {}
         for layer in gaps:
-            values = torch.tensor([gaps_without[name][layer] for gaps_without in left_out], dtype=torch.float64)
-            spread = ((values - values.mean()) ** 2).sum() * (count - 1) / count
-            errors[name][layer] = float(spread.sqrt())
+            values = [gaps_without[name][layer] for gaps_without in left_out]
+            mean = math.fsum(values) / count
+            errors[name][layer] = math.sqrt(math.fsum((value - mean) ** 2 for value in values) * (count - 1) / count)
     return errors
 
 

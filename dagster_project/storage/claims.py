@@ -141,16 +141,27 @@ def bootstrap_judge(
     return f"""WITH sample AS MATERIALIZED (
 {sample.strip().rstrip(";")}
 ),
+units AS MATERIALIZED (
+    SELECT model_id, corpus, unit, row_number() OVER (PARTITION BY model_id, corpus ORDER BY unit) AS position
+    FROM (SELECT DISTINCT model_id, corpus, unit FROM sample WHERE unit IS NOT NULL)
+),
 groups AS MATERIALIZED (
-    SELECT model_id, corpus, list_sort(list_distinct(list(unit))) AS units
-    FROM sample
+    SELECT model_id, corpus, count(*) AS n
+    FROM units
     GROUP BY model_id, corpus
 ),
 draws AS (
-    SELECT model_id, corpus, 0 AS resample, unnest(units) AS unit FROM groups
+    SELECT model_id, corpus, 0 AS resample, unit FROM units
     UNION ALL
-    SELECT model_id, corpus, resample, units[(1 + hash((resample << 32) + draw) % len(units))::BIGINT] AS unit
-    FROM groups, range(1, {N_RESAMPLES + 1}) AS resamples(resample), LATERAL (SELECT unnest(range(len(units))) AS draw)
+    SELECT u.model_id, u.corpus, d.resample, u.unit
+    FROM (
+        SELECT model_id, corpus, resample, (1 + hash((resample << 32) + draw) % n::UBIGINT)::BIGINT AS position
+        FROM (
+            SELECT model_id, corpus, n, resample, unnest(range(n)) AS draw
+            FROM groups, range(1, {N_RESAMPLES + 1}) AS resamples(resample)
+        )
+    ) AS d
+    JOIN units AS u USING (model_id, corpus, position)
 ),
 resampled AS (
     SELECT d.resample, s.*
@@ -173,7 +184,7 @@ summary AS (
     GROUP BY model_id, corpus
 ),
 judged AS (
-    SELECT s.*, len(g.units) AS n
+    SELECT s.*, g.n
     FROM summary AS s
     JOIN groups AS g USING (model_id, corpus)
 )

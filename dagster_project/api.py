@@ -36,6 +36,7 @@ class Warehouse:
         self.close()
 
     def close(self) -> None:
+        """Close the connection, so that runs can write the warehouse again."""
         self._conn.close()
 
     def sql(self, query: str, params: Sequence[Any] | Mapping[str, Any] | None = None) -> pl.DataFrame:

@@ -44,6 +44,9 @@ VERBS = {
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the verb `argv` (default: the command line) names and return the exit status: 2 for bad input
+    and 1 for a corpus error or a warehouse locked or full, each said in one line; 130 when
+    interrupted."""
     parser = argparse.ArgumentParser(prog="attn-warehouse", description=__doc__)
     parser.add_argument("--version", action="version", version=f"%(prog)s {version('attention-warehouse')}")
     commands = parser.add_subparsers(dest="command", required=True)

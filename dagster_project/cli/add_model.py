@@ -8,6 +8,8 @@ HELP = "register a model as a new partition"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add MODEL (hub id, local path or random-init control) and --language, the XNLI language it stands
+    for in Pascual Fig. 4."""
     from dagster_project.corpora import XNLI_LANGUAGES
 
     parser.add_argument("model", help="hub id, local path or random-init:MODEL (its random-weights control)")
@@ -20,10 +22,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def command(args: argparse.Namespace) -> int:
+    """Register the MODEL of the parsed arguments; the exit status."""
     return add_model(args.model, args.language)
 
 
 def add_model(source: str, language: str | None = None) -> int:
+    """Register `source` as a model partition (with `language`, its XNLI language in Pascual Fig. 4) and
+    say how to materialize it; 0, or 2 when the model cannot be loaded."""
     from dagster import DagsterInstance
 
     from dagster_project.compute.models import ModelLoadError

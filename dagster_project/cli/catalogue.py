@@ -8,6 +8,7 @@ HELP = "list every paper result and what builds it: view, aggregates, facts, com
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add --markdown (print the docs page) or --write-docs (rewrite it and the paper pages' result cards)."""
     shown = parser.add_mutually_exclusive_group()
     shown.add_argument("--markdown", action="store_true", help="print the docs page (docs/catalogue.md) instead")
     shown.add_argument(
@@ -18,6 +19,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def command(args: argparse.Namespace) -> int:
+    """Print every paper result and what builds it, four lines each; or print the docs page (--markdown);
+    or rewrite docs/catalogue.md and the paper pages' cards (--write-docs). Always 0."""
     from dagster_project.presentation.catalogue import catalogue
     from dagster_project.presentation.result_cards import catalogue_markdown, refresh_docs
     from dagster_project.settings import PROJECT_ROOT

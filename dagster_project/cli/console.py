@@ -135,10 +135,12 @@ class RunConsole:
         self._thread: threading.Thread | None = None
 
     def start(self, run_id: str) -> None:
+        """Follow run `run_id`'s events on a background thread; call it before the run executes."""
         self._thread = threading.Thread(target=self._follow, args=(run_id,), name="run-console", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
+        """Show the run's last events, end the following thread and close the progress bars; call it after the run."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join()

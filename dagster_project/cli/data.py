@@ -154,6 +154,7 @@ def verify(names: list[str]) -> int:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the actions `list`, `fetch` (CORPUS..., --all, --mirror) and `verify` (CORPUS...)."""
     actions = parser.add_subparsers(dest="action", required=True)
     actions.add_parser(
         "list", help="every corpus: present, missing or corrupt, size, papers, licence, and the command that gets it"
@@ -174,6 +175,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def command(args: argparse.Namespace) -> int:
+    """Run the chosen action (`fetch` from ATTN_DATA_MIRROR when set and no --mirror is given); its exit status."""
     if args.action == "list":
         return list_corpora()
     if args.action == "fetch":

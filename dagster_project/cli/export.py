@@ -23,6 +23,7 @@ EXPORT_BATCH_ROWS = 100_000  # rows per Arrow batch on their way from the reader
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add VIEW or --all, --format (parquet or csv), --out and --model."""
     parser.add_argument("view", nargs="?", help="e.g. clark_coreference_heads")
     parser.add_argument("--all", action="store_true", help=f"every results view, and {MANIFEST}")
     parser.add_argument("--format", choices=["parquet", "csv"], default="parquet")
@@ -35,6 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def command(args: argparse.Namespace) -> int:
+    """Export VIEW, or every results view with --all; a UsageError unless exactly one of the two is given."""
     if args.all == (args.view is not None):
         raise UsageError("name one VIEW to export, or --all for every results view")
     if args.all:

@@ -11,10 +11,13 @@ HELP = "write a starter models.toml and workspace.yaml into the home folder (ATT
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add nothing: `init` takes no options."""
     del parser  # no options
 
 
 def command(args: argparse.Namespace) -> int:
+    """Copy each starter file (models.toml, workspace.yaml) that the home folder lacks into it, and say
+    what to do next; always 0."""
     del args
     home = settings.home()
     for name in settings.STARTER_FILES:

@@ -8,6 +8,7 @@ HELP = "set the pools' limits on the Dagster instance (once, before the first ru
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add --gpus, the devices the gpu pool shares."""
     parser.add_argument(
         "--gpus",
         type=int,
@@ -16,6 +17,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def command(args: argparse.Namespace) -> int:
+    """Set the pools' limits for the parsed --gpus; the exit status."""
     return pools(args.gpus)
 
 

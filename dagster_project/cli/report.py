@@ -11,10 +11,12 @@ HELP = "write the static HTML report (one page per paper, every model)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add --out, the folder for the report's pages."""
     parser.add_argument("--out", type=Path, help="folder for the pages (default: report/ in the charts folder)")
 
 
 def command(args: argparse.Namespace) -> int:
+    """Write the HTML report into --out (default: report/ in the charts folder); the exit status."""
     return report(args.out)
 
 

@@ -182,6 +182,7 @@ def reproduce(sources: list[str], profile: str, dry_run: bool, verbose: bool, us
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add MODEL..., --control, --quick, --dry-run, --config, --set and --verbose."""
     from dagster_project.compute.controls import RANDOM_INIT
     from dagster_project.compute.models import DEFAULT_MODEL
 
@@ -229,6 +230,9 @@ def with_controls(sources: list[str], kinds: list[str]) -> list[str]:
 
 
 def command(args: argparse.Namespace) -> int:
+    """Reproduce the papers for each named model and its --control models, with the paper profile (or the
+    quick one, --quick) under the run config of --config and --set; a UsageError when a model is named
+    twice."""
     if len(set(args.models)) != len(args.models):
         raise UsageError("a model is named twice")
     user_config = run_config_from(args.config, args.set)

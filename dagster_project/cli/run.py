@@ -62,6 +62,7 @@ def run(
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add MODEL, --corpus, --analysis, --hta, --config, --set, --dry-run and --verbose."""
     from dagster_project.compute.models import DEFAULT_MODEL
     from dagster_project.corpora import CORPORA, DEFAULT_CORPORA
     from dagster_project.defs.jobs import ANALYSES, DEFAULT_ANALYSES
@@ -112,6 +113,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def command(args: argparse.Namespace) -> int:
+    """Run the chosen analyses (default DEFAULT_ANALYSES, and hta with --hta) for MODEL on the chosen
+    corpora, under the run config of --config and --set; the exit status."""
     from dagster_project.defs.jobs import DEFAULT_ANALYSES
 
     analyses = list(dict.fromkeys([*(args.analysis or DEFAULT_ANALYSES), *(["hta"] if args.hta else [])]))

@@ -11,6 +11,7 @@ HELP = "every paper claim judged per model: the paper's number, the model's, hol
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add MODEL, --paper, --format (table, csv or markdown) and --matrix."""
     parser.add_argument("model", nargs="?", help="hub id, path or model_id as registered (default: every model)")
     parser.add_argument("--paper", choices=("clark", "kovaleva", "pascual"), help="one paper's claims")
     parser.add_argument("--format", choices=("table", "csv", "markdown"), default="table", dest="output")
@@ -23,6 +24,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def command(args: argparse.Namespace) -> int:
+    """Print the claims' verdicts from the warehouse opened read-only: for MODEL or every model, or every
+    model side by side (--matrix); 2 for bad input or a warehouse without the view, 1 when no model is
+    registered."""
     import duckdb
 
     from dagster_project.presentation.consistency import replaced_examples_notes

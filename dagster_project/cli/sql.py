@@ -14,11 +14,13 @@ HELP = "run a query on the warehouse opened read-only and print the result (hold
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add QUERY and --max-rows."""
     parser.add_argument("query", help='SQL, e.g. "SELECT * FROM models"')
     parser.add_argument("--max-rows", type=int, default=50, help="rows to print at most (default 50)")
 
 
 def command(args: argparse.Namespace) -> int:
+    """Run QUERY and print at most --max-rows rows (at least 1); the exit status."""
     return sql(args.query, max(args.max_rows, 1))
 
 

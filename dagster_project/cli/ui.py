@@ -11,14 +11,18 @@ HELP = "start the Dagster UI on 127.0.0.1"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add --port (default 3000)."""
     parser.add_argument("--port", type=int, default=3000)
 
 
 def command(args: argparse.Namespace) -> int:
+    """Start the Dagster UI on --port, in place of this process."""
     return ui(args.port)
 
 
 def ui(port: int) -> int:
+    """End the runs a killed UI left in progress, then replace this process with `dagster dev` on
+    127.0.0.1:`port`, with the user's workspace.yaml (else the shipped one)."""
     from dagster import DagsterInstance
 
     from dagster_project.cli.recovery import reclaim_dead_runs

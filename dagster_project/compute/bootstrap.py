@@ -47,6 +47,7 @@ def ratio_intervals(
 
 
 def measures_of(units: pl.DataFrame) -> list[str]:
+    """The measures a units frame holds sums for: the names of its `m_num` columns, without the suffix."""
     return [column.removesuffix(NUMERATOR) for column in units.columns if column.endswith(NUMERATOR)]
 
 

@@ -35,6 +35,7 @@ class ComputeDevice:
 
     @property
     def low_precision(self) -> bool:
+        """Whether the forward dtype is other than float32 (a pass that takes gradients then runs in float32)."""
         return self.dtype != torch.float32
 
     def batch_tokens(self, backward: bool = False) -> int:
@@ -102,6 +103,7 @@ def to_host(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 
 def dtype_name(dtype: torch.dtype) -> str:
+    """The dtype as settings and messages write it: `bfloat16`, not `torch.bfloat16`."""
     return str(dtype).removeprefix("torch.")
 
 

@@ -85,9 +85,11 @@ class Collector(Protocol):
     head summaries. A kind whose rows span layers (head distances, pattern examples) keeps what it needs
     of each layer until the batch's last (PassInputs.n_layers)."""
 
-    def add(self, attn: torch.Tensor, batch: Batch, summaries: dict[str, np.ndarray], first_layer: int) -> None: ...
+    def add(self, attn: torch.Tensor, batch: Batch, summaries: dict[str, np.ndarray], first_layer: int) -> None:
+        """Gather the rows of one batch's layers from `first_layer` on (`attn`, and their head `summaries`)."""
 
-    def finish(self) -> pl.DataFrame: ...
+    def finish(self) -> pl.DataFrame:
+        """The kind's rows of the whole pass; an empty frame when it gathered none."""
 
 
 @dataclass
@@ -99,9 +101,11 @@ class BatchRows:
     parts: list[dict[str, np.ndarray]] = field(default_factory=list)
 
     def add(self, attn: torch.Tensor, batch: Batch, summaries: dict[str, np.ndarray], first_layer: int) -> None:
+        """Keep the rows `rows` makes of the batch's layers."""
         self.parts.extend(self.rows(attn, batch, summaries, first_layer))
 
     def finish(self) -> pl.DataFrame:
+        """Every batch's rows in one frame, with the columns `label` adds; an empty frame when there were none."""
         return self.label(frame(self.parts)) if self.parts else pl.DataFrame()
 
 
@@ -116,9 +120,12 @@ class BatchFrames:
     parts: list[Future[pl.DataFrame]] = field(default_factory=list)
 
     def add(self, attn: torch.Tensor, batch: Batch, summaries: dict[str, np.ndarray], first_layer: int) -> None:
+        """Take the batch's statistics on the device and queue their frame on the host frame worker."""
         self.parts.append(built_beside(self.frame, self.columns(attn, batch, first_layer)))
 
     def finish(self) -> pl.DataFrame:
+        """Every batch's frame in order, once the host frame worker has built it; an empty frame when
+        there were none."""
         return pl.concat([part.result() for part in self.parts]) if self.parts else pl.DataFrame()
 
 
@@ -137,6 +144,8 @@ class HeadDistances:
     storage: torch.Tensor | None = None  # the rows' buffer, reused by the next batch where it fits
 
     def add(self, attn: torch.Tensor, batch: Batch, summaries: dict[str, np.ndarray], first_layer: int) -> None:
+        """Gather the batch's real query rows of these layers; after its last layer, add its divergence
+        sums and token count to the corpus's."""
         if first_layer == 1:
             valid = batch.masks.valid
             self.rows = QueryRows(valid, self.n_layers, self.n_heads, attn.dtype, self.storage)
@@ -150,6 +159,8 @@ class HeadDistances:
             self.rows = None
 
     def finish(self) -> pl.DataFrame:
+        """`head_distances` rows of the corpus's summed divergences (brought to the host once); an empty
+        frame when no batch came."""
         if self.js_sums is None:
             return pl.DataFrame()
         return distance_rows(self.js_sums, int(self.tokens), self.n_heads)
@@ -166,6 +177,8 @@ class PatternExamples:
     candidates: PatternCandidates = field(default_factory=dict)
 
     def add(self, attn: torch.Tensor, batch: Batch, summaries: dict[str, np.ndarray], first_layer: int) -> None:
+        """Note the batch's maps that can still be picked for each pattern class; after its last layer,
+        pick from them the first examples of each class that still lacks maps."""
         patterns = torch.from_numpy(summaries["pattern"]).reshape(attn.shape[:3])
         wanted = {pattern: self.per_pattern - len(self.picked.get(pattern, ())) for pattern in PATTERNS}
         pattern_map_candidates(attn, batch, patterns, first_layer, self.candidates, wanted)
@@ -174,6 +187,7 @@ class PatternExamples:
             self.candidates.clear()
 
     def finish(self) -> pl.DataFrame:
+        """The picked example maps of every pattern class in one frame; an empty frame when none was picked."""
         parts = [part for parts in self.picked.values() for part in parts]
         return pl.concat(parts) if parts else pl.DataFrame()
 
@@ -187,9 +201,12 @@ class WeightedRows:
     weighting: str
 
     def add(self, attn: torch.Tensor, batch: Batch, summaries: dict[str, np.ndarray], first_layer: int) -> None:
+        """Gather the wrapped kind's rows of the batch on this weighting's maps."""
         self.rows.add(attn, batch, summaries, first_layer)
 
     def finish(self) -> pl.DataFrame:
+        """The wrapped kind's rows tagged with the weighting (and head LAYER_MAP_HEAD for a per-layer
+        weighting); an empty frame when there were none."""
         rows = self.rows.finish()
         if rows.is_empty():
             return rows
@@ -470,4 +487,5 @@ def corpus_fact_kinds(corpus: CorpusSpec) -> list[FactKind]:
 
 
 def kind_checks(kinds: Sequence[FactKind]) -> list[FactCheck]:
+    """The checks of every one of `kinds`, in their order."""
     return [check for kind in kinds for check in kind.checks]

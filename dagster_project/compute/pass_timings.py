@@ -29,6 +29,8 @@ class PassTimings:
 
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:
+        """Add the time the block takes on the device to phase `name`, and take it from the phase it is
+        nested in; waits for the device at both ends."""
         synchronize(self.device)
         started = time.perf_counter()
         self._open.append(name)
@@ -43,6 +45,7 @@ class PassTimings:
                 self.seconds[self._open[-1]] -= elapsed
 
     def shares(self) -> dict[str, float]:
+        """Each phase's fraction of the pass's timed seconds (all 0 when nothing was timed)."""
         total = sum(self.seconds.values()) or 1.0
         return {name: seconds / total for name, seconds in self.seconds.items()}
 

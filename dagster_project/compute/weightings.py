@@ -105,6 +105,7 @@ class LayerCapture:
     calls: dict[str, list[tuple[torch.Tensor, torch.Tensor]]] = field(default_factory=dict)
 
     def hook(self, role: str) -> Callable[[nn.Module, tuple, torch.Tensor], None]:
+        """A forward hook that records each call's first input and output under `role`."""
         calls = self.calls.setdefault(role, [])
         return lambda _module, args, output: calls.append((args[0], output))
 

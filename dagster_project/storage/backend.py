@@ -145,6 +145,9 @@ class WarehouseConfig:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> "WarehouseConfig":
+        """The warehouse the environment configures: the DuckDB file, or with
+        ATTN_WAREHOUSE_BACKEND=ducklake the lake at ATTN_LAKE_CATALOG and ATTN_LAKE_DATA_PATH; a
+        LakeConfigError names either when it is missing."""
         backend = warehouse_backend(env)
         database = str(settings.warehouse_path())
         if backend == "duckdb":
@@ -159,6 +162,7 @@ class WarehouseConfig:
         return cls(backend, database, LakeConfig(env[CATALOG_SETTING].strip(), env[DATA_PATH_SETTING].strip()))
 
     def describe(self) -> str:
+        """The warehouse in a few words for messages and manifests (a lake's catalog password masked)."""
         return f"DuckLake ({self.lake.describe()})" if self.lake else f"DuckDB file {self.database}"
 
     def exists(self) -> bool:

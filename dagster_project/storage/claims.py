@@ -85,6 +85,7 @@ class Claim:
     params: tuple[tuple[str, str], ...] = ()  # the `each` item the claim was made from
 
     def row(self, order: int) -> dict:
+        """The claim as a row of the `claims` table, at position `order`."""
         return {name: getattr(self, name) for name in CLAIM_COLUMNS if name != "claim_order"} | {"claim_order": order}
 
 
@@ -260,6 +261,7 @@ def _claims_of_entry(entry: dict, paper: str, path: Path) -> list[Claim]:
 
 
 def claim_files(sql_dir: Path | None = None) -> list[Path]:
+    """The claim registry's files, sql/claims/*.yaml (under `sql_dir` when given), by name."""
     return sorted(((sql_dir or SQL_DIR) / CLAIMS_DIR).glob("*.yaml"))
 
 

@@ -127,6 +127,8 @@ class LakeNotSetUpError(RuntimeError):
 
 
 def lake_not_set_up(error: duckdb.Error) -> LakeNotSetUpError:
+    """The error for a lake read or write that met a missing table or view (`error`): it says to
+    materialize `warehouse_views` once, then re-run."""
     return LakeNotSetUpError(
         f"the DuckLake warehouse is not set up ({' '.join(str(error).split())}): materialize `warehouse_views` "
         "once (it creates the tables, partitions them by (model_id, corpus) and creates the views), then re-run"

@@ -88,6 +88,8 @@ class S3Settings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> "S3Settings":
+        """The S3 settings of the standard AWS variables; the endpoint of AWS_ENDPOINT_URL_S3 (else
+        AWS_ENDPOINT_URL), with SSL unless its scheme is http; region us-east-1 unless set."""
         url = env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL") or ""
         parts = urlsplit(url if "://" in url else f"https://{url}") if url else None
         return cls(
@@ -113,6 +115,7 @@ class LakeConfig:
 
     @property
     def catalog_kind(self) -> str:
+        """`postgres`, `sqlite` or `duckdb`: the database that holds the catalog, from its URL or file suffix."""
         scheme = urlsplit(self.catalog).scheme.lower()
         if scheme in ("postgres", "postgresql") or _LIBPQ_KEY_VALUE.match(self.catalog):
             return "postgres"
@@ -122,6 +125,7 @@ class LakeConfig:
 
     @property
     def on_s3(self) -> bool:
+        """Whether the data path is an s3:// URL."""
         return self.data_path.lower().startswith("s3://")
 
     def metadata_path(self) -> str:
@@ -133,6 +137,8 @@ class LakeConfig:
         return f"postgres:{self.catalog}"
 
     def normalized_data_path(self) -> str:
+        """The data path as DuckLake's DATA_PATH takes it: a local folder made absolute, and either kind
+        ending in `/`."""
         path = self.data_path if self.on_s3 else str(Path(self.data_path).expanduser().resolve())
         return path if path.endswith("/") else path + "/"
 
@@ -143,11 +149,13 @@ class LakeConfig:
         return catalog, [self.normalized_data_path()]
 
     def extensions(self) -> list[str]:
+        """The DuckDB extensions the lake needs: ducklake, its catalog's scanner and, for data on S3, httpfs."""
         needed = ["ducklake"]
         needed += {"postgres": ["postgres_scanner"], "sqlite": ["sqlite_scanner"], "duckdb": []}[self.catalog_kind]
         return needed + (["httpfs"] if self.on_s3 else [])
 
     def describe(self) -> str:
+        """The catalog (its password masked) and the data path, for messages."""
         return f"catalog {mask_password(self.catalog)}, data {self.data_path}"
 
     def __repr__(self) -> str:
@@ -188,6 +196,7 @@ def extension_file(name: str) -> Path:
 
 
 def load_extensions(conn: duckdb.DuckDBPyConnection, names: list[str]) -> None:
+    """Load the named DuckDB extensions from their pip packages' files (never downloaded)."""
     for name in names:
         conn.load_extension(str(extension_file(name)))
 

@@ -152,10 +152,12 @@ def _lake_write_failure(
 
 
 def new_batch_id() -> str:
+    """A fresh `batch_id`, shared by every table one write fills."""
     return uuid.uuid4().hex
 
 
 def utc_now() -> datetime:
+    """The current UTC time without a zone, as the TIMESTAMP column `written_at` holds it."""
     return datetime.now(UTC).replace(tzinfo=None)
 
 

@@ -16,6 +16,7 @@ _log = logging.getLogger(__name__)
 
 
 def schema_files() -> list[Path]:
+    """The DDL files of sql/schema, one per table, by name."""
     return sorted((SQL_DIR / "schema").glob("*.sql"))
 
 

@@ -50,6 +50,7 @@ class ViewContract:
     accepted_values: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def columns(self) -> set[str]:
+        """Every column the contract names."""
         return {*self.grain, *self.not_null, *self.ranges, *self.accepted_values}
 
     def rules(self) -> list[str]:
@@ -68,6 +69,7 @@ class ViewContract:
 
 
 def contract_path(view: str, sql_dir: Path | None = None) -> Path:
+    """Where the contract of results view `view` lives: sql/results/<view>.yaml (under `sql_dir` when given)."""
     return (sql_dir or SQL_DIR) / RESULTS_LAYER / f"{view}{CONTRACT_SUFFIX}"
 
 

@@ -130,6 +130,8 @@ class AblationSettings:
 
 
 def ablation_settings(n_layers: int, n_heads: int) -> AblationSettings:
+    """Every ablation of a model with `n_layers` x `n_heads` heads: the baseline, then each head alone
+    (layer by layer), then each whole layer."""
     eye_heads = torch.eye(n_layers * n_heads, dtype=torch.bool).view(-1, n_layers, n_heads)
     whole_layers = torch.eye(n_layers, dtype=torch.bool)[:, :, None].expand(n_layers, n_layers, n_heads)
     disabled = torch.cat([torch.zeros(1, n_layers, n_heads, dtype=torch.bool), eye_heads, whole_layers])

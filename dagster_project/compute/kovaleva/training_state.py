@@ -24,6 +24,7 @@ class TrainingCheckpoints:
 
     @property
     def path(self) -> Path:
+        """The file in `folder` that holds the training state."""
         return self.folder / "training_state.pt"
 
     def save(
@@ -82,6 +83,8 @@ def generator_state(device: torch.device) -> dict[str, torch.Tensor]:
 
 
 def restore_generators(device: torch.device, state: dict[str, torch.Tensor]) -> None:
+    """Put back the random number generators' states `generator_state` saved (the CPU's and the CUDA
+    device's or MPS's), so dropout draws what it would have drawn without the kill."""
     torch.set_rng_state(state["cpu"])
     if "cuda" in state:
         torch.cuda.set_rng_state(state["cuda"], device)

@@ -57,6 +57,9 @@ class HtaMethod:
 
     @classmethod
     def parse(cls, text: str) -> "HtaMethod":
+        """The method an `hta_method` setting names: `exact`, `estimate(k)` or `hutchpp(r,k)`, each
+        optionally with `,bf16` and `,ends=e`; anything else is a ValueError that lists the accepted
+        forms."""
         if text == "exact":
             return cls(None)
         ends = r"(,\s*ends=(\d+))?"
@@ -90,6 +93,8 @@ class AttentionWeights:
     score_bias: Callable[[int], torch.Tensor] | None = None
 
     def first_layers(self, count: int) -> "AttentionWeights":
+        """The projections of the first `count` layers alone (those whose previous-layer contributions are
+        asked for)."""
         first = lambda pair: (pair[0][:count], pair[1][:count])  # noqa: E731
         return AttentionWeights(first(self.query), first(self.key), first(self.value), self.scaling, self.score_bias)
 

@@ -63,6 +63,8 @@ class PreviousLayerCost:
 
     @property
     def method(self) -> str:
+        """How the previous-layer contributions were computed, as the asset's metadata reports it:
+        `closed form`, or `per-layer jvp (exact)` when any jvp was taken."""
         return "per-layer jvp (exact)" if self.jvps else "closed form"
 
     def __add__(self, other: "PreviousLayerCost") -> "PreviousLayerCost":

@@ -32,6 +32,7 @@ class SavedContributions:
 
     @classmethod
     def of(cls, folder: Path, model: PreTrainedModel) -> "SavedContributions":
+        """The saved contributions in `folder` for `model`'s weights (their fingerprint taken once, here)."""
         return cls(folder, model_fingerprint(model))
 
     def norms(

@@ -236,9 +236,9 @@ def test_hta_contributions_and_correlations(warehouse):
     assert kinds == [("attention",), ("contribution",)]
 
 
-def test_readme_queries_run(warehouse):
-    readme = (PROJECT_ROOT / "README.md").read_text()
-    queries = re.findall(r"```sql\n(.*?)```", readme, flags=re.S)
+def test_getting_started_queries_run(warehouse):
+    page = (PROJECT_ROOT / "docs" / "getting-started.md").read_text()
+    queries = re.findall(r"```sql\n(.*?)```", page, flags=re.S)
     assert len(queries) >= 4
     results = [warehouse.execute(query).fetchall() for query in queries]
     assert results[0], "MiniLM has heads above 0.5 on [CLS]"

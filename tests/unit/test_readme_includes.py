@@ -65,3 +65,11 @@ def test_the_outputs_table_is_written_once() -> None:
     header = "| what | where (override with) |"
     assert README.count(header) == 1
     assert all(header not in (PROJECT_ROOT / path).read_text(encoding="utf-8") for path in PAGES)
+
+
+def test_the_readme_is_a_front_door_of_at_most_150_lines() -> None:
+    """What the project is, a picture, the two commands, the data command and where to go next;
+    the rest lives in docs/ (getting-started.md holds the example queries and every command)."""
+    assert len(README.splitlines()) <= 150
+    assert {"two-commands", "data", "next"} <= set(SECTIONS)
+    assert "attn-warehouse data fetch" in SECTIONS["data"]

@@ -1,50 +1,157 @@
 """mkdocs hook: the docs pages are written to read well on GitHub, and this adapts them for the site.
 
+- The repository's host page comes from the setting the Dagster UI's code references read,
+  ATTN_GIT_URL and ATTN_GIT_BRANCH (settings.source_repository): it becomes the site's `repo_url`
+  (the header's repository button) and `edit_uri`. Unset, the site names no repository.
 - A link from a page to a repository file outside docs/ (a SQL view, a test) is a relative path,
-  which GitHub follows; on the site it becomes that file's page on the repository host (mkdocs.yml
-  `repo_url`, on the branch of `edit_uri`). A link to a path that does not exist is left alone, so
+  which GitHub follows; on the site it becomes that file's page on the repository host, or, with no
+  host configured, a page of the site that shows the file (source/<path>.md, made here; a folder
+  becomes its path as code text). A link to a path that does not exist is left alone, so
   `mkdocs build --strict` fails on it.
+- A ```mermaid block, which GitHub draws, is drawn on the site by mermaid, which mkdocs-material
+  fetches from a CDN unless the page has already loaded it: a page with a diagram loads the copy
+  the site serves (docs/vendor/mermaid/), so that it draws offline.
 - An include of a README section and an API page's mkdocstrings directive are written inside an
   HTML comment on a line of their own, `<!-- --8<-- "README.md:NAME" -->` and
   `<!-- ::: dagster_project.compute -->`, which GitHub does not show (the bare lines it shows as
   text); here they become the pymdownx.snippets and mkdocstrings lines they wrap."""
 
+import os
 import re
-from pathlib import Path, PurePosixPath
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlsplit
 
-LINK = re.compile(r"\]\((?P<target>[^()\s#]+)(?P<anchor>#[^()\s]*)?\)")
-# edit_uri names the branch: edit/<branch>/docs/ on GitHub, -/edit/<branch>/docs/ on GitLab.
-EDIT_URI = re.compile(r"^(?P<prefix>(?:-/)?)edit/(?P<branch>[^/]+)/docs/?$")
+from mkdocs.structure.files import File, InclusionLevel
+from mkdocs.utils import get_relative_url
+
+from dagster_project.settings import source_repository
+
+LINK = re.compile(r"\[(?P<text>[^\]\n]*)\]\((?P<target>[^()\s#]+)(?P<anchor>#[^()\s]*)?\)")
 HIDDEN_FROM_GITHUB = re.compile(r'^<!-- (--8<-- "[^"\n]+"|::: [\w.]+) -->$', re.MULTILINE)
+Repository = tuple[str, str]
+MERMAID_SCRIPT = "vendor/mermaid/mermaid.min.js"
+# mkdocs-material's configuration script, which its bundle follows: mermaid must be loaded before it.
+THEME_SCRIPTS = '<script id="__config"'
+# Where the site shows the repository files its pages link to when no host is configured.
+SOURCE_PAGES = "source"
+LANGUAGES = {".py": "python", ".sql": "sql", ".md": "markdown", ".toml": "toml", ".yaml": "yaml", ".yml": "yaml"}
 
 
-def repository_file_url(repo_url: str, edit_uri: str, path: str) -> str:
-    """The page of the repository file `path` (relative to the repository root) on its host."""
-    found = EDIT_URI.match(edit_uri)
-    if found is None:
-        raise ValueError(
-            f"mkdocs.yml edit_uri {edit_uri!r} is not edit/<branch>/docs/: set it so, e.g. edit/main/docs/"
-        )
-    return f"{repo_url.rstrip('/')}/{found['prefix']}blob/{found['branch']}/{path}"
+def _host_prefix(repo_url: str) -> str:
+    """GitLab puts its file and edit pages under `-/`; GitHub at the repository's top."""
+    return "-/" if "gitlab" in urlsplit(repo_url).netloc else ""
 
 
-def site_markdown(markdown: str, page_path: Path, docs_dir: Path, repo_url: str, edit_uri: str) -> str:
-    """The Markdown of the page at `page_path` (in `docs_dir`) as the site builds it."""
+def repository_file_url(repository: Repository, path: str) -> str:
+    """The page of the repository file `path` (relative to the repository root) on its host,
+    `repository` being (host page, branch)."""
+    repo_url, branch = repository
+    return f"{repo_url}/{_host_prefix(repo_url)}blob/{branch}/{path}"
+
+
+def repository_path(target: str, page_path: Path, docs_dir: Path) -> str | None:
+    """The path, from the repository root, of the existing repository file or folder outside
+    `docs_dir` that link `target` of the page at `page_path` names; None for any other link."""
+    if "://" in target or target.startswith(("/", "mailto:")):
+        return None
+    path = (page_path.parent / target).resolve()
     root = docs_dir.parent
+    if path.is_relative_to(docs_dir) or not path.is_relative_to(root) or not path.exists():
+        return None
+    return path.relative_to(root).as_posix()
+
+
+def linked_repository_files(markdown: str, page_path: Path, docs_dir: Path) -> Iterator[str]:
+    """The repository files (not folders) outside `docs_dir` that the page's links name."""
+    for match in LINK.finditer(markdown):
+        relative = repository_path(match["target"], page_path, docs_dir)
+        if relative is not None and (docs_dir.parent / relative).is_file():
+            yield relative
+
+
+def source_page_uri(relative: str) -> str:
+    """The site page (a docs path) that shows the repository file `relative`."""
+    return f"{SOURCE_PAGES}/{relative}.md"
+
+
+def source_page(relative: str, text: str) -> str:
+    """The Markdown of the page that shows the repository file `relative`, whose content is `text`:
+    its path as the title and the file as a code block (fenced longer than any backtick run in it)."""
+    fence = "`" * max(3, 1 + max((len(run) for run in re.findall(r"`+", text)), default=0))
+    language = LANGUAGES.get(Path(relative).suffix, "text")
+    return (
+        f"---\nsearch:\n  exclude: true\n---\n\n# `{relative}`\n\n"
+        f"The repository's file as this site was built from it.\n\n{fence}{language}\n{text.rstrip()}\n{fence}\n"
+    )
+
+
+def site_markdown(markdown: str, page_path: Path, docs_dir: Path, repository: Repository | None) -> str:
+    """The Markdown of the page at `page_path` (in `docs_dir`) as the site builds it, with links to
+    repository files on `repository` (host page, branch), or, when None, to the site's pages that
+    show them (a folder: its path as code text)."""
 
     def rewrite(match: re.Match) -> str:
-        target = match["target"]
-        if "://" in target or target.startswith(("/", "mailto:")):
+        relative = repository_path(match["target"], page_path, docs_dir)
+        if relative is None:
             return match[0]
-        path = (page_path.parent / target).resolve()
-        if path.is_relative_to(docs_dir) or not path.is_relative_to(root) or not path.exists():
-            return match[0]
-        relative = PurePosixPath(path.relative_to(root).as_posix())
-        return f"]({repository_file_url(repo_url, edit_uri, str(relative))}{match['anchor'] or ''})"
+        if repository is not None:
+            return f"[{match['text']}]({repository_file_url(repository, relative)}{match['anchor'] or ''})"
+        if (docs_dir.parent / relative).is_file():
+            return f"[{match['text']}]({os.path.relpath(docs_dir / source_page_uri(relative), page_path.parent)})"
+        code = f"`{relative}`"
+        return code if match["text"] == code else f"{match['text']} ({code})"
 
     return HIDDEN_FROM_GITHUB.sub(r"\1", LINK.sub(rewrite, markdown))
 
 
+def on_config(config):
+    """The site's repository button and edit links on the configured host, or none."""
+    repository = source_repository()
+    if repository is None:
+        config["repo_url"] = config["repo_name"] = config["edit_uri"] = None
+    else:
+        repo_url, branch = repository
+        config["repo_url"] = repo_url
+        config["repo_name"] = urlsplit(repo_url).path.strip("/") or urlsplit(repo_url).netloc
+        config["edit_uri"] = f"{_host_prefix(repo_url)}edit/{branch}/docs/"
+    return config
+
+
+def on_files(files, *, config):
+    """With no repository host, a page for each repository file the pages link to."""
+    if source_repository() is not None:
+        return files
+    docs_dir = Path(config["docs_dir"]).resolve()
+    root = docs_dir.parent
+    linked = {
+        relative
+        for file in files.documentation_pages()
+        for relative in linked_repository_files(file.content_string, docs_dir / file.src_path, docs_dir)
+    }
+    for relative in sorted(linked):
+        text = (root / relative).read_text(encoding="utf-8")
+        page = source_page(relative, text)
+        files.append(
+            File.generated(config, source_page_uri(relative), content=page, inclusion=InclusionLevel.NOT_IN_NAV)
+        )
+    return files
+
+
 def on_page_markdown(markdown: str, *, page, config, files) -> str:
     docs_dir = Path(config["docs_dir"]).resolve()
-    return site_markdown(markdown, docs_dir / page.file.src_path, docs_dir, config["repo_url"], config["edit_uri"])
+    return site_markdown(markdown, docs_dir / page.file.src_path, docs_dir, source_repository())
+
+
+def with_mermaid(html: str, page_url: str) -> str:
+    """The page `html` (at site URL `page_url`), loading the site's mermaid when it has a diagram."""
+    if 'class="mermaid"' not in html:
+        return html
+    script = f'<script src="{get_relative_url(MERMAID_SCRIPT, page_url)}"></script>'
+    if html.count(THEME_SCRIPTS) != 1:
+        raise ValueError(f"{page_url}: no single {THEME_SCRIPTS}> to load mermaid before; has the theme changed?")
+    return html.replace(THEME_SCRIPTS, f"{script}\n{THEME_SCRIPTS}")
+
+
+def on_post_page(output: str, *, page, config) -> str:
+    return with_mermaid(output, page.url)

@@ -2,9 +2,9 @@
 every results view of sql/results), what builds it, from the chart down to the math: the view,
 the materialized aggregates and the staged fact tables it reads (followed through the views, as
 storage/sql_files.py orders them), the compute functions that produce those facts, the tests
-that name the view and the docs section that describes it. `attn-warehouse catalogue` prints it;
-docs/catalogue.md shows it as cards (presentation/result_cards.py). The Python API finds a result
-by the name a person gives it ("table 1", "fig. 2") with results_named."""
+that name the view (its own test first: own_test) and the docs section that describes it.
+`attn-warehouse catalogue` prints it; docs/catalogue.md shows it as cards (presentation/result_cards.py).
+The Python API finds a result by the name a person gives it ("table 1", "fig. 2") with results_named."""
 
 import functools
 import re
@@ -66,10 +66,11 @@ class CatalogueRow:
     aggregates: tuple[str, ...]
     facts: tuple[str, ...]
     compute: tuple[str, ...]
-    tests: tuple[str, ...]
+    tests: tuple[str, ...]  # the view's own test first (own_test), then the other tests that name it
     docs: str  # page#anchor of the docs section that names the view
     chart_function: str  # the function that draws the chart, as `compute`'s names are written
     command: str  # the run that fills the view for the chart's first corpus
+    own_test: str = ""  # the test of the view itself (own_test); "" when tests/views has none
 
     def missing(self) -> list[str]:
         """The columns this row has nothing in (aggregates may be empty: some views read the facts directly)."""
@@ -121,6 +122,18 @@ def tests_naming(names: Iterable[str], tests_dir: Path = TESTS_DIR) -> dict[str,
     }
 
 
+def own_test(view: str, tests: Iterable[str]) -> str:
+    """The view's own test among `tests` (the files that name it): the file of tests/views, where views
+    are tested on hand-made rows, whose name shares the most words with the view's, the paper's key
+    among them (tests/views/test_dependency.py for clark_dependency_heads, test_kovaleva.py for
+    kovaleva_cls_attention); the first in name order on a tie, "" when no such file shares a word."""
+    words = set(view.split("_"))
+    candidates = sorted(test for test in tests if test.startswith("tests/views/"))
+    shared = {test: len(words & set(Path(test).stem.removeprefix("test_").split("_"))) for test in candidates}
+    best = max(candidates, key=shared.__getitem__, default="")  # max keeps the first of equals
+    return best if best and shared[best] else ""
+
+
 class PaperResult(NamedTuple):
     paper: str  # a key of PAPER_AUTHORS
     result: str  # as the paper numbers it, "Fig. 2"; for a view no chart draws, the view itself
@@ -152,6 +165,21 @@ def result_key(name: str) -> str:
     spaces and no abbreviation dots ("Fig. 2" and "figure 2" -> "fig2"; "§4.4-4.5" keeps its decimals)."""
     text = re.sub(r"[a-z]+", lambda word: _RESULT_WORDS.get(word[0], word[0]), name.lower())
     return re.sub(r"\s+|(?<!\d)\.|\.(?!\d)", "", text)
+
+
+# The kinds of numbered result, in the order the catalogue lists them (result_key's abbreviations).
+NUMBERED_KINDS = ("fig", "table", "§", "app")
+
+
+def result_order(result: str) -> tuple[int, tuple[int, ...]]:
+    """Where a result stands among its paper's: figures by number, then tables, sections and
+    appendices by number ("Figs. 1, 5" and "Fig. 4/5" by their first; "§4.4-4.5" as 4.4; "App. C" by
+    its letter), then what the paper does not number (a comparison, a view no chart draws)."""
+    found = re.match(r"(fig|table|§|app)(\d+(?:\.\d+)*|[a-z])", result_key(result))
+    if not found:
+        return len(NUMBERED_KINDS), ()
+    number = tuple(int(part) for part in found[2].split(".")) if found[2][0].isdigit() else (ord(found[2]),)
+    return NUMBERED_KINDS.index(found[1]), number
 
 
 def _label_keys(result: PaperResult) -> set[str]:
@@ -197,12 +225,15 @@ def results_named(paper: str, name: str, results: Iterable[PaperResult] | None =
 
 
 def catalogue(charts: Iterable[ChartSpec] = CHARTS) -> list[CatalogueRow]:
-    """One row per chart, then one per results view that no chart draws."""
+    """One row per chart, then one per results view that no chart draws; per paper (in the order of
+    PAPER_AUTHORS) in the order of result_order, the registry's order where that ties."""
     views = {view.name: view for view in view_definitions()}
     results = [name for name, view in views.items() if view.layer == "results"]
     tables = set(schema_columns())
     sources = aggregate_sources()
     sections, tests = docs_sections(), tests_naming(results)
+    own = {view: own_test(view, tests[view]) for view in results}
+    own_first = {view: tuple(sorted(tests[view], key=lambda test: test != own[view])) for view in results}
     specs = {spec.name: spec for spec in charts}
     rows = []
     for paper, result, chart, view in paper_results(specs.values()):
@@ -213,10 +244,12 @@ def catalogue(charts: Iterable[ChartSpec] = CHARTS) -> list[CatalogueRow]:
         compute = sorted({_qualified(TABLE_COMPUTATIONS[fact]) for fact in facts if fact in TABLE_COMPUTATIONS})
         rows.append(
             CatalogueRow(
-                paper, result, chart, view, aggregates, tuple(sorted(facts)), tuple(compute), tests[view],
+                paper, result, chart, view, aggregates, tuple(sorted(facts)), tuple(compute), own_first[view],
                 sections.get(view, ""),
                 _qualified(specs[chart].draw) if chart else "",
                 fill_command(specs[chart]) if chart else "",
+                own[view],
             )
         )  # fmt: skip
-    return rows
+    papers = list(PAPER_AUTHORS)
+    return sorted(rows, key=lambda row: (papers.index(row.paper), result_order(row.result)))

@@ -17,6 +17,7 @@ the result cards of the docs show (presentation/result_cards.py).
 the snapshot."""
 
 import argparse
+import html
 import io
 import json
 import re
@@ -31,7 +32,7 @@ import polars as pl
 from dagster_project.corpora import GLUE_TASKS
 from dagster_project.presentation.chart_registry import CHARTS, ChartSpec
 from dagster_project.presentation.result_cards import CHART_IMAGES, refresh_docs
-from dagster_project.presentation.scorecard import markdown_table, scorecard_rows, summary_line
+from dagster_project.presentation.scorecard import scorecard_rows, summary_line
 from dagster_project.settings import PROJECT_ROOT
 from dagster_project.storage.backend import WarehouseConfig
 from dagster_project.storage.claims import load_claims
@@ -187,18 +188,32 @@ def render_block(key: str, rows: pl.DataFrame, meta: dict) -> str:
         ),
         "",
         *([f"On part of the data: {'; '.join(meta['reduced_sizes'])}.", ""] if meta.get("reduced_sizes") else []),
-        markdown_table(
-            chosen.select(
-                "claim",
-                "corpus",
-                pl.col("paper_text").alias("paper (BERT-base)"),
-                pl.col("model_value").alias("MiniLM"),
-                "verdict",
-                pl.col("reason").alias("why"),
-            )
-        ),
+        verdict_table(chosen),
     ]
     return "\n".join(lines) + "\n"
+
+
+def verdict_table(rows: pl.DataFrame) -> str:
+    """The judgments of `rows` as an HTML table a content column wide: per (claim, corpus) a row of
+    the claim and its corpus, the verdict, MiniLM's value and the paper's, then the reason on a row of
+    its own across the table, so that the longest text reads at the column's full width. Claim ids may
+    break after an underscore."""
+    lines = [
+        "<table>",
+        "<thead><tr><th>claim</th><th>verdict</th><th>MiniLM</th><th>paper (BERT-base)</th></tr></thead>",
+    ]
+    lines.append("<tbody>")
+    for row in rows.iter_rows(named=True):
+        claim = html.escape(row["claim"]).replace("_", "_<wbr>")
+        corpus = f"<br><small>on {html.escape(row['corpus'])}</small>" if row["corpus"] else ""
+        value = "" if row["model_value"] is None else f"{row['model_value']:.4g}"
+        lines.append(
+            f"<tr><td>{claim}{corpus}</td><td><strong>{html.escape(row['verdict'])}</strong></td>"
+            f"<td>{value}</td><td>{html.escape(row['paper_text'] or '', quote=False)}</td></tr>"
+        )
+        lines.append(f'<tr><td colspan="4"><em>why</em>: {html.escape(row["reason"] or "", quote=False)}</td></tr>')
+    lines += ["</tbody>", "</table>"]
+    return "\n".join(lines)
 
 
 def render_page(text: str, rows: pl.DataFrame, meta: dict) -> str:

@@ -1,14 +1,15 @@
 """A card per paper result, generated from the results catalogue (presentation/catalogue.py): one
 link to each thing that makes the result, from the SQL view down to the compute functions, the
 function that draws its chart, the tests, the run that fills it, and MiniLM's chart from the docs
-snapshot (docs/snapshot/charts/, written by presentation/docs_snapshot.py).
+snapshot (docs/snapshot/charts/, written by presentation/docs_snapshot.py); folded under it, the
+view's SQL and the SQL that judges each of its claims.
 
-docs/catalogue.md is every card, grouped by paper. Each paper page section that describes a result
-carries its card between `<!-- card: CHART -->` and `<!-- /card -->`; refresh_docs writes them (at
-the end of the section, in catalogue order), and tests/unit/test_result_cards.py fails when a page
-differs from what it writes. Links to repository files are relative paths, which GitHub follows
-and the docs site's hook (docs/hooks/github_view.py) points at the repository host; links to
-functions go to their entries in the API pages (docs/api/<layer>.md)."""
+docs/catalogue.md opens with a table of every result, then has every card, grouped by paper. Each
+paper page section that describes a result carries its card between `<!-- card: CHART -->` and
+`<!-- /card -->`; refresh_docs writes them (at the end of the section, in catalogue order), and
+tests/unit/test_result_cards.py fails when a page differs from what it writes. Links to repository
+files are relative paths, which GitHub follows and the docs site's hook (docs/hooks/github_view.py)
+points at the repository host; links to functions go to their entries in the API pages (docs/api/<layer>.md)."""
 
 import os
 import re
@@ -18,6 +19,7 @@ from pathlib import Path
 from dagster_project.presentation.catalogue import CARD_BLOCK, DOCS_DIR, CatalogueRow, catalogue, heading_anchor
 from dagster_project.presentation.chart_registry import PAPER_AUTHORS
 from dagster_project.settings import PROJECT_ROOT
+from dagster_project.storage.claims import Claim, load_claims
 
 CATALOGUE_PAGE = "catalogue.md"
 CHART_IMAGES = DOCS_DIR / "snapshot" / "charts"
@@ -59,6 +61,46 @@ def catalogue_anchor(row: CatalogueRow) -> str:
     return heading_anchor(f"{row.result} {row.chart}")
 
 
+def tests_cell(row: CatalogueRow, page: str) -> str:
+    """The card's tests: the view's own test first, then the others that name the view."""
+    others = ", ".join(_file_link(PROJECT_ROOT / name, page) for name in row.tests if name != row.own_test)
+    if not row.own_test:
+        return f"none of its own in `tests/views`; named by {others}"
+    own = f"its own: {_file_link(PROJECT_ROOT / row.own_test, page)}"
+    return f"{own}; also named by {others}" if others else own
+
+
+def _indented(text: str) -> list[str]:
+    """`text` as lines of an admonition's body (four spaces in, blank lines left blank)."""
+    return [f"    {line}".rstrip() for line in text.strip().splitlines()]
+
+
+def sql_blocks(row: CatalogueRow) -> list[str]:
+    """The card's code, folded (pymdownx.details): the view's SQL file, and the judges of the claims
+    that read the result (the claims whose chart is the card's, storage/claims.py); of claims made
+    from one registry entry (`each`), one judge, the others named: they differ only in its values."""
+    view_sql = (SQL_FOLDER / "results" / f"{row.view}.sql").read_text(encoding="utf-8")
+    lines = [f'??? abstract "SQL of the view `{row.view}`"', "", *_indented(f"```sql\n{view_sql}\n```"), ""]
+    entries: dict[str, list[Claim]] = {}
+    for claim in load_claims():
+        if row.chart and claim.chart == row.chart:
+            entries.setdefault(claim.template, []).append(claim)
+    if not entries:
+        return lines
+    claims = sum(len(made) for made in entries.values())
+    judged = "the claim" if claims == 1 else f"its {claims} claims"
+    lines += [f'??? abstract "SQL that judges {judged} (the scorecard\'s verdicts)"', ""]
+    for template, (first, *others) in entries.items():
+        named = f"`{first.claim}`"
+        if others:
+            named += (
+                f"; {', '.join(f'`{claim.claim}`' for claim in others)} are made from the same registry entry"
+                f" (`{template}`) with other values"
+            )
+        lines += [f"    {named}", "", *_indented(f"```sql\n{first.judge}\n```"), ""]
+    return lines
+
+
 def card_markdown(row: CatalogueRow, page: str) -> str:
     """The card of `row` as it appears on the docs page `page` (relative to docs/): on the
     catalogue it links to the paper page's section, on a paper page to the catalogue."""
@@ -83,20 +125,24 @@ def card_markdown(row: CatalogueRow, page: str) -> str:
         f"| facts | {files('schema', row.facts)} |",
         f"| compute | {', '.join(_api_link(name, page) for name in row.compute)} |",
         f"| chart | `{row.chart}`, drawn by {_api_link(row.chart_function, page)} |",
-        f"| tests | {', '.join(_file_link(PROJECT_ROOT / name, page) for name in row.tests)} |",
+        f"| tests | {tests_cell(row, page)} |",
         f"| fill it | `{row.command}` |",
         "",
+        *sql_blocks(row),
     ]
     image = CHART_IMAGES / f"{row.chart}.png"
     if image.exists():
-        lines.append(f"![MiniLM, {result_title(row).strip('`')}]({_relative(image, page)})")
+        # the page shrinks a wide chart to the column; a click opens it at its own size
+        picture = _relative(image, page)
+        lines.append(f"[![MiniLM, {result_title(row).strip('`')}]({picture})]({picture})")
     else:
         lines.append("*No MiniLM chart in the docs snapshot: its run had no rows for this view.*")
     return "\n".join(lines) + "\n"
 
 
 def catalogue_markdown(rows: Sequence[CatalogueRow]) -> str:
-    """The catalogue page: every card, grouped by paper in the order of PAPER_AUTHORS."""
+    """The catalogue page: a table of every result in the rows' order, each linking to its card, then
+    every card, grouped by paper in the order of PAPER_AUTHORS."""
     lines = [
         "# Results catalogue",
         "",
@@ -106,7 +152,18 @@ def catalogue_markdown(rows: Sequence[CatalogueRow]) -> str:
         "paper's figure to the math behind it: the chart asset draws the view; the view reads the",
         "aggregates (materialized per model and corpus) and the staged fact tables; the compute",
         "functions produce those facts. Each picture is MiniLM's, from the",
-        "[docs snapshot](papers/scorecard.md).",
+        "[docs snapshot](papers/scorecard.md); a click opens it at full size. Each card names the view's",
+        "own test (in `tests/views`) before the other tests that name the view, and folds the view's SQL",
+        "and the SQL that judges the claims read from it.",
+        "",
+        "## Every result",
+        "",
+        "By paper; in a paper, the figures by number, then the tables, sections and appendices by number,",
+        "then what the paper does not number. Each result links to its card.",
+        "",
+        "| paper | result | view |",
+        "|---|---|---|",
+        *(f"| {PAPER_TITLES[row.paper]} | [{row.result}](#{catalogue_anchor(row)}) | `{row.view}` |" for row in rows),
         "",
     ]
     for paper in PAPER_AUTHORS:

@@ -53,9 +53,17 @@ ROWS = pl.DataFrame(
 def test_a_block_renders_the_rows_of_its_paper_and_result() -> None:
     block = render_block("clark Table 1", ROWS, META)
     assert block.splitlines()[0].startswith("org/m, quick reproduction (reduced sizes), 2026-11-27: 1 claims: 1 holds")
-    assert "| clark_b | ud_ewt_test | 94.3 \\| 51.7 | 78.8 | holds | best head 3-9 |" in block
+    # each judgment's row, then its reason on a row of its own across the table's four columns
+    assert (
+        "<tr><td>clark_<wbr>b<br><small>on ud_ewt_test</small></td><td><strong>holds</strong></td>"
+        "<td>78.8</td><td>94.3 | 51.7</td></tr>\n"
+        '<tr><td colspan="4"><em>why</em>: best head 3-9</td></tr>'
+    ) in block
     assert "clark_a" not in block
-    assert "| clark_a | wiki_segments | > 0.5 | 0.1235 | fails | mean 0.123 |" in render_block("clark", ROWS, META)
+    assert (
+        "<tr><td>clark_<wbr>a<br><small>on wiki_segments</small></td><td><strong>fails</strong></td>"
+        "<td>0.1235</td><td>&gt; 0.5</td></tr>"
+    ) in render_block("clark", ROWS, META)
     assert render_block("kovaleva", ROWS, META) == "No claim of kovaleva in the snapshot.\n"
 
 
@@ -108,7 +116,10 @@ def test_a_page_keeps_its_prose_and_rewrites_its_blocks() -> None:
     rendered = render_page(page, ROWS, META)
     assert rendered.startswith("# Title\n\nprose\n<!-- snapshot: pascual -->\norg/m, quick")
     assert "old numbers" not in rendered and rendered.endswith("<!-- /snapshot -->\nmore prose\n")
-    assert "| pascual_c |  | 0.7 |  | missing | needs HTA facts |" in rendered
+    assert (
+        "<tr><td>pascual_<wbr>c</td><td><strong>missing</strong></td><td></td><td>0.7</td></tr>\n"
+        '<tr><td colspan="4"><em>why</em>: needs HTA facts</td></tr>'
+    ) in rendered
     assert render_page(rendered, ROWS, META) == rendered
 
 

@@ -18,8 +18,10 @@ from dagster_project.presentation.result_cards import (
     card_markdown,
     catalogue_markdown,
     page_with_cards,
+    sql_blocks,
 )
 from dagster_project.settings import PROJECT_ROOT
+from dagster_project.storage.claims import load_claims
 
 ROWS = catalogue()
 DOCS = PROJECT_ROOT / "docs"
@@ -93,19 +95,20 @@ def test_a_card_links_each_part_of_its_result(page: str) -> None:
     assert f"]({api}compute.md#dagster_project.compute.metrics.most_attended_words)" in card
     assert f"]({api}presentation.md#dagster_project.presentation.charts.clark.clark_dependency_chart)" in card
     assert {f"{up}{name}" for name in row.tests} <= set(targets)
-    assert f"]({up.removeprefix('../')}snapshot/charts/clark_table1_dependency_heads.png)" in card
+    picture = f"{up.removeprefix('../')}snapshot/charts/clark_table1_dependency_heads.png"
+    assert f"[![MiniLM, Clark et al. Table 1]({picture})]({picture})" in card  # a click opens it full size
     assert "`attn-warehouse run --analysis attention --corpus ud_ewt_test`" in card
 
 
 def test_every_card_has_every_link() -> None:
     """Per card, on its paper page and on the catalogue: one link per view, aggregate, fact table,
     compute function and test, one to the chart function, one to the other page, and the picture
-    wherever the snapshot has it."""
+    and its full-size link wherever the snapshot has it."""
     for row in ROWS:
         for page in (row.docs.partition("#")[0], CATALOGUE_PAGE):
             targets = [target for target, _ in LINK.findall(card_markdown(row, page))]
             image = (CHART_IMAGES / f"{row.chart}.png").exists()
-            wanted = 1 + len(row.aggregates) + len(row.facts) + len(row.compute) + 1 + len(row.tests) + 1 + image
+            wanted = 1 + len(row.aggregates) + len(row.facts) + len(row.compute) + 1 + len(row.tests) + 1 + 2 * image
             assert len(targets) == wanted, (page, row.chart, targets)
             assert sum(target.endswith(".sql") for target in targets) == 1 + len(row.aggregates) + len(row.facts)
             assert sum(target.endswith(".py") for target in targets) == len(row.tests)
@@ -150,10 +153,12 @@ def test_every_snapshot_image_is_a_chart_of_the_registry() -> None:
 
 
 @pytest.mark.slow
-def test_the_built_site_has_every_card_link(tmp_path: Path) -> None:
+def test_the_built_site_has_every_card_link(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """mkdocs builds the site (strict); on the built paper pages every card's function link has its
     anchor in the API page and every repository file link goes to the repository host."""
     pytest.importorskip("mkdocs")
+    monkeypatch.setenv("ATTN_GIT_URL", "https://github.com/o/r")
+    monkeypatch.setenv("ATTN_GIT_BRANCH", "dev")
     from mkdocs.commands.build import build
     from mkdocs.config import load_config
 
@@ -166,7 +171,46 @@ def test_the_built_site_has_every_card_link(tmp_path: Path) -> None:
     clark = (tmp_path / "papers" / "clark" / "index.html").read_text()
     anchors = re.findall(r'href="\.\./\.\./(api/\w+)/#(dagster_project\.[\w.]+)"', clark)
     assert anchors and all(anchor in ids[f"{page}.md"] for page, anchor in anchors)
-    repository = f"{config['repo_url'].rstrip('/')}/blob/main/"
+    repository = "https://github.com/o/r/blob/dev/"
     table1 = next(row for row in ROWS if row.chart == "clark_table1_dependency_heads")
     assert f'href="{repository}sql/results/{table1.view}.sql"' in clark
     assert not re.search(r'href="(\.\./)+(sql|tests)/', clark)
+
+
+def test_a_card_folds_its_views_sql_and_one_judge_per_registry_entry_of_its_claims() -> None:
+    """Clark Table 1: the view's file, then one judge for its 15 relations' claims (one entry, `each`)
+    and one for each claim of its own."""
+    row = next(row for row in ROWS if row.chart == "clark_table1_dependency_heads")
+    blocks = "\n".join(sql_blocks(row))
+    view = (PROJECT_ROOT / "sql" / "results" / f"{row.view}.sql").read_text(encoding="utf-8").strip()
+    assert blocks.startswith(f'??? abstract "SQL of the view `{row.view}`"\n\n    ```sql\n')
+    assert "\n".join(f"    {line}".rstrip() for line in view.splitlines()) in blocks
+    claims = [claim for claim in load_claims() if claim.chart == row.chart]
+    entries = {claim.template: claim for claim in reversed(claims)}  # the first claim of each entry
+    assert f"SQL that judges its {len(claims)} claims" in blocks
+    assert blocks.count("    ```sql\n") == 1 + len(entries)
+    relations = [claim for claim in claims if claim.template == "clark_table1_{relation}_beats_baseline"]
+    assert len(relations) == 15
+    assert f"`{relations[0].claim}`; `{relations[1].claim}`, " in blocks
+    assert all(
+        "\n".join(f"    {line}".rstrip() for line in claim.judge.splitlines()) in blocks for claim in entries.values()
+    )
+
+
+def test_the_catalogue_opens_with_every_result_linking_to_its_card() -> None:
+    page = catalogue_markdown(ROWS)
+    overview = page.split("## Every result\n")[1].split("\n## ")[0]
+    links = re.findall(r"^\| [^|]+ \| \[([^]]+)\]\(#([^)]+)\) \| `(\w+)` \|$", overview, flags=re.MULTILINE)
+    assert [(result, view) for result, _, view in links] == [(row.result, row.view) for row in ROWS]
+    headings = {heading_anchor(heading) for heading in re.findall(r"^### (.+)$", page, flags=re.MULTILINE)}
+    assert {anchor for _, anchor, _ in links} <= headings
+
+
+def test_a_card_names_the_views_own_test_first() -> None:
+    row = next(row for row in ROWS if row.chart == "clark_fig2_special_tokens")
+    assert "| tests | none of its own in `tests/views`; named by [`tests/" in card_markdown(row, CATALOGUE_PAGE)
+    row = next(row for row in ROWS if row.chart == "clark_table1_dependency_heads")
+    assert (
+        "| tests | its own: [`tests/views/test_dependency.py`](../tests/views/test_dependency.py); also named by "
+        in (card_markdown(row, CATALOGUE_PAGE))
+    )

@@ -19,6 +19,8 @@ class BuildPyWithShipped(build_py):
         if self.editable_mode:
             return
         target = Path(self.build_lib) / "dagster_project" / "shipped"
+        # build_lib outlives a build: a view removed since the last one must not ship again
+        shutil.rmtree(target, ignore_errors=True)
         for name in SHIPPED:
             source, copy = Path(name), target / name
             copy.parent.mkdir(parents=True, exist_ok=True)

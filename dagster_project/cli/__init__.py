@@ -8,6 +8,8 @@ run history persist between commands and the UI.
 """
 
 import argparse
+import os
+import signal
 import sys
 from importlib.metadata import version
 
@@ -61,12 +63,17 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         use_project_instance()
-        return VERBS[args.command].command(args)
+        status = VERBS[args.command].command(args)
+        sys.stdout.flush()  # a reader gone before the last write shows here, not as a traceback at exit
+        return status
     except UsageError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     except RunInterrupted:
         return 130
+    except BrokenPipeError:  # the reader went away (`attn-warehouse data list | head`): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the exit's flush must not fail again
+        return 128 + signal.SIGPIPE
     except KeyboardInterrupt:  # Ctrl-C (or SIGTERM in a run) outside a run's steps
         print("interrupted: stopped; writes are whole or rolled back, so re-run to finish", file=sys.stderr)
         return 130

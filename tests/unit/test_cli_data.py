@@ -4,7 +4,10 @@ fetch a small corpus and verify it; a changed byte on the mirror is refused and 
 partial download is completed by a Range request; verify names a file that changed; an unknown
 corpus name is one line listing the known ones, exit status 2."""
 
+import os
 import re
+import signal
+import sys
 from pathlib import Path
 
 import pytest
@@ -139,3 +142,13 @@ def test_list_shows_every_corpus_its_licence_and_the_command_that_gets_it(
     assert re.search(r"  Pascual 2021 +CC BY-NC 4\.0 +attn-warehouse data fetch xnli_de$", rows["xnli_de"])
     assert "not downloadable: see below" in rows["conll2012"]
     assert lines[-1].startswith("conll2012: OntoNotes 5.0 comes from the Linguistic Data Consortium")
+
+
+def test_a_reader_that_stops_early_ends_the_listing_quietly(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`attn-warehouse data list | head -1` once head has gone: SIGPIPE's status, no traceback."""
+    reading, writing = os.pipe()
+    os.close(reading)  # the reader is gone before anything is written
+    closed_pipe = os.fdopen(writing, "w")
+    monkeypatch.setattr(sys, "stdout", closed_pipe)
+    assert main(["data", "list"]) == 128 + signal.SIGPIPE
+    closed_pipe.close()  # writes to /dev/null now: closing does not raise again

@@ -5,11 +5,14 @@ block with
 
     <!-- snapshot: clark -->            every claim of a paper
     <!-- snapshot: clark Table 1 -->    the claims of one result of a paper
+    <!-- snapshot: view compare_weightings_value_norms mean_norm -->   a column of a view's rows, as a table
     ...generated Markdown...
     <!-- /snapshot -->
 
 tests/unit/test_docs_snapshot.py fails when a page's block differs from what the committed snapshot
-renders. The snapshot also holds the model's charts (charts/<chart>.png, small palette PNGs), which
+renders. For the views of VIEW_TABLES it holds the model's rows (views/<view>.csv), which a `view`
+block shows one column of; a view without rows in the snapshot is named with the run that fills it.
+The snapshot also holds the model's charts (charts/<chart>.png, small palette PNGs), which
 the result cards of the docs show (presentation/result_cards.py).
 
 `python -m dagster_project.presentation.docs_snapshot` rewrites the blocks and the cards; with
@@ -24,17 +27,20 @@ import re
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import NamedTuple
 
 import altair as alt
 import duckdb
 import polars as pl
 
 from dagster_project.corpora import GLUE_TASKS
+from dagster_project.presentation.catalogue import fill_command
 from dagster_project.presentation.chart_registry import CHARTS, ChartSpec
 from dagster_project.presentation.result_cards import CHART_IMAGES, refresh_docs
 from dagster_project.presentation.scorecard import scorecard_rows, summary_line
 from dagster_project.settings import PROJECT_ROOT
 from dagster_project.storage.backend import WarehouseConfig
+from dagster_project.storage.batches import partition_rows
 from dagster_project.storage.claims import load_claims
 from dagster_project.storage.sql_files import sql_code_version
 
@@ -42,9 +48,34 @@ DOCS_DIR = PROJECT_ROOT / "docs"
 SNAPSHOT_DIR = DOCS_DIR / "snapshot"
 SCORECARD_FILE = "scorecard.csv"
 META_FILE = "snapshot.json"
+VIEWS_FOLDER = "views"
 REGENERATE = "python -m dagster_project.presentation.docs_snapshot"
 COLUMNS = ("paper", "result", "claim", "corpus", "paper_text", "model_value", "verdict", "reason", "n", "profile")
 BLOCK = re.compile(r"(<!-- snapshot: (?P<key>[^>]+?) -->\n)(?P<body>.*?)(<!-- /snapshot -->)", re.DOTALL)
+
+
+class ViewTable(NamedTuple):
+    """How a block shows a view's rows: a table row per value of `index`, a column per value of `across`."""
+
+    index: tuple[str, ...]
+    across: str
+    fills: str = ""  # the run that fills the view, where it is not its chart's (catalogue.fill_command)
+
+
+# The views whose rows the snapshot keeps, for the tables of the compare page (a block names the column shown).
+VIEW_TABLES = {
+    "compare_weightings_special_tokens": ViewTable(("corpus", "layer"), "weighting"),
+    "compare_weightings_value_norms": ViewTable(("corpus", "layer"), "token_class"),
+    "compare_weightings_dependency_heads": ViewTable(
+        ("corpus", "word_mode", "relation", "n", "baseline_accuracy"), "weighting"
+    ),
+    # rows of the checkpoints fine-tuned from the model, written by their own runs after the fine-tuning
+    "compare_weightings_faithfulness": ViewTable(
+        ("model", "corpus", "aggregation"), "weighting", "attn-warehouse run --corpus glue_sst2 --analysis finetuning"
+    ),
+    "compare_weightings_hta_agreement": ViewTable(("corpus", "aggregation", "layer"), "weighting"),
+}
+TUNED_MODELS = "SELECT tuned_model_id FROM int_finetuned_models WHERE base_model_id = ? ORDER BY tuned_model_id"
 # Charts are flat colours and anti-aliased text: 64 colours keep them legible at a tenth of the bytes.
 CHART_COLOURS = 64
 
@@ -128,7 +159,25 @@ def write_snapshot(conn: duckdb.DuckDBPyConnection, model: str, folder: Path = S
         "reduced_sizes": reduced_sizes(conn, scored["model_id"][0]),
     }
     (folder / META_FILE).write_text(json.dumps(meta, indent=2) + "\n")
+    write_view_rows(conn, scored["model_id"][0], folder / VIEWS_FOLDER)
     return folder / SCORECARD_FILE
+
+
+def write_view_rows(conn: duckdb.DuckDBPyConnection, model_id: str, folder: Path) -> list[Path]:
+    """Export the rows of each view of VIEW_TABLES for `model_id` and the models fine-tuned from it into
+    `folder` as <view>.csv, removing the files of views without rows; returns the files written."""
+    models = [model_id, *(tuned for (tuned,) in conn.execute(TUNED_MODELS, [model_id]).fetchall())]
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for view in VIEW_TABLES:
+        rows = pl.concat([partition_rows(conn, view, model) for model in models], how="vertical_relaxed")
+        path = folder / f"{view}.csv"
+        if rows.is_empty():
+            path.unlink(missing_ok=True)
+            continue
+        rows.with_columns(pl.col(pl.Decimal).cast(pl.Float64)).write_csv(path)
+        written.append(path)
+    return written
 
 
 def read_snapshot(folder: Path = SNAPSHOT_DIR) -> tuple[pl.DataFrame, dict]:
@@ -138,6 +187,8 @@ def read_snapshot(folder: Path = SNAPSHOT_DIR) -> tuple[pl.DataFrame, dict]:
     verdict the snapshot did not give."""
     judged = pl.read_csv(folder / SCORECARD_FILE, schema_overrides={"model_value": pl.Float64, "n": pl.Int64})
     meta = json.loads((folder / META_FILE).read_text())
+    kept = {view: folder / VIEWS_FOLDER / f"{view}.csv" for view in VIEW_TABLES}
+    meta["view_rows"] = {view: pl.read_csv(path) for view, path in kept.items() if path.exists()}
     claims = load_claims()
     newer = [claim for claim in claims if claim.claim not in set(judged["claim"])]
     reason = f"not in the snapshot: the claim came after it was made (SQL {meta['sql_code_version']})"
@@ -165,8 +216,11 @@ def read_snapshot(folder: Path = SNAPSHOT_DIR) -> tuple[pl.DataFrame, dict]:
 
 
 def render_block(key: str, rows: pl.DataFrame, meta: dict) -> str:
-    """The Markdown of a block: `key` is a paper ("clark") or a paper and a result ("clark Table 1")."""
+    """The Markdown of a block: `key` is a paper ("clark"), a paper and a result ("clark Table 1"), or
+    `view`, a view of VIEW_TABLES and one of its columns ("view compare_weightings_value_norms mean_norm")."""
     paper, _, result = key.partition(" ")
+    if paper == "view":
+        return render_view_table(*result.split(" "), meta)
     chosen = rows.filter(pl.col("paper") == paper)
     if result:
         chosen = chosen.filter(pl.col("result") == result)
@@ -189,6 +243,37 @@ def render_block(key: str, rows: pl.DataFrame, meta: dict) -> str:
         "",
         *([f"On part of the data: {'; '.join(meta['reduced_sizes'])}.", ""] if meta.get("reduced_sizes") else []),
         verdict_table(chosen),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def render_view_table(view: str, value: str, meta: dict) -> str:
+    """The snapshot's rows of `view` as a Markdown table of its column `value`: a row per value of the view's
+    row labels, a column per value of its column label (VIEW_TABLES), 3 decimals; or, where the snapshot
+    has none of its rows, a line saying so and which runs fill them."""
+    index, across, fills = VIEW_TABLES[view]
+    rows = meta.get("view_rows", {}).get(view)
+    source = f"generated from docs/snapshot/ by `{REGENERATE}`"
+    if rows is None or rows.is_empty():
+        fills = fills or fill_command(next(spec for spec in CHARTS if spec.view == view))
+        return (
+            f"*The docs snapshot ({meta['model']}, {meta['made_at']}) has no rows of `{view}`: its run did not fill "
+            f"the view. `{fills}` fills it (with the run config the text above gives), and "
+            f"`{REGENERATE} --model {meta['model']}` exports its rows into the snapshot and this table.*\n"
+        )
+    table = rows.pivot(on=across, index=list(index), values=value).sort(list(index), maintain_order=True)
+
+    def cell(item: object) -> str:
+        if isinstance(item, float):
+            return f"{item:.3f}"
+        return f"{item:,}" if isinstance(item, int) else str(item or "")
+
+    lines = [
+        f"{meta['model']}, `{view}.{value}` per {across} ({source}):",
+        "",
+        "| " + " | ".join(table.columns) + " |",
+        "|" + "---|" * table.width,
+        *("| " + " | ".join(cell(item) for item in row) + " |" for row in table.iter_rows()),
     ]
     return "\n".join(lines) + "\n"
 

@@ -1,7 +1,7 @@
 """The docs' numbers from data: a committed snapshot of one model's scorecard (docs/snapshot/:
 scorecard.csv and snapshot.json saying which model, profile and code made it, and which steps ran on
-part of their corpus) and the generated blocks of the docs pages, rewritten from it. A page marks a
-block with
+part of their corpus) and the generated blocks of the docs pages, rewritten from it; a block names the
+steps on part of a corpus that its claims read. A page marks a block with
 
     <!-- snapshot: clark -->            every claim of a paper
     <!-- snapshot: clark Table 1 -->    the claims of one result of a paper
@@ -144,6 +144,40 @@ def reduced_sizes(conn: duckdb.DuckDBPyConnection, model_id: str) -> list[str]:
     return sizes
 
 
+# A block names only the steps its claims rest on, so it reads back from each sentence of reduced_sizes the
+# analysis, as a run names it (`--hta`, `--analysis finetuning`), and the corpus whose rows it fills (for a
+# fine-tuning, the task's corpus glue_<task>, not its train corpus).
+HTA_SENTENCE = re.compile(r"HTA on [\d,]+ of [\d,]+ (?P<corpus>\w+) examples")
+FINETUNE_SENTENCE = re.compile(r"(?P<folder>\S+) fine-tuned for [\d,]+ steps on [\d,]+ of [\d,]+ training examples")
+TASK_OF_FOLDER = {spec.tsv_folder: task for task, spec in GLUE_TASKS.items()}
+EVERY_TASK = "glue"  # the corpus of a claim judged over every fine-tuned GLUE task together
+
+
+def reduced_step(sentence: str) -> tuple[str, str]:
+    """The analysis ("hta", "finetuning") and the corpus of a sentence of reduced_sizes."""
+    if hta := HTA_SENTENCE.fullmatch(sentence):
+        return "hta", hta["corpus"]
+    if tuned := FINETUNE_SENTENCE.fullmatch(sentence):
+        return "finetuning", f"glue_{TASK_OF_FOLDER[tuned['folder']]}"
+    raise ValueError(
+        f"{META_FILE}: {sentence!r} names no step on part of a corpus; rewrite it with `{REGENERATE} --model`"
+    )
+
+
+def reduced_sizes_of(rows: pl.DataFrame, sentences: Iterable[str]) -> list[str]:
+    """The `sentences` of reduced_sizes that concern `rows`: a step of an analysis on a corpus concerns a row
+    judged on that corpus (or, for a GLUE task's fine-tuning, on every GLUE task) whose claim needs the
+    analysis (its `needs` names the run's `--hta` or `--analysis finetuning`)."""
+    kept = []
+    for sentence in sentences:
+        analysis, corpus = reduced_step(sentence)
+        asks = re.compile(rf"--(?:analysis\s+)?{analysis}\b")
+        read = {corpus, EVERY_TASK} if analysis == "finetuning" else {corpus}
+        if any(row["corpus"] in read and asks.search(row["needs"]) for row in rows.iter_rows(named=True)):
+            kept.append(sentence)
+    return kept
+
+
 def write_snapshot(conn: duckdb.DuckDBPyConnection, model: str, folder: Path = SNAPSHOT_DIR) -> Path:
     """Export `model`'s scorecard into `folder` (the CSV and what made it: model, profile, date, SQL,
     and the steps run on part of their corpus); returns the CSV."""
@@ -181,10 +215,10 @@ def write_view_rows(conn: duckdb.DuckDBPyConnection, model_id: str, folder: Path
 
 
 def read_snapshot(folder: Path = SNAPSHOT_DIR) -> tuple[pl.DataFrame, dict]:
-    """The snapshot's rows for the claims of the registry, in the registry's order. A claim the
-    snapshot has no row for (added after it was made) gets a `missing` row saying so and how to judge
-    it, and a claim no longer in the registry is left out: the pages show every claim, and never a
-    verdict the snapshot did not give."""
+    """The snapshot's rows for the claims of the registry, in the registry's order, with each claim's
+    `needs` (the run that fills the views it reads). A claim the snapshot has no row for (added after it
+    was made) gets a `missing` row saying so and how to judge it, and a claim no longer in the registry
+    is left out: the pages show every claim, and never a verdict the snapshot did not give."""
     judged = pl.read_csv(folder / SCORECARD_FILE, schema_overrides={"model_value": pl.Float64, "n": pl.Int64})
     meta = json.loads((folder / META_FILE).read_text())
     kept = {view: folder / VIEWS_FOLDER / f"{view}.csv" for view in VIEW_TABLES}
@@ -204,13 +238,18 @@ def read_snapshot(folder: Path = SNAPSHOT_DIR) -> tuple[pl.DataFrame, dict]:
         },
         schema_overrides={"verdict": pl.String, "reason": pl.String, "profile": pl.String},
     )
-    order = pl.DataFrame({"claim": [claim.claim for claim in claims], "_order": range(len(claims))})
+    order = pl.DataFrame(
+        {
+            "claim": [claim.claim for claim in claims],
+            "_order": range(len(claims)),
+            "needs": [claim.needs for claim in claims],
+        }
+    )
     rows = (
         pl.concat([judged, added], how="diagonal_relaxed")
         .join(order, on="claim", how="inner", maintain_order="left")
         .sort("_order", maintain_order=True)
-        .drop("_order")
-        .select(COLUMNS)
+        .select(*COLUMNS, "needs")
     )
     return rows, meta | {"claims_after_snapshot": len(newer)}
 
@@ -226,6 +265,7 @@ def render_block(key: str, rows: pl.DataFrame, meta: dict) -> str:
         chosen = chosen.filter(pl.col("result") == result)
     if chosen.is_empty():
         return f"No claim of {key} in the snapshot.\n"
+    partial = reduced_sizes_of(chosen, meta.get("reduced_sizes", ()))
     label = "quick reproduction (reduced sizes)" if meta["profile"] == "quick" else f"{meta['profile']} profile"
     lines = [
         f"{meta['model']}, {label}, {meta['made_at']}: {summary_line(chosen)} "
@@ -241,7 +281,7 @@ def render_block(key: str, rows: pl.DataFrame, meta: dict) -> str:
             else []
         ),
         "",
-        *([f"On part of the data: {'; '.join(meta['reduced_sizes'])}.", ""] if meta.get("reduced_sizes") else []),
+        *([f"On part of the data: {'; '.join(partial)}.", ""] if partial else []),
         verdict_table(chosen),
     ]
     return "\n".join(lines) + "\n"

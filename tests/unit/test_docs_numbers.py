@@ -13,9 +13,10 @@ The rule, over docs/papers/*.md outside generated blocks (`<!-- snapshot: ... --
   1. the papers' values: in a paragraph that begins with "Paper", inside double quotes, or in a table
      column whose header names the paper ("paper", "BERT-base");
   2. a section number (after "§");
-  3. sizes and costs, which are no result: every number of a line where one is followed by a unit
-     (token, tokens, piece, pieces, MB, GB, M, s, x), a number after "about", and every number of a
-     paragraph that links to the benchmarks page, where measured costs and estimator checks are kept.
+  3. a size, which is no result: a number followed by a unit of size (piece, pieces, MB, GB, M).
+
+Measured costs and estimator checks are no exception: they belong on the benchmarks page, which a
+paper page links to.
 
 Integers (layer and head numbers, counts, years) are never flagged."""
 
@@ -37,11 +38,10 @@ from dagster_project.storage.views import apply_views
 
 PAPER_PAGES = PROJECT_ROOT / "docs" / "papers"
 DECIMAL = re.compile(r"(?<![\w.§])-?\d+\.\d+(?:e-?\d+)?(?!\w|\.\d)")
-UNIT = re.compile(r"\s?(?:tokens?|pieces?|MB|GB|M|s|x)\b")
+SIZE_UNIT = re.compile(r"\s?(?:pieces?|MB|GB|M)\b")
 OPENS = re.compile(r"<!-- (?:snapshot|card): [^>]+-->")
 CLOSES = re.compile(r"<!-- /(?:snapshot|card) -->")
 PAPER_COLUMN = re.compile(r"paper|BERT-base", re.IGNORECASE)
-BENCHMARKS_LINK = "benchmarks.md"
 CODE_NAME = re.compile(r"`(\w+)[^`]*`")
 RESULTS = {path.stem for path in (PROJECT_ROOT / "sql" / "results").glob("*.sql")} | {
     claim.claim for claim in load_claims()
@@ -77,12 +77,9 @@ def paragraphs(text: str) -> Iterator[list[tuple[int, str]]]:
 
 
 def _decimals(line: str) -> list[str]:
-    """The decimals of `line` that are not quoted, a section number, or a size or cost."""
+    """The decimals of `line` that are not quoted, a section number, or a size."""
     line = re.sub(r'`[^`]*`|"[^"]*"|“[^”]*”', "", line)
-    found = list(DECIMAL.finditer(line))
-    if any(UNIT.match(line, match.end()) for match in found):
-        return []
-    return [match[0] for match in found if not line[: match.start()].endswith("about ")]
+    return [match[0] for match in DECIMAL.finditer(line) if not SIZE_UNIT.match(line, match.end())]
 
 
 def _without_paper_columns(line: str, paper_columns: set[int]) -> str:
@@ -102,7 +99,7 @@ def typed_results(path: Path, root: Path = PROJECT_ROOT) -> list[str]:
             continue
         text = " ".join(line for _, line in run)
         table = run[0][1].lstrip().startswith("|")
-        cited = text.lstrip().startswith("Paper") or BENCHMARKS_LINK in text
+        cited = text.lstrip().startswith("Paper")
         header = run[0][1].strip().strip("|").split("|") if table else []
         paper_columns = {index for index, cell in enumerate(header) if PAPER_COLUMN.search(cell)}
         for number, line in run:
@@ -134,15 +131,19 @@ def test_no_paper_page_types_a_minilm_result_by_hand() -> None:
         ),
         # a table row that names MiniLM under a caption that does not
         ("On MiniLM:\n\n## Settings\n\n| | |\n|---|---|\n| lr | 0.05 |\n| MiniLM | 0.45 |\n", ["page.md:8 0.45"]),
-        # the paper's value: quoted, in a "Paper" paragraph, in a paper column; a section, sizes, a cost
-        ('MiniLM against the paper\'s "0.84-0.96" (§4.2), 2.36 M weights, 0.3 MB, 2.5 s.\n', []),
-        ("MiniLM keeps 25.4 pieces instead of 37.2, gains about 0.001;\nits mean is 0.25.\n", ["page.md:2 0.25"]),
+        # the paper's value: quoted, in a "Paper" paragraph, in a paper column; a section, sizes; not a cost
+        ('MiniLM against the paper\'s "0.84-0.96" (§4.2), 2.36 M weights, 0.3 MB, 2.5 s.\n', ["page.md:1 2.5"]),
+        # only the number a size unit follows, not its line's others nor one "about"
+        (
+            "MiniLM keeps 25.4 pieces instead of 37.2, gains about 0.001;\nits mean is 0.25.\n",
+            ["page.md:1 37.2", "page.md:1 0.001", "page.md:2 0.25"],
+        ),
         ("Paper: BERT-base reaches 0.84, MiniLM is not in it.\n", []),
-        # a paragraph that does not name MiniLM; generated blocks, code, headings; a benchmarks paragraph
+        # a paragraph that does not name MiniLM; generated blocks, code, headings; not a benchmarks paragraph
         ("BERT-base reaches 0.84.\n", []),
         ("MiniLM:\n<!-- snapshot: compare -->\n0.687\n<!-- /snapshot -->\n\n```sql\n-- MiniLM 0.5\n```\n", []),
         ("## MiniLM 0.5\n\nMiniLM `relative_depth = (layer - 0.5) / n_layers`.\n", []),
-        ("MiniLM's worst layer: 0.9928 ([benchmarks](../benchmarks.md)).\n", []),
+        ("MiniLM's worst layer: 0.9928 ([benchmarks](../benchmarks.md)).\n", ["page.md:1 0.9928"]),
     ],
 )
 def test_the_rule_flags_a_typed_result_and_lets_cited_values_through(

@@ -1,7 +1,7 @@
 """The docs' MiniLM numbers come from the committed snapshot (presentation/docs_snapshot.py): every
 generated block of every page is what the snapshot renders, the snapshot covers every claim of the
-registry, a block renders the rows it names; a chart image keeps its size in few colours, and the
-snapshot has the image of every chart with rows and no other."""
+registry, a block renders the rows it names and the steps on part of a corpus its claims read; a chart
+image keeps its size in few colours, and the snapshot has the image of every chart with rows and no other."""
 
 import io
 import json
@@ -21,6 +21,7 @@ from dagster_project.presentation.docs_snapshot import (
     palette_png,
     read_snapshot,
     reduced_sizes,
+    reduced_sizes_of,
     render_block,
     render_page,
     write_chart_images,
@@ -46,6 +47,7 @@ ROWS = pl.DataFrame(
         "reason": ["mean 0.123", "best head 3-9", "needs HTA facts"],
         "n": [24, 900, None],
         "profile": ["quick", "quick", "quick"],
+        "needs": ["facts on wiki_segments", "facts on ud_ewt_test", "HTA (attn-warehouse run --corpus xnli_en --hta)"],
     }
 )
 
@@ -105,10 +107,63 @@ def test_the_snapshot_says_which_steps_ran_on_part_of_their_corpus() -> None:
         "HTA on 2 of 5 xnli_en examples",
         "SST-2 fine-tuned for 7 steps on 4 of 6 training examples",
     ]
-    block = render_block("clark", ROWS, META | {"reduced_sizes": reduced_sizes(conn, "org--m")})
-    assert block.splitlines()[2] == (
-        "On part of the data: HTA on 2 of 5 xnli_en examples; SST-2 fine-tuned for 7 steps on 4 of 6 training examples."
+
+
+# The steps the committed snapshot ran on part of their corpus, and hand-made rows of claims that read them or not.
+REDUCED = [
+    "HTA on 60 of 483 xnli_de examples",
+    "HTA on 60 of 1,800 xnli_en examples",
+    "SST-2 fine-tuned for 1,500 steps on 16,000 of 67,349 training examples",
+]
+TUNED_NEEDS = "fine-tuning scores (attn-warehouse run --corpus glue_<task> --analysis finetuning)"
+STEP_ROWS = pl.DataFrame(
+    {
+        "paper": ["clark", "pascual", "pascual", "kovaleva", "kovaleva", "kovaleva", "kovaleva"],
+        "result": ["Fig. 2", "Fig. 1", "Fig. 4", "Table 1", "Fig. 7", "Fig. 8", "Fig. 3"],
+        "corpus": ["wiki_segments", "xnli_en", "xnli_en", "glue", "glue_sst2", "glue_stsb", "framenet"],
+        "verdict": "holds",
+        "needs": [
+            "attention facts on wiki_segments (attn-warehouse run --corpus wiki_segments)",
+            "Hidden Token Attribution on xnli_en (attn-warehouse run --corpus xnli_en --hta)",
+            "attention facts on xnli_en (attn-warehouse run --corpus xnli_en)",
+            TUNED_NEEDS,
+            TUNED_NEEDS,
+            TUNED_NEEDS,
+            "FrameNet facts (attn-warehouse run --corpus framenet)",
+        ],
+    }
+)
+
+
+@pytest.mark.parametrize(
+    ("results", "named"),
+    [
+        # Clark reads no step run on part of its corpus; an xnli_en attention claim reads no HTA
+        ({"Fig. 2"}, []),
+        ({"Fig. 4"}, []),
+        # a Pascual HTA claim on xnli_en: its own HTA, not xnli_de's nor the fine-tuning
+        ({"Fig. 1", "Fig. 4"}, ["HTA on 60 of 1,800 xnli_en examples"]),
+        # a claim over every GLUE task, or on SST-2, reads SST-2's fine-tuning; one on STS-B or FrameNet does not
+        ({"Table 1", "Fig. 8"}, ["SST-2 fine-tuned for 1,500 steps on 16,000 of 67,349 training examples"]),
+        ({"Fig. 7"}, ["SST-2 fine-tuned for 1,500 steps on 16,000 of 67,349 training examples"]),
+        ({"Fig. 8"}, []),
+        ({"Fig. 3"}, []),
+    ],
+)
+def test_a_block_names_only_the_partial_steps_its_claims_read(results: set[str], named: list[str]) -> None:
+    rows = STEP_ROWS.filter(pl.col("result").is_in(results))
+    assert reduced_sizes_of(rows, REDUCED) == named
+
+
+def test_a_clark_block_has_no_note_and_a_pascual_block_names_its_hta() -> None:
+    meta = META | {"reduced_sizes": REDUCED}
+    assert "On part of the data" not in render_block("clark", ROWS, meta)
+    pascual = ROWS.with_columns(corpus=pl.Series(["wiki_segments", "ud_ewt_test", "xnli_en"]))
+    assert render_block("pascual", pascual, meta).splitlines()[2] == (
+        "On part of the data: HTA on 60 of 1,800 xnli_en examples."
     )
+    with pytest.raises(ValueError, match="names no step on part of a corpus"):
+        render_block("pascual", pascual, META | {"reduced_sizes": ["HTA on some examples"]})
 
 
 def test_a_page_keeps_its_prose_and_rewrites_its_blocks() -> None:
@@ -147,6 +202,7 @@ def test_the_pages_show_every_claim_of_the_registry_and_say_which_the_snapshot_d
 
 def test_a_claim_added_after_the_snapshot_is_missing_and_a_removed_one_is_gone(tmp_path: Path) -> None:
     rows = ROWS.with_columns(claim=pl.Series(["clark_sep_layers_6_10", "clark_gone", "pascual_fig1_pearson_above_07"]))
+    rows = rows.drop("needs")  # the snapshot's CSV has no needs: they come from the registry
     rows.write_csv(tmp_path / "scorecard.csv")
     (tmp_path / "snapshot.json").write_text(json.dumps(META | {"sql_code_version": "abc"}))
     read, meta = read_snapshot(tmp_path)
@@ -156,6 +212,8 @@ def test_a_claim_added_after_the_snapshot_is_missing_and_a_removed_one_is_gone(t
     added = read.row(by_predicate=pl.col("claim") == "clark_cls_early_layers", named=True)
     assert (added["verdict"], added["model_value"]) == ("missing", None)
     assert added["reason"] == "not in the snapshot: the claim came after it was made (SQL abc)"
+    judged = read.row(by_predicate=pl.col("claim") == "pascual_fig1_pearson_above_07", named=True)
+    assert judged["needs"] == "Hidden Token Attribution on xnli_en (attn-warehouse run --corpus xnli_en --hta)"
 
 
 def test_a_chart_image_keeps_its_size_in_few_colours() -> None:

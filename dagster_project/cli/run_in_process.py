@@ -8,12 +8,15 @@ import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from dagster_project import settings
 from dagster_project.cli.common import RunInterrupted, UsageError, one_line, user_error
 
 if TYPE_CHECKING:
+    from dagster import DagsterInstance
+
+    from dagster_project.cli.console import RunConsole
     from dagster_project.defs.run_planning import PreparedRun
 
 
@@ -84,7 +87,6 @@ def _execute(keys: list, resources: dict, instance: Any, model_id: str, run_conf
     from dagster import AssetSelection, DagsterExecutionInterruptedError, Definitions, define_asset_job
 
     from dagster_project.cli.console import RunConsole, file_logger, logs_in_file
-    from dagster_project.cli.recovery import cancel_run
     from dagster_project.defs.assets import all_assets
 
     log_path = _log_path()
@@ -107,23 +109,14 @@ def _execute(keys: list, resources: dict, instance: Any, model_id: str, run_conf
                 run_id=run_id,
             )
     except (KeyboardInterrupt, DagsterExecutionInterruptedError) as error:  # Ctrl-C or SIGTERM (stop_on_interrupt)
-        console.stop()
-        with log_path.open("a", encoding="utf-8") as log:
-            log.write("".join(traceback.format_exception(error)))
-        status = cancel_run(instance, run_id)
-        step = next((failed for failed, _ in console.failures), None)
-        if status is None:
-            print(f"interrupted: stopped before run {run_id} began; nothing was written", file=sys.stderr)
-        else:
-            print(
-                f"interrupted: run {run_id} stopped{' in ' + step if step else ''} ({status.value.lower()}); an "
-                f"unfinished write was rolled back: re-run to finish what it left (the log: {log_path})",
-                file=sys.stderr,
-            )
-        raise RunInterrupted from None
+        _interrupted(instance, console, run_id, log_path, error)
     except Exception as error:
-        console.stop()
+        import duckdb
+
         step, cause = user_error(error)
+        if isinstance(cause, duckdb.InterruptException):  # the signal came while DuckDB ran the step's query
+            _interrupted(instance, console, run_id, log_path, error)
+        console.stop()
         step = step or next((failed for failed, _ in console.failures), None)
         with log_path.open("a", encoding="utf-8") as log:
             log.write("".join(traceback.format_exception(error)))
@@ -132,6 +125,28 @@ def _execute(keys: list, resources: dict, instance: Any, model_id: str, run_conf
         return 1
     console.stop()
     return 0
+
+
+def _interrupted(
+    instance: "DagsterInstance", console: "RunConsole", run_id: str, log_path: Path, error: BaseException
+) -> NoReturn:
+    """Say how an interrupted run ended (its traceback to the log) and raise RunInterrupted."""
+    from dagster_project.cli.recovery import cancel_run
+
+    console.stop()
+    with log_path.open("a", encoding="utf-8") as log:
+        log.write("".join(traceback.format_exception(error)))
+    status = cancel_run(instance, run_id)
+    step = next((failed for failed, _ in console.failures), None)
+    if status is None:
+        print(f"interrupted: stopped before run {run_id} began; nothing was written", file=sys.stderr)
+    else:
+        print(
+            f"interrupted: run {run_id} stopped{' in ' + step if step else ''} ({status.value.lower()}); an "
+            f"unfinished write was rolled back: re-run to finish what it left (the log: {log_path})",
+            file=sys.stderr,
+        )
+    raise RunInterrupted from None
 
 
 def failure_line(step: str | None, cause: BaseException) -> str:

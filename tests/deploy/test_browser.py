@@ -2,16 +2,12 @@
 host configured), a server on 127.0.0.1 serves it, and headless Chromium, driven over the DevTools
 protocol, opens its pages with every other host unreachable."""
 
-import functools
-import http.server
 import json
 import os
 import re
 import select
 import shutil
 import subprocess
-import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from dagster_project.settings import PROJECT_ROOT
+from tests.docs_site import serving
 
 CHROMIUM = next(
     (found for name in ("chromium", "chromium-browser", "google-chrome") if (found := shutil.which(name))), None
@@ -33,35 +30,10 @@ MERMAID_BLOCK = re.compile(r"^```mermaid$", re.MULTILINE)
 
 
 @pytest.fixture(scope="module")
-def built_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The site as `mkdocs build --strict` writes it with no repository host configured."""
-    site = tmp_path_factory.mktemp("site")
-    env = {name: value for name, value in os.environ.items() if name not in ("ATTN_GIT_URL", "ATTN_GIT_BRANCH")}
-    mkdocs = Path(sys.executable).with_name("mkdocs")
-    subprocess.run(
-        [str(mkdocs), "build", "--strict", "--quiet", "-d", str(site)], cwd=PROJECT_ROOT, env=env, check=True
-    )
-    return site
-
-
-class QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-
-@pytest.fixture(scope="module")
 def site_url(built_site: Path) -> Iterator[str]:
-    """The built site served over HTTP on 127.0.0.1 (the theme's search runs in a worker, which a
-    page opened from disk may not start)."""
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(QuietHandler, directory=built_site))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}"
-    finally:
-        server.shutdown()
-        thread.join()
-        server.server_close()
+    """The built site served on 127.0.0.1."""
+    with serving(built_site) as url:
+        yield url
 
 
 class DevTools:

@@ -6,20 +6,15 @@ script, added to each page as it is served, measures the tables once the theme's
 wrapped them. A screenshot of each page lands in the test's folder (kept where the test fails:
 pytest's tmp_path_retention_policy)."""
 
-import functools
 import html
 import json
 import re
-import subprocess
-import sys
-import threading
 from collections.abc import Iterator
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
-from dagster_project.settings import PROJECT_ROOT
+from tests.docs_site import QuietHandler, serving
 from tests.integration.test_browser import CHROMIUM, run_chromium
 
 pytestmark = [
@@ -49,7 +44,7 @@ addEventListener("load", () => setTimeout(() => {
 </script>"""
 
 
-class ProbingHandler(SimpleHTTPRequestHandler):
+class ProbingHandler(QuietHandler):
     """Serves the built site, each HTML page with PROBE at the end of its body."""
 
     def do_GET(self) -> None:
@@ -66,28 +61,12 @@ class ProbingHandler(SimpleHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (the base class's name)
-        pass
-
 
 @pytest.fixture(scope="module")
-def docs_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The site built with `mkdocs build --strict`, served on a loopback port; yields its URL."""
-    site = tmp_path_factory.mktemp("site")
-    subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(site)],
-        cwd=PROJECT_ROOT,
-        check=True,
-        timeout=600,
-    )
-    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(ProbingHandler, directory=str(site)))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/"
-    finally:
-        server.shutdown()
-        server.server_close()
+def docs_site(built_site: Path) -> Iterator[str]:
+    """The built site served on a loopback port, each page with PROBE; yields its URL."""
+    with serving(built_site, ProbingHandler) as url:
+        yield url + "/"
 
 
 @pytest.mark.parametrize("page", PAGES)

@@ -10,7 +10,9 @@
   `mkdocs build --strict` fails on it.
 - A ```mermaid block, which GitHub draws, is drawn on the site by mermaid, which mkdocs-material
   fetches from a CDN unless the page has already loaded it: a page with a diagram loads the copy
-  the site serves (docs/vendor/mermaid/), so that it draws offline.
+  the site serves (vendor/mermaid/), so that it draws offline. The build puts that copy there from
+  the npm registry's pinned package, checked and kept in the user cache folder, the way
+  `attn-warehouse data fetch` gets a corpus (its licence and notice: docs/vendor/mermaid/).
 - An include of a README section and an API page's mkdocstrings directive are written inside an
   HTML comment on a line of their own, `<!-- --8<-- "README.md:NAME" -->` and
   `<!-- ::: dagster_project.compute -->`, which GitHub does not show (the bare lines it shows as
@@ -18,19 +20,37 @@
 
 import os
 import re
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import File, InclusionLevel
 from mkdocs.utils import get_relative_url
+from platformdirs import user_cache_path
 
+from dagster_project.corpora.download import FetchError, fetch_file
+from dagster_project.corpora.manifest import Archive, SourceFile
 from dagster_project.settings import source_repository
 
 LINK = re.compile(r"\[(?P<text>[^\]\n]*)\]\((?P<target>[^()\s#]+)(?P<anchor>#[^()\s]*)?\)")
 HIDDEN_FROM_GITHUB = re.compile(r'^<!-- (--8<-- "[^"\n]+"|::: [\w.]+) -->$', re.MULTILINE)
 Repository = tuple[str, str]
 MERMAID_SCRIPT = "vendor/mermaid/mermaid.min.js"
+# mermaid 11 (what mkdocs-material expects), as npm ships it; to update, the new version's numbers.
+MERMAID = SourceFile(
+    path="mermaid-11.17.2/mermaid.min.js",
+    url="https://registry.npmjs.org/mermaid/-/mermaid-11.17.2.tgz",
+    size=3_572_661,
+    sha256="581ed7d74bd9048d0e3a91363927d72ef22942d7722546b27f7cc29e35390eb8",
+    licence="MIT",
+    archive=Archive(
+        member="package/dist/mermaid.min.js",
+        size=17_796_365,
+        sha256="6ad2f42c3fc26bbf9e45cbb6d11898972573ea52b33a5f4ff51952899f950ffd",
+    ),
+)
 # mkdocs-material's configuration script, which its bundle follows: mermaid must be loaded before it.
 THEME_SCRIPTS = '<script id="__config"'
 # Where the site shows the repository files its pages link to when no host is configured.
@@ -155,3 +175,20 @@ def with_mermaid(html: str, page_url: str) -> str:
 
 def on_post_page(output: str, *, page, config) -> str:
     return with_mermaid(output, page.url)
+
+
+def on_post_build(*, config) -> None:
+    """The site's copy of mermaid, fetched once into the user cache folder."""
+    cache = user_cache_path("attention-warehouse") / "docs"
+    cached = cache / MERMAID.path
+    if not cached.exists():
+        try:
+            fetch_file(MERMAID, cache, mirror=None, progress=lambda _: None)
+        except (FetchError, OSError) as error:
+            raise PluginError(
+                f"mermaid for the diagrams: {error}; the build fetches {MERMAID.url} once into {cache} "
+                f"(or put its package/dist/mermaid.min.js at {cached})"
+            ) from error
+    target = Path(config["site_dir"]) / MERMAID_SCRIPT
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(cached, target)

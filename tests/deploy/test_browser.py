@@ -14,8 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from dagster_project.corpora.manifest import sha256_of
 from dagster_project.settings import PROJECT_ROOT
 from tests.docs_site import serving
+from tests.unit.test_github_view import github_view
 
 CHROMIUM = next(
     (found for name in ("chromium", "chromium-browser", "google-chrome") if (found := shutil.which(name))), None
@@ -174,3 +176,10 @@ def test_with_no_repository_configured_the_site_shows_the_linked_files_itself(bu
     shown = (built_site / "source" / "sql" / "results" / "clark_special_tokens.sql" / "index.html").read_text()
     assert "<code>sql/results/clark_special_tokens.sql</code>" in shown
     assert '<span class="n">int_head_attention_means</span>' in shown  # the view's FROM, highlighted
+
+
+def test_the_site_serves_the_pinned_mermaid(built_site: Path) -> None:
+    """The build put mermaid where the diagram pages load it, the pinned file byte for byte."""
+    served = built_site / github_view.MERMAID_SCRIPT
+    assert sha256_of(served) == github_view.MERMAID.sha256
+    assert served.stat().st_size == 3_572_661

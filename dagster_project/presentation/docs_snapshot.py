@@ -37,7 +37,7 @@ from dagster_project.corpora import GLUE_TASKS
 from dagster_project.presentation.catalogue import fill_command
 from dagster_project.presentation.chart_registry import CHARTS, ChartSpec
 from dagster_project.presentation.result_cards import CHART_IMAGES, refresh_docs
-from dagster_project.presentation.scorecard import scorecard_rows, summary_line
+from dagster_project.presentation.scorecard import markdown_table, scorecard_rows, summary_line
 from dagster_project.settings import PROJECT_ROOT
 from dagster_project.storage.backend import WarehouseConfig
 from dagster_project.storage.batches import partition_rows
@@ -308,14 +308,7 @@ def render_view_table(view: str, value: str, meta: dict) -> str:
             return f"{item:.3f}"
         return f"{item:,}" if isinstance(item, int) else str(item or "")
 
-    lines = [
-        f"{meta['model']}, `{view}.{value}` per {across} ({source}):",
-        "",
-        "| " + " | ".join(table.columns) + " |",
-        "|" + "---|" * table.width,
-        *("| " + " | ".join(cell(item) for item in row) + " |" for row in table.iter_rows()),
-    ]
-    return "\n".join(lines) + "\n"
+    return f"{meta['model']}, `{view}.{value}` per {across} ({source}):\n\n{markdown_table(table, cell)}\n"
 
 
 def verdict_table(rows: pl.DataFrame) -> str:

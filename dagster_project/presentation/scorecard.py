@@ -6,7 +6,7 @@ only selects and formats them."""
 
 import html
 import textwrap
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import duckdb
@@ -102,10 +102,11 @@ def _cell(value: object) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def markdown_table(rows: pl.DataFrame) -> str:
-    """`rows` as a Markdown table: floats to 4 significant digits, pipes escaped, NULL empty."""
+def markdown_table(rows: pl.DataFrame, cell: Callable[[object], str] = _cell) -> str:
+    """`rows` as a Markdown table, each value written by `cell` (by default: floats to 4 significant
+    digits, pipes escaped, NULL empty)."""
     lines = ["| " + " | ".join(rows.columns) + " |", "|" + "---|" * len(rows.columns)]
-    lines += ["| " + " | ".join(_cell(value) for value in row) + " |" for row in rows.iter_rows()]
+    lines += ["| " + " | ".join(cell(value) for value in row) + " |" for row in rows.iter_rows()]
     return "\n".join(lines)
 
 

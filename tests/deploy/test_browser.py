@@ -6,7 +6,6 @@ import json
 import os
 import re
 import select
-import shutil
 import subprocess
 import time
 from collections.abc import Iterator
@@ -17,11 +16,9 @@ import pytest
 from dagster_project.corpora.manifest import sha256_of
 from dagster_project.settings import PROJECT_ROOT
 from tests.docs_site import serving
+from tests.integration.test_browser import CHROMIUM
 from tests.unit.test_github_view import github_view
 
-CHROMIUM = next(
-    (found for name in ("chromium", "chromium-browser", "google-chrome") if (found := shutil.which(name))), None
-)
 needs_chromium = pytest.mark.skipif(
     CHROMIUM is None, reason="no Chromium on PATH (Debian: `apt-get install chromium`; .ci/run installs it)"
 )

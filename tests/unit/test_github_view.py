@@ -9,6 +9,7 @@ import pytest
 
 from dagster_project.settings import PROJECT_ROOT
 
+pytest.importorskip("mkdocs", reason="the docs extra: pip install -c constraints.txt -e '.[docs]'")
 DOCS = PROJECT_ROOT / "docs"
 SPEC = importlib.util.spec_from_file_location("github_view", DOCS / "hooks" / "github_view.py")
 github_view = importlib.util.module_from_spec(SPEC)

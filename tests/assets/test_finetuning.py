@@ -64,7 +64,9 @@ def test_finetune_and_ablation_assets(tiny_model_dir: Path, tmp_path: Path, reso
     ]
     run_config = {
         "ops": {
-            "finetuned_rte": {"config": {"batch_size": 8, "max_steps": 2, "learning_rate": 1e-3}},
+            "finetuned_rte": {
+                "config": {"batch_size": 8, "max_steps": 2, "learning_rate": 1e-3, "precision": "bfloat16"}
+            },
             "rte_ablation": {"config": {"batch_tokens": 64}},
         }
     }
@@ -90,6 +92,9 @@ def test_finetune_and_ablation_assets(tiny_model_dir: Path, tmp_path: Path, reso
     recipe = json.loads((folder / "recipe.json").read_text())
     assert (recipe["steps"], recipe["train_examples"], recipe["batch_size"]) == (2, 24, 8)
     assert (recipe["max_len"], recipe["overlong"], recipe["validation_overlong"]) == (128, "truncate", 2)
+    assert recipe["precision"] == "bfloat16"
+    metadata = result.asset_materializations_for_node("finetuned_rte")[0].metadata
+    assert metadata["training_precision"].value == "bfloat16"
     # each fine-tuned setting saved its state after its last step; all are removed once every setting is scored
     assert not [*(tmp_path / "models_cache" / "training_state").glob("*")]
     with duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True) as conn:
@@ -147,3 +152,5 @@ def test_finetune_and_ablation_assets(tiny_model_dir: Path, tmp_path: Path, reso
         rerun = conn.table("task_scores").pl().sort("setting")
     assert rerun["setting"].to_list() == ["pretrained", "pretrained_finetuned", "random_init_finetuned"]
     assert [json.loads(recipe)["seed"] for recipe in rerun["recipe"]] == [1, 0, 0]
+    # the untrained setting records the precision asked for (the default, auto), the trained ones the one used
+    assert [json.loads(recipe)["precision"] for recipe in rerun["recipe"]] == ["auto", "bfloat16", "bfloat16"]

@@ -1,7 +1,9 @@
 """Fine-tuning mechanics on tiny random models, GLUE metrics by hand, and MiniLM on a slice of RTE."""
 
+import contextlib
 import json
 import math
+import platform
 from dataclasses import replace
 from pathlib import Path
 
@@ -10,6 +12,7 @@ import pytest
 import torch
 
 from dagster_project.compute.backoff import PassOutOfMemory
+from dagster_project.compute.kovaleva import finetuning
 from dagster_project.compute.kovaleva.ablation import ablation_settings, settings_logits, use_ablation_attention
 from dagster_project.compute.kovaleva.finetuning import (
     Recipe,
@@ -24,6 +27,7 @@ from dagster_project.compute.kovaleva.finetuning import (
     recipe_record,
     save_checkpoint,
     task_head,
+    training_precision,
 )
 from dagster_project.compute.kovaleva.training_state import TrainingCheckpoints
 from tests.out_of_memory import batch_rows, out_of_memory_above
@@ -293,3 +297,109 @@ def test_a_saved_state_of_another_recipe_is_not_resumed(tiny_model_dir: Path, tm
     assert log.resumed_at == 0 and "was saved by another fine-tuning run" in caplog.text
     fresh = fine_tune(build_classifier(str(tiny_model_dir), "sst2", "pretrained", seed=5), data, other, 0, True)
     assert log.losses == fresh.losses
+
+
+def _linear_output_dtypes(model: torch.nn.Module) -> list[torch.dtype]:
+    """Records the dtype of every output of the model's first linear layer (the first query projection)."""
+    seen = []
+    linear = next(module for module in model.modules() if isinstance(module, torch.nn.Linear))
+    linear.register_forward_hook(lambda module, inputs, output: seen.append(output.dtype))
+    return seen
+
+
+def test_bfloat16_trains_under_autocast_with_float32_weights_and_follows_float32(tiny_model_dir: Path):
+    data = _toy_task(64)
+    recipe = Recipe(learning_rate=1e-2, batch_size=16, epochs=10, max_steps=20, seed=3, warmup_ratio=0.0)
+    runs = {}
+    for precision in ("float32", "bfloat16"):
+        model = _without_dropout(build_classifier(str(tiny_model_dir), "sst2", "pretrained", seed=3))
+        dtypes = _linear_output_dtypes(model)
+        log = fine_tune(model, data, replace(recipe, precision=precision), 0, True)
+        assert log.precision == precision and set(dtypes) == {getattr(torch, precision)}  # 20 steps, 1 pass each
+        assert len(dtypes) == 20 and {p.dtype for p in model.parameters()} == {torch.float32}
+        logits = predict_logits(model, data, 0, True)
+        assert logits.dtype == torch.float32 and set(dtypes[20:]) == {torch.float32}  # scoring: float32
+        runs[precision] = log.losses
+    # Both start at chance (log 2) and learn the one-token task (float32: 0.692 to 0.068 in 20 steps, the
+    # learning rate decaying to 0); bfloat16's 8-bit significand moves a step's loss by under 0.005 here.
+    assert runs["bfloat16"][0] == pytest.approx(math.log(2), abs=0.01)
+    assert all(math.isfinite(loss) for loss in runs["bfloat16"]) and runs["bfloat16"][-1] < 0.1
+    assert runs["bfloat16"] == pytest.approx(runs["float32"], abs=0.01)
+    assert runs["bfloat16"] != runs["float32"]  # not the float32 path again
+
+
+@pytest.mark.parametrize(
+    ("machine", "onednn", "avx512_bf16", "amx", "cpu_precision"),
+    [
+        ("x86_64", True, False, True, "bfloat16"),  # Sapphire Rapids and later
+        ("x86_64", True, True, False, "bfloat16"),  # Cooper Lake, Zen 4
+        ("x86_64", True, False, False, "float32"),  # AVX-512 without bfloat16 instructions: emulated
+        ("x86_64", False, False, False, "float32"),  # AVX2 only
+        ("aarch64", True, False, False, "bfloat16"),  # Arm with BF16
+        ("aarch64", False, False, False, "float32"),
+    ],
+)
+def test_auto_precision_is_bfloat16_where_the_device_has_bfloat16_units(
+    machine: str, onednn: bool, avx512_bf16: bool, amx: bool, cpu_precision: str, monkeypatch: pytest.MonkeyPatch
+):
+    cpu = torch.device("cpu")
+    monkeypatch.setattr(platform, "machine", lambda: machine)
+    monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: onednn)
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: avx512_bf16)
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: amx)
+    assert training_precision("auto", cpu) == cpu_precision
+    assert training_precision("float32", cpu) == "float32" and training_precision("bfloat16", cpu) == "bfloat16"
+    with pytest.raises(ValueError, match=r"precision must be one of \['auto', 'float32', 'bfloat16'\], got 'fp16'"):
+        training_precision("fp16", cpu)
+
+
+@pytest.mark.parametrize("ampere", [True, False])
+def test_auto_precision_on_a_gpu_is_bfloat16_from_ampere_on(ampere: bool, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(torch.cuda, "device", lambda device: contextlib.nullcontext())
+    # before Ampere, CUDA supports bfloat16 only by emulation, which does not count
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation: including_emulation or ampere)
+    assert training_precision("auto", torch.device("cuda", 0)) == ("bfloat16" if ampere else "float32")
+    mps = torch.device("mps")
+    assert training_precision("auto", mps) == "float32" and training_precision("bfloat16", mps) == "bfloat16"
+
+
+@pytest.mark.parametrize(("units", "used"), [(True, "bfloat16"), (False, "float32")])
+def test_auto_precision_is_recorded_as_the_precision_used(
+    units: bool, used: str, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch
+):
+    recipe = Recipe(batch_size=4, epochs=1, precision="auto")
+    monkeypatch.setattr(finetuning, "bfloat16_units", lambda device: units)
+    log = fine_tune(build_classifier(str(tiny_model_dir), "rte", "pretrained", 0), _toy_task(8), recipe, 0, True)
+    record = recipe_record(recipe, str(tiny_model_dir), "rte", log)
+    assert (log.precision, record["precision"], record["steps"]) == (used, used, 2)
+    assert recipe_record(recipe, str(tiny_model_dir), "rte", None)["precision"] == "auto"  # nothing trained
+
+
+def test_a_saved_state_resumes_only_in_the_precision_it_was_trained_in(
+    tiny_model_dir: Path, tmp_path: Path, caplog, monkeypatch: pytest.MonkeyPatch
+):
+    data = _toy_task(24)
+    checkpoints = TrainingCheckpoints(tmp_path / "state", every=3)
+
+    def killed_after_step_4(step: int, steps: int, loss: float, seconds: float) -> None:
+        if step == 4:
+            raise Killed
+
+    with pytest.raises(Killed):
+        model = build_classifier(str(tiny_model_dir), "sst2", "pretrained", seed=5)
+        fine_tune(model, data, RESUMABLE, 0, True, killed_after_step_4, checkpoints=checkpoints)
+    # auto on a device without bfloat16 units trains in float32, as the saved state was: resumed
+    monkeypatch.setattr(finetuning, "bfloat16_units", lambda device: False)
+    auto = replace(RESUMABLE, precision="auto")
+    resumed = fine_tune(
+        build_classifier(str(tiny_model_dir), "sst2", "pretrained", 5), data, auto, 0, True, checkpoints=checkpoints
+    )
+    assert resumed.resumed_at == 3 and resumed.precision == "float32"
+    # the state is now the finished float32 run's; bfloat16 (asked, or auto with bfloat16 units) starts afresh
+    monkeypatch.setattr(finetuning, "bfloat16_units", lambda device: True)
+    with caplog.at_level("WARNING"):
+        log = fine_tune(
+            build_classifier(str(tiny_model_dir), "sst2", "pretrained", 5), data, auto, 0, True, checkpoints=checkpoints
+        )
+    assert (log.resumed_at, log.precision, len(log.losses)) == (0, "bfloat16", 9)
+    assert "'precision': 'float32'" in caplog.text and "was saved by another fine-tuning run" in caplog.text

@@ -9,19 +9,23 @@ Three settings, as in Table 1:
 - `pretrained_finetuned`: the pre-trained encoder fine-tuned with the recipe.
 The recipe defaults to the paper's (Devlin et al.: batch 32, 3 epochs; lr 2e-5 with 10%
 linear warm-up and linear decay, AdamW, weight decay 0.01); `max_steps` and `train_subset`
-shrink it to fit a CPU. Pairs longer than the paper's 128 pieces are truncated, as GLUE
-evaluation does, so Table 1 scores the whole validation split (encode_task). score_settings runs
-the chosen settings for one base model and task.
+shrink it to fit a CPU; `precision` runs the forward and loss under bfloat16 autocast (mixed
+precision: float32 weights and AdamW) where the device has bfloat16 units. Scoring runs in float32.
+Pairs longer than the paper's 128 pieces are truncated, as GLUE evaluation does, so Table 1 scores
+the whole validation split (encode_task). score_settings runs the chosen settings for one base
+model and task.
 """
 
 import json
 import logging
 import math
+import platform
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Literal, get_args
 
 import numpy as np
 import polars as pl
@@ -60,6 +64,10 @@ TASK_SCORE_TYPES = {
 
 LOG = logging.getLogger(__name__)
 
+# auto: bfloat16 where the device has bfloat16 units (bfloat16_units), else float32
+Precision = Literal["auto", "float32", "bfloat16"]
+PRECISIONS: tuple[str, ...] = get_args(Precision)
+
 
 @dataclass(frozen=True)
 class Recipe:
@@ -71,6 +79,9 @@ class Recipe:
     seed: int = 0
     warmup_ratio: float = 0.1
     weight_decay: float = 0.01
+    # The forward and loss's precision (training_precision). float32 here, so a Recipe() trains the same on
+    # every machine; the finetuned_<task> assets default to auto.
+    precision: Precision = "float32"
 
 
 @dataclass(frozen=True)
@@ -94,6 +105,7 @@ class TrainLog:
     seconds: float  # of this session's steps (a resumed run's earlier steps not counted)
     micro_batch: int  # examples per forward and backward pass (gradients summed over a step's micro-batches)
     resumed_at: int = 0  # the step a saved training state was resumed after (0: started afresh)
+    precision: str = "float32"  # what the forward and loss ran in: float32, or bfloat16 (autocast)
 
 
 def task_head(task: str) -> tuple[int, str]:
@@ -220,6 +232,32 @@ def load_classifier(path: str, compute: ComputeDevice = CPU) -> PreTrainedModel:
     )
 
 
+def bfloat16_units(device: torch.device) -> bool:
+    """Whether `device` runs bfloat16 matrix products natively: a CUDA device that supports bfloat16
+    without emulation (Ampere and later), or a CPU that oneDNN runs bfloat16 on with bfloat16
+    instructions (x86: AVX512_BF16 or AMX; Arm: its BF16 extension, which oneDNN requires)."""
+    if device.type == "cuda":
+        with torch.cuda.device(device):
+            return torch.cuda.is_bf16_supported(including_emulation=False)
+    if device.type == "cpu":
+        # oneDNN takes bfloat16 on any AVX-512 x86 too, converting to float32 there: no faster than float32.
+        native = platform.machine().lower() in ("aarch64", "arm64") or (
+            torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
+        )
+        return native and bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    return False
+
+
+def training_precision(requested: str, device: torch.device) -> str:
+    """The precision fine-tuning's forward and loss run in on `device`: `float32` or `bfloat16` as asked,
+    `auto` bfloat16 where the device has bfloat16 units (bfloat16_units), else float32."""
+    if requested not in PRECISIONS:
+        raise ValueError(f"precision must be one of {list(PRECISIONS)}, got {requested!r}")
+    if requested != "auto":
+        return requested
+    return "bfloat16" if bfloat16_units(device) else "float32"
+
+
 def _on_device(model: PreTrainedModel, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return {name: value.to(model.device) for name, value in inputs.items()}
 
@@ -257,6 +295,9 @@ def fine_tune(
     With `checkpoints`, the training state is saved every `checkpoints.every` steps and after the last,
     and training resumes from a saved state of the same recipe and data (after the last step: nothing
     left to train). The caller removes the state once it no longer needs it.
+
+    Mixed precision (`recipe.precision`, training_precision): the weights, gradients and AdamW stay in
+    float32; in bfloat16 the forward and loss run under autocast, the backward outside it.
     """
     if model.dtype != torch.float32:
         raise ValueError(
@@ -280,7 +321,14 @@ def fine_tune(
         lambda step: (step + 1) / (warmup + 1) if step < warmup else max(0.0, (steps - step) / max(1, steps - warmup)),
     )
     torch.manual_seed(recipe.seed)  # dropout masks
-    identity = {"recipe": asdict(recipe), "train_examples": len(data), "model": type(model).__name__}
+    precision = training_precision(recipe.precision, model.device)
+    # The precision the run takes, not the one asked for: a state saved in float32 resumes under `auto` on a
+    # device without bfloat16 units, and one saved in bfloat16 is not resumed in float32 (nor the reverse).
+    identity = {
+        "recipe": asdict(replace(recipe, precision=precision)),
+        "train_examples": len(data),
+        "model": type(model).__name__,
+    }
     losses: list[float] = []
     micro = micro_batch or recipe.batch_size
     if checkpoints is not None and (state := checkpoints.saved(identity)) is not None:
@@ -304,7 +352,7 @@ def fine_tune(
         generators = generator_state(model.device)
         while True:
             try:
-                loss = _step_loss(model, data, batch, micro, pad_token_id, with_token_types)
+                loss = _step_loss(model, data, batch, micro, pad_token_id, with_token_types, precision)
                 break
             except torch.OutOfMemoryError as error:
                 reason = str(error)  # the traceback, which holds the step's tensors, stays in the except clause
@@ -322,7 +370,7 @@ def fine_tune(
             progress(len(losses), steps, losses[-1], time.perf_counter() - start)
     model.eval()
     train_examples = min(recipe.train_subset or len(data), len(data))
-    return TrainLog(losses, steps, train_examples, time.perf_counter() - start, micro, resumed_at)
+    return TrainLog(losses, steps, train_examples, time.perf_counter() - start, micro, resumed_at, precision)
 
 
 def step_batches(n_examples: int, recipe: Recipe) -> list[list[int]]:
@@ -341,18 +389,27 @@ def step_batches(n_examples: int, recipe: Recipe) -> list[list[int]]:
 
 
 def _step_loss(
-    model: PreTrainedModel, data: TaskData, batch: list[int], micro: int, pad_token_id: int, with_token_types: bool
+    model: PreTrainedModel,
+    data: TaskData,
+    batch: list[int],
+    micro: int,
+    pad_token_id: int,
+    with_token_types: bool,
+    precision: str,
 ) -> float:
     """Forward and backward passes over a step's batch, `micro` examples at a time, each part's mean
     loss weighted by its share of the batch, so the summed gradients are those of the batch mean;
-    returns that mean loss."""
+    returns that mean loss. The forward and loss run in `precision` (bfloat16: under autocast)."""
     regression = model.config.problem_type == "regression"
     total = 0.0
     for start in range(0, len(batch), micro):
         part = batch[start : start + micro]
         labels = data.labels[part] if regression else data.labels[part].long()
         inputs = _on_device(model, pad_inputs(data, part, pad_token_id, with_token_types))
-        loss = model(**inputs, labels=labels.to(model.device)).loss * (len(part) / len(batch))
+        # Autocast runs the matrix products in bfloat16 and the losses (cross-entropy, MSE) in float32.
+        # bfloat16 has float32's exponent range, so small gradients do not underflow as in float16: no loss scaling.
+        with torch.autocast(model.device.type, dtype=torch.bfloat16, enabled=precision == "bfloat16"):
+            loss = model(**inputs, labels=labels.to(model.device)).loss * (len(part) / len(batch))
         loss.backward()
         total += loss.item()
     return total
@@ -430,6 +487,7 @@ def recipe_record(recipe: Recipe, base_source: str, task: str, log: TrainLog | N
             "first_loss": log.losses[0],
             "final_loss": log.losses[-1],
             "micro_batch": log.micro_batch,
+            "precision": log.precision,
         }
     return record
 
@@ -450,6 +508,7 @@ class TaskScores:
     train_examples: int
     validation_examples: int
     validation_overlong: int  # validation pairs over max_len pieces (truncated or dropped)
+    training_precision: str | None  # the fine-tuned settings' forward and loss precision; None: none trained
 
 
 def score_settings(
@@ -486,6 +545,12 @@ def score_settings(
     pad_id, token_types = tokenizer.pad_token_id, spec.takes_token_types
     if note := compute.float32_note("Fine-tuning"):
         log.warning(note)
+    precision = None
+    if set(settings) - {"pretrained"}:
+        precision = training_precision(recipe.precision, compute.device)
+        log.info(
+            f"Fine-tuning: float32 weights and AdamW, forward and loss in {precision} (precision {recipe.precision})"
+        )
     rows = []
     # Each setting's final training state stays until every setting is scored, so a task step killed
     # in a later setting does not train the finished ones again.
@@ -519,7 +584,7 @@ def score_settings(
     for folder in states.values():
         shutil.rmtree(folder, ignore_errors=True)
     frame = pl.DataFrame(rows, schema_overrides=TASK_SCORE_TYPES)
-    return TaskScores(frame, len(train), len(validation), validation_split.n_overlong)
+    return TaskScores(frame, len(train), len(validation), validation_split.n_overlong, precision)
 
 
 def finetuned_checkpoint_dir(model_id: str, task: str) -> Path:

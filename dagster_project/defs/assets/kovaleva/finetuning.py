@@ -18,6 +18,7 @@ from dagster_project.compute.checks import ablation_settings_complete, scores_in
 from dagster_project.compute.kovaleva.ablation import score_ablations
 from dagster_project.compute.kovaleva.finetuning import (
     SETTINGS,
+    Precision,
     Recipe,
     chosen_settings,
     score_settings,
@@ -57,6 +58,12 @@ class FineTuningConfig(TaskSplitConfig):
     max_steps: int | None = None
     train_subset: int | None = None
     seed: int = 0
+    precision: Precision = Field(
+        default="auto",
+        description="The forward and loss's precision in training (weights and AdamW stay float32; scoring runs "
+        "in float32): bfloat16 under autocast, float32, or auto: bfloat16 where the device has bfloat16 units "
+        "(a CUDA GPU from Ampere on; a CPU with AVX512_BF16, AMX or Arm BF16), else float32.",
+    )
     eval_batch_size: int = 64
     # The paper-scale SST-2 fine-tune is 6,315 steps, about 5 hours on 2 CPU cores: saving every 500
     # steps (~25 min there) loses at most that much to a kill, for ~1.3 GB written per save (bert-base).
@@ -87,6 +94,7 @@ def _recipe(config: FineTuningConfig) -> Recipe:
         max_steps=config.max_steps,
         train_subset=config.train_subset,
         seed=config.seed,
+        precision=config.precision,
     )
 
 
@@ -170,6 +178,7 @@ def build_finetuned_asset(task: str) -> AssetsDefinition:
             {
                 "train_examples": scored.train_examples,
                 "device": str(placement.float32()),
+                "training_precision": scored.training_precision or "none (no setting trained)",
                 "validation_examples": scored.validation_examples,
                 f"validation_over_{config.max_len}_pieces_{config.overlong}": scored.validation_overlong,
                 "scores": table_preview(scored.rows.select("setting", "metric", "score", "steps", "seconds"), rows=12),

@@ -27,7 +27,8 @@ Times are CPU seconds of this process (time.process_time): run it with OMP_NUM_T
 are one core's seconds, which other jobs on a shared machine barely change (wall times do). The
 chunking comparison alone is timed on the wall clock, so that it means something on a GPU (--device cuda).
 
-XNLI is encoded as the corpus asset does for the model: max_len = the model's d_head.
+XNLI (--corpus: xnli_en, or another HTA corpus) is encoded as the corpus asset does for the model: max_len =
+the model's d_head.
 Usage: OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE python -m bench.bench_hta [--tokens 30] [--check-examples 16]
        [--suite-examples 24] [--chunk-examples 4] [--fixed-chunk 128] [--device cpu] [--quick]
        [--methods M ...] [--max-tokens N] [--seed S] [--skip-chunking]
@@ -260,13 +261,16 @@ def main() -> None:
     parser.add_argument("--skip-chunking", action="store_true", help="skip the exact HTA chunking comparison")
     parser.add_argument("--seed", type=int, default=0, help="seeds the held-apart sample (check_sample), as a run's")
     parser.add_argument("--quick", action="store_true", help="no backward baselines; 2 examples per section")
+    parser.add_argument(
+        "--corpus", default="xnli_en", choices=[name for name, spec in CORPORA.items() if spec.hta], help="HTA corpus"
+    )
     args = parser.parse_args()
     if args.quick:
         args.skip_baselines = True
         args.chunk_examples = args.check_examples = args.suite_examples = 2
     encoder = load_encoder(args.model, ComputeDevice(resolve_device(args.device)))
     model = encoder.model
-    spec = CORPORA["xnli_en"]
+    spec = CORPORA[args.corpus]
     max_len = spec.default_max_len(head_dimension(model.config))
     encoded = encode_corpus(spec.read(data_dir()), encoder.tokenizer, max_len, spec.size, spec.seed)
     example = encoded.examples.filter(pl.col("n_tokens") == args.tokens)["example_id"][0]

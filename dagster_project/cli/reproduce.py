@@ -28,14 +28,18 @@ HELP = "every result of the three papers for the chosen models (--quick: reduced
 
 
 def _model_shape(source: str) -> "ModelShape":
-    from transformers import AutoConfig
+    """The model's size, and how many examples of each corpus capped at d_head fit it (its tokenizer's count)."""
+    from transformers import AutoConfig, AutoTokenizer
 
     from dagster_project.compute.models import inspect_model
-    from dagster_project.defs.reproduction import ModelShape
+    from dagster_project.defs.assets.corpora import head_dimension
+    from dagster_project.defs.reproduction import ModelShape, examples_that_fit
 
     spec = inspect_model(source)
     config = AutoConfig.from_pretrained(spec.resolved_path)
-    return ModelShape(spec.n_layers, config.hidden_size, spec.n_heads)
+    tokenizer = AutoTokenizer.from_pretrained(spec.resolved_path)
+    fitting = examples_that_fit(tokenizer, head_dimension(config))
+    return ModelShape(spec.n_layers, config.hidden_size, spec.n_heads, fitting)
 
 
 def _stored_profile(model_id: str) -> str | None:

@@ -10,37 +10,47 @@ Estimates: each step family's seconds per unit (examples, training steps, ablati
 measured for MiniLM (6 x 12 x 384) on 2 quiet CPU cores by `attn-warehouse reproduce --quick`
 (the console's step times, 2026-11-26: 16.8 minutes for 110 steps), scaled by the model's size
 (layers x hidden^2, what a forward costs) and the unit count of the chosen profile. A corpus without
-a size counts as 2000 examples, and XNLI as its 1800 even where a tokenizer keeps fewer under d_head.
+a size counts as 2000 examples; one whose cap is the model's d_head (XNLI) counts the examples that
+fit it, tokenized by the model's tokenizer where the corpus is present (MiniLM keeps 1800 English pairs,
+483 German and 36 Arabic ones under 32 pieces).
 They are for a CPU; on another device they are an upper bound until that device's rates are measured
 (bench/bench_device.py).
 """
 
 import math
 import re
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import polars as pl
+import torch
 from dagster import AssetKey, DagsterInstance
+from transformers import PreTrainedTokenizerBase
 
 from dagster_project.compute.checks import CHECK_MIN_EXAMPLES
+from dagster_project.compute.kovaleva.finetuning import bfloat16_units
 from dagster_project.compute.pascual.hta_facts import DEFAULT_HTA_METHOD
-from dagster_project.corpora import CORPORA
+from dagster_project.corpora import CORPORA, encode_corpus
 from dagster_project.defs.staleness import latest_materialization
 from dagster_project.settings import data_dir
 
 PROFILES = ("quick", "paper")
 MINILM_FORWARD = 6 * 384**2  # layers x hidden^2 of the model the rates were measured on
 QUICK_EXAMPLES = 200  # examples per corpus in a quick reproduction
-# HTA examples per language in a quick reproduction: the check's documented minimum, so that its
-# exact examples are every example written (its verdict is then the written facts' own gap, and they
-# are exact wherever it misses, at no cost beyond the check)
-QUICK_HTA_EXAMPLES = CHECK_MIN_EXAMPLES
+# HTA examples per language in a quick reproduction, taken by exact HTA outright. An estimator's check
+# needs CHECK_MIN_EXAMPLES exact examples to judge it, and on MiniLM those alone (about 45 s each on 2
+# cores) would take three times a quick run's 20 minutes; three exact examples per language fill every
+# Pascual result, from few examples, at about 2.5 minutes a language.
+QUICK_HTA_EXAMPLES = 3
 QUICK_FINETUNE_STEPS = 12
 QUICK_TRAIN_EXAMPLES = 384
 QUICK_ABLATION_EXAMPLES = 32
 QUICK_PROBE_SENTENCES = 300
+# Fine-tuning's seconds per training step (every Table 1 setting's steps and evaluation): 3.0 in float32;
+# the finetuned assets' precision `auto` trains under bfloat16 autocast where the CPU has bfloat16 units,
+# measured at 0.55x float32's time per step on MiniLM and SST-2 with the same dev accuracy (docs/methods.md)
+FINETUNE_SECONDS_PER_STEP = 3.0 * (0.55 if bfloat16_units(torch.device("cpu")) else 1.0)
 _CORPUS = "(" + "|".join(sorted(map(re.escape, CORPORA), key=len, reverse=True)) + ")"  # any corpus name
 # the corpora a quick reproduction samples (the others are small: FrameNet's 47 sentences, OntoGUM's documents)
 _SAMPLED = r"(wiki_segments|xnli_[a-z]+|ud_[a-z]+_(dev|test)|gap_[a-z]+|glue_[a-z0-9]+)"
@@ -75,6 +85,8 @@ class ModelShape:
     n_layers: int
     hidden: int
     n_heads: int
+    # corpus -> its examples that fit the model's max_len (examples_that_fit); a corpus not in it counts at its size
+    fitting_examples: Mapping[str, int] = field(default_factory=dict, hash=False)
 
     @property
     def scale(self) -> float:
@@ -89,10 +101,24 @@ def _corpus(asset: str, suffix: str) -> str:
     return asset.removesuffix(suffix)
 
 
-def _corpus_examples(corpus: str, profile: str) -> int:
+def _corpus_examples(corpus: str, profile: str, model: ModelShape) -> int:
     spec = CORPORA[corpus]
     size = spec.size or 2000  # corpora without a size are read whole; 2000 is their order of magnitude
+    size = min(size, model.fitting_examples.get(corpus, size))
     return min(size, QUICK_EXAMPLES) if profile == "quick" else size
+
+
+def examples_that_fit(tokenizer: PreTrainedTokenizerBase, d_head: int) -> dict[str, int]:
+    """Per corpus whose cap is the model's d_head (XNLI) and whose files are present, how many of its
+    examples the corpus asset keeps for a model with this tokenizer: the plan's count, where the
+    corpus's nominal size would overstate a model with short heads (MiniLM keeps 36 of XNLI's Arabic pairs)."""
+    counts = {}
+    for name, spec in CORPORA.items():
+        if not spec.max_len_is_d_head or spec.missing_files(data_dir()):
+            continue
+        encoded = encode_corpus(spec.read(data_dir()), tokenizer, spec.default_max_len(d_head), spec.size, spec.seed)
+        counts[name] = encoded.examples.height
+    return counts
 
 
 def _limited(config: dict, key: str, count: int) -> int:
@@ -102,7 +128,7 @@ def _limited(config: dict, key: str, count: int) -> int:
 
 def _examples_of(suffix: str, limit: str = "max_examples") -> Units:
     return lambda asset, profile, model, config: _limited(
-        config, limit, _corpus_examples(_corpus(asset, suffix), profile)
+        config, limit, _corpus_examples(_corpus(asset, suffix), profile, model)
     )
 
 
@@ -126,11 +152,11 @@ def _training_examples(task: str) -> int:
 def _ablation_settings(asset: str, profile: str, model: ModelShape, config: dict) -> int:
     settings = 1 + model.n_layers * model.n_heads + model.n_layers  # none, each head, each layer (ablation.py)
     task = _corpus(asset, "_ablation")
-    return settings * _limited(config, "max_examples", _corpus_examples(f"glue_{task}", profile))
+    return settings * _limited(config, "max_examples", _corpus_examples(f"glue_{task}", profile, model))
 
 
 def _gradient_examples(asset: str, profile: str, model: ModelShape, config: dict) -> int:
-    return _limited(config, "max_examples", _corpus_examples("wiki_segments", profile))
+    return _limited(config, "max_examples", _corpus_examples("wiki_segments", profile, model))
 
 
 def _probe_sentences(asset: str, profile: str, model: ModelShape, config: dict) -> int:
@@ -138,7 +164,7 @@ def _probe_sentences(asset: str, profile: str, model: ModelShape, config: dict) 
 
 
 def _faithfulness_examples(asset: str, profile: str, model: ModelShape, config: dict) -> int:
-    return _limited(config, "max_examples", _corpus_examples(config.get("corpus", "glue_sst2"), profile))
+    return _limited(config, "max_examples", _corpus_examples(config.get("corpus", "glue_sst2"), profile, model))
 
 
 def _one(asset: str, profile: str, model: ModelShape, config: dict) -> int:
@@ -154,7 +180,7 @@ RULES = (
     StepRule(_CORPUS + "_attention_facts", {}, "examples", 0.012, 1.0, _examples_of("_attention_facts")),
     StepRule(
         _CORPUS + "_hta_facts",
-        {"max_examples": QUICK_HTA_EXAMPLES, "check_examples": CHECK_MIN_EXAMPLES},
+        {"max_examples": QUICK_HTA_EXAMPLES, "hta_method": "exact"},
         "examples",
         2.6,  # the default estimator, <= d_head pieces
         5.0,
@@ -169,7 +195,7 @@ RULES = (
         r"finetuned_.*",
         {"max_steps": QUICK_FINETUNE_STEPS, "train_subset": QUICK_TRAIN_EXAMPLES},
         "training steps",
-        3.0,  # every Table 1 setting's steps and evaluation
+        FINETUNE_SECONDS_PER_STEP,
         10.0,
         _finetune_steps,
     ),

@@ -31,7 +31,8 @@ def test_the_quick_profile_reduces_what_dominates_and_nothing_else() -> None:
     ops = profile_run_config(assets, "quick")["ops"]
     assert ops["xnli_en_examples"] == {"config": {"size": QUICK_EXAMPLES}}
     assert "framenet_examples" not in ops  # a small corpus is read whole
-    assert ops["xnli_en_hta_facts"]["config"]["max_examples"] == QUICK_HTA_EXAMPLES
+    # HTA exact outright on a few examples: an estimator's check would need 16 exact ones
+    assert ops["xnli_en_hta_facts"]["config"] == {"max_examples": QUICK_HTA_EXAMPLES, "hta_method": "exact"}
     assert set(ops["finetuned_rte"]["config"]) == {"max_steps", "train_subset"}
     assert "paper_report" not in ops
     assert profile_run_config(assets, "paper") == {}  # the assets' defaults are the papers' settings
@@ -47,9 +48,9 @@ def test_estimates_scale_with_size_and_model() -> None:
     paper = planned_step("xnli_en_hta_facts", "paper", MINILM)
     rule = rule_for("xnli_en_hta_facts")
     fixed, estimated, exact = rule.fixed_seconds, rule.seconds_per_unit, rule.checked.exact_seconds_per_unit
-    assert (quick.units, paper.units) == (QUICK_HTA_EXAMPLES, 1800) and QUICK_HTA_EXAMPLES == 16
-    # quick: the check's 16 exact examples are every example, so passing or missing costs the same
-    assert quick.seconds == pytest.approx(fixed + 16 * (exact + estimated)) and quick.fallback_seconds is None
+    assert (quick.units, paper.units) == (QUICK_HTA_EXAMPLES, 1800) and QUICK_HTA_EXAMPLES == 3
+    # quick: exact HTA outright, no check and no fallback
+    assert quick.seconds == pytest.approx(fixed + 3 * exact) and quick.fallback_seconds is None
     bert_base = planned_step("xnli_en_hta_facts", "quick", ModelShape(12, 768, 12))
     assert bert_base.seconds - fixed == pytest.approx(8 * (quick.seconds - fixed))
     ablation = planned_step("rte_ablation", "quick", MINILM)
@@ -170,3 +171,33 @@ def test_the_faithfulness_is_sized_by_its_task_corpus_and_the_users_limit() -> N
     assert (paper.units, quick.units) == (size, QUICK_EXAMPLES)
     assert paper.seconds == pytest.approx(rule.fixed_seconds + rule.seconds_per_unit * size)
     assert planned_step("weighting_faithfulness", "paper", MINILM, {"max_examples": 50}).units == 50
+
+
+def test_a_corpus_capped_at_d_head_counts_the_examples_that_fit_the_model() -> None:
+    fitting = ModelShape(6, 384, 12, {"xnli_ar": 36, "xnli_de": 483})
+    assert planned_step("xnli_ar_hta_facts", "paper", fitting).units == 36
+    assert planned_step("xnli_de_hta_facts", "paper", fitting).units == 483
+    assert planned_step("xnli_de_hta_facts", "quick", fitting).units == QUICK_HTA_EXAMPLES
+    assert planned_step("xnli_de_examples", "quick", fitting).units == QUICK_EXAMPLES  # 200 of the 483
+    assert planned_step("xnli_en_hta_facts", "paper", fitting).units == 1800  # not counted: its size
+    # 36 Arabic pairs: the check's 16 exact examples, then the other 20 by exact where it misses
+    rule = rule_for("xnli_ar_hta_facts")
+    exact, estimated = rule.checked.exact_seconds_per_unit, rule.seconds_per_unit
+    fallback = planned_step("xnli_ar_hta_facts", "paper", fitting).fallback_seconds
+    assert fallback == pytest.approx(rule.fixed_seconds + 16 * (exact + estimated) + 20 * exact)
+
+
+def test_examples_that_fit_counts_what_the_corpus_asset_keeps(tiny_model_dir, tmp_path, monkeypatch) -> None:
+    """Two XNLI pairs per file of which one fits 12 pieces: the count is the encoded corpus's, per present corpus."""
+    from transformers import AutoTokenizer
+
+    from dagster_project.defs.reproduction import examples_that_fit
+
+    folder = tmp_path / "xnli"
+    folder.mkdir()
+    rows = "id\tpremise\thypothesis\tlabel\n0\tA cat.\tA dog.\t0\n1\t" + "\t".join(["word " * 40] * 2) + "\t1\n"
+    for split in ("validation", "test"):
+        (folder / f"xnli_{split}_de.tsv").write_text(rows)
+    monkeypatch.setenv("ATTN_DATA_DIR", str(tmp_path))
+    counts = examples_that_fit(AutoTokenizer.from_pretrained(tiny_model_dir), 12)
+    assert counts == {"xnli_de": 2}  # one short pair per file; English and Arabic are absent

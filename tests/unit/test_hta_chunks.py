@@ -78,11 +78,11 @@ def _running_out_above(monkeypatch: pytest.MonkeyPatch, limit: int) -> list[int]
     tried: list[int] = []
     real = hta_estimators._jvp_outputs
 
-    def limited(function, primal, tangents):
+    def limited(function, primal, tangents, bf16):
         tried.append(len(tangents))
         if len(tangents) > limit:
             raise torch.OutOfMemoryError(f"Tried to allocate {len(tangents)} tangents' outputs")
-        return real(function, primal, tangents)
+        return real(function, primal, tangents, bf16)
 
     monkeypatch.setattr(hta_estimators, "_jvp_outputs", limited)
     return tried

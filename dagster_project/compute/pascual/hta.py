@@ -17,7 +17,6 @@ o is read by a forward hook on the output projection, wherever the family's Atte
 used); the family's own code computes everything else.
 """
 
-import copy
 import math
 import re
 from collections.abc import Callable
@@ -44,9 +43,8 @@ PROBE_CHUNK: int | None = None
 @dataclass(frozen=True)
 class HtaMethod:
     """`exact`, or `estimate(k)`: k orthogonal probes per input token; `estimate(k,bf16)`
-    pushes the probes through a bfloat16 copy of the model (bfloat16_model; 2.8x faster than
-    float32 on a CPU with AMX, about 2x on one with AVX-512 bf16 units; its error is far below the
-    estimator's, and the run's check measures both);
+    runs the probes' matrix products in bfloat16 (about 2x faster on CPUs with bf16 units;
+    its error is far below the estimator's, and the run's check measures both);
     `hutchpp(r,k)` / `hutchpp(r,k,bf16)`: exact on a sketched rank-r subspace per input token,
     k probes on the rest (compute/pascual/hta_estimators.py). A trailing `,ends=e` (either estimator)
     takes the first and the last e input tokens with unit tangents, exactly: their blocks hold the
@@ -311,23 +309,6 @@ def layer_input_norms(model: PreTrainedModel, hidden: torch.Tensor) -> tuple[tor
     return replayed_layer_norms(model, hidden), hidden.numel()
 
 
-@lru_cache(maxsize=2)
-def bfloat16_model(model: PreTrainedModel) -> PreTrainedModel:
-    """A bfloat16 copy of `model` for the ',bf16' methods' tangents, made once per model. Weights and
-    activations in bfloat16 rather than float32 under autocast: autocast casts every weight and
-    activation at every call, which took a fifth of the time of a chunk of tangents on the CPU, and
-    its float32 element-wise products move twice the bytes."""
-    return copy.deepcopy(model).to(torch.bfloat16)
-
-
-def _tangent_pass(model: PreTrainedModel, e0: torch.Tensor, bf16: bool) -> tuple[Callable, torch.Tensor]:
-    """The context function the tangents go through and the primal e0 in its dtype: the model's, or its
-    bfloat16 copy's."""
-    if bf16:
-        return context_function(bfloat16_model(model)), e0.to(torch.bfloat16)
-    return context_function(model), e0
-
-
 def orthogonal_probes(n_tokens: int, width: int, k: int, generator: torch.Generator) -> torch.Tensor:
     """k probes per token, (n*k, n, D): a random orthonormal k-frame scaled by sqrt(D/k), so
     that E[sum of its v v^T] = I, with less variance than k Gaussian probes."""
@@ -346,15 +327,16 @@ def _probed_squared_norms(
     """Sum over each input token's tangents of ||J v||^2, (i, L, j, H): exact for unit tangents
     (exact), unbiased for estimate(k)'s probes."""
     n_tokens, width = e0.shape
-    contexts, primal = _tangent_pass(model, e0, method.bf16)
     tangents: torch.Tensor | UnitTangents
     if method.probes is None:
-        tangents = UnitTangents((1, n_tokens, width), primal.dtype, e0.device)
+        tangents = UnitTangents((1, n_tokens, width), e0.dtype, e0.device)
         per_token = width
     else:
-        tangents = orthogonal_probes(n_tokens, width, method.probes, generator).to(e0.device, primal.dtype)[:, None]
+        tangents = orthogonal_probes(n_tokens, width, method.probes, generator).to(e0.device, e0.dtype)[:, None]
         per_token = method.probes
-    return tangent_squared_norms(contexts, primal[None], tangents, per_token, chunk_size)  # (i, L, j, H)
+    return tangent_squared_norms(
+        context_function(model), e0[None], tangents, per_token, method.bf16, chunk_size
+    )  # (i, L, j, H)
 
 
 def _unit_tangent_squared_norms(
@@ -363,11 +345,12 @@ def _unit_tangent_squared_norms(
     """||d o_j / d e0_i||_F^2 of the input tokens `tokens` exactly, one unit tangent per coordinate of
     each: (len(tokens), L, j, H), like the estimators' sums."""
     width = e0.shape[1]
-    contexts, primal = _tangent_pass(model, e0, bf16)
-    directions = torch.eye(width, dtype=primal.dtype, device=e0.device).expand(len(tokens), width, width)
-    tangents = primal.new_zeros(len(tokens), width, *e0.shape)
+    directions = torch.eye(width, dtype=e0.dtype, device=e0.device).expand(len(tokens), width, width)
+    tangents = e0.new_zeros(len(tokens), width, *e0.shape)
     tangents[torch.arange(len(tokens), device=e0.device), :, torch.tensor(tokens, device=e0.device)] = directions
-    return tangent_squared_norms(contexts, primal[None], tangents.view(-1, 1, *e0.shape), width, chunk_size)
+    return tangent_squared_norms(
+        context_function(model), e0[None], tangents.view(-1, 1, *e0.shape), width, bf16, chunk_size
+    )
 
 
 def input_norms(
@@ -389,7 +372,7 @@ def input_norms(
     generator = generator or torch.Generator().manual_seed(0)
     if method.rank:
         squared = sketched_squared_norms(
-            *_tangent_pass(model, e0, method.bf16), method.rank, method.probes, generator, chunk_size
+            context_function(model), e0, method.rank, method.probes, generator, method.bf16, chunk_size
         )
     else:
         squared = _probed_squared_norms(model, e0, method, generator, chunk_size)

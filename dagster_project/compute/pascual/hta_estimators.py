@@ -48,7 +48,7 @@ def sketched_subspaces(
     skip_layers: int = 1,
     power: int = SKETCH_POWER,
 ) -> torch.Tensor:
-    """Q_i (n, D, rank) in float32: an orthonormal basis per input token of the input directions the head
+    """Q_i (n, D, rank): an orthonormal basis per input token of the input directions the head
     outputs of layers skip_layers+1..L respond to most (range of (J^T J)^power restricted to
     token i, on `rank` random tangents). contexts: e0 (1, n, D) -> (L, n, H, dh); e0: (n, D)."""
     n_tokens, width = e0.shape
@@ -61,7 +61,7 @@ def sketched_subspaces(
         pushed[:, :skip_layers] = 0  # layers whose norms are exact elsewhere do not steer the subspace
         sketch = vmap(pull_back)(pushed)[0][:, 0]  # (r, n, D)
         sketch = sketch / sketch.flatten(1).norm(dim=1).clamp_min(torch.finfo(sketch.dtype).tiny)[:, None, None]
-    basis, _ = torch.linalg.qr(sketch.permute(1, 2, 0).float())  # (n, D, r)
+    basis, _ = torch.linalg.qr(sketch.permute(1, 2, 0))  # (n, D, r)
     return basis.detach()
 
 
@@ -95,18 +95,19 @@ def sketched_squared_norms(
     rank: int,
     probes: int,
     generator: torch.Generator,
+    bf16: bool = False,
     chunk_size: int | None = None,
 ) -> torch.Tensor:
     """hutchpp(rank, probes) estimate of ||d o_j / d e0_i||_F^2 for every layer, head, j, i:
     exact on each token's sketched rank-`rank` subspace, `probes` probes on its complement.
-    contexts: e0 (1, n, D) -> (L, n, H, dh); e0: (n, D), in the dtype contexts computes in (the
-    bases are orthonormalised in float32 whatever it is). Returns (i, L, j, H) in float32, like the
-    plain estimator's sums (layer 1 included; the caller replaces it by its closed form). chunk_size:
+    contexts: e0 (1, n, D) -> (L, n, H, dh); e0: (n, D). Returns (i, L, j, H) like the plain
+    estimator's sums (layer 1 included; the caller replaces it by its closed form). chunk_size:
     tangents per jvp call, None: chosen from the device's free memory (tangent_squared_norms)."""
-    basis = sketched_subspaces(contexts, e0, rank, generator)
+    with torch.autocast(e0.device.type, dtype=torch.bfloat16, enabled=bf16):
+        basis = sketched_subspaces(contexts, e0, rank, generator).to(e0.dtype)
     directions = torch.cat([basis, complement_probes(basis, probes, generator)], dim=-1)  # (n, D, r + k)
     return tangent_squared_norms(
-        contexts, e0[None], token_tangents(directions.to(e0.dtype))[:, None], rank + probes, chunk_size
+        contexts, e0[None], token_tangents(directions)[:, None], rank + probes, bf16, chunk_size
     )
 
 
@@ -144,10 +145,12 @@ def chunk_for_memory(device: torch.device, tangent_bytes: int) -> int:
 
 
 def _jvp_outputs(
-    function: Callable[[torch.Tensor], torch.Tensor], primal: torch.Tensor, tangents: torch.Tensor
+    function: Callable[[torch.Tensor], torch.Tensor], primal: torch.Tensor, tangents: torch.Tensor, bf16: bool
 ) -> torch.Tensor:
     """J v for each tangent of a chunk, vectorized: (chunk, *output.shape), in primal's dtype."""
-    return vmap(lambda tangent: jvp(function, (primal,), (tangent,))[1])(tangents)
+    with torch.autocast(primal.device.type, dtype=torch.bfloat16, enabled=bf16):
+        outputs = vmap(lambda tangent: jvp(function, (primal,), (tangent,))[1])(tangents)
+    return outputs.to(primal.dtype)  # back from bfloat16 autocast
 
 
 def _add_by_token(total: torch.Tensor, squared: torch.Tensor, start: int, per_token: int) -> None:
@@ -174,14 +177,13 @@ def tangent_squared_norms(
     primal: torch.Tensor,
     tangents: torch.Tensor | UnitTangents,
     per_token: int,
+    bf16: bool = False,
     chunk_size: int | None = None,
     purpose: str = "HTA input contributions",
 ) -> torch.Tensor:
     """Sum over each input token's tangents of ||J v||^2 (J: function's Jacobian at primal), summed over
     the output's last axis: tangents (n * per_token, *primal.shape), grouped by input token i ->
     (i, *output.shape[:-1]). Exact norms for unit tangents, unbiased for probes with E[sum v v^T] = I.
-    The tangents go through J in primal's dtype (the function computes in it); the squares are summed
-    in float32 whatever it is (a bfloat16 sum of D squares would keep 3 significant digits).
 
     The tangents go through J a chunk at a time, each chunk's norms reduced before the next, so the
     peak memory is one chunk's outputs, not all of them. chunk_size: tangents per chunk; None: one
@@ -198,9 +200,8 @@ def tangent_squared_norms(
         while start < count:
             stop = min(start + chunk, count)
             try:
-                outputs = _jvp_outputs(function, primal, tangents[start:stop])
+                outputs = _jvp_outputs(function, primal, tangents[start:stop], bf16)
                 tangent_bytes = outputs[0].numel() * outputs.element_size()
-                outputs = outputs.float()
                 squared = (outputs * outputs).sum(-1)
                 del outputs
             except torch.OutOfMemoryError as error:

@@ -30,7 +30,7 @@ from transformers import PreTrainedTokenizerBase
 
 from dagster_project.compute.checks import CHECK_MIN_EXAMPLES
 from dagster_project.compute.kovaleva.finetuning import bfloat16_units
-from dagster_project.compute.pascual.hta_facts import DEFAULT_HTA_METHOD, MEASURED_CHECKS
+from dagster_project.compute.pascual.hta_facts import DEFAULT_HTA_METHOD
 from dagster_project.corpora import CORPORA, encode_corpus
 from dagster_project.defs.staleness import latest_materialization
 from dagster_project.settings import data_dir
@@ -304,9 +304,8 @@ def expected_fallback(
     counted at the exact method's cost), or None where it is expected to pass. The rule, from the
     latest materializations of the model's HTA steps (`asset` and `others`) that ran `method`: the
     step's own last verdict decides; else a miss on any of the others; else a pass on any of them
-    judged on at least CHECK_MIN_EXAMPLES examples, or one measured outside a run on the step's corpus
-    (hta_facts.MEASURED_CHECKS); with none of these, no check has shown that the estimator passes on this
-    model, and the plan assumes it misses."""
+    judged on at least CHECK_MIN_EXAMPLES examples; with none of these, no check has shown that the
+    estimator passes on this model, and the plan assumes it misses."""
     records = [_hta_check_record(instance, name, model_id) for name in [asset, *others]]
     same = [record for record in records if record is not None and record.method == method]
     own = same[0] if same and same[0].asset == asset else None
@@ -319,7 +318,7 @@ def expected_fallback(
     judged = [
         record for record in same if record.within_tolerance and (record.check_examples or 0) >= CHECK_MIN_EXAMPLES
     ]
-    if judged or asset.removesuffix("_hta_facts") in MEASURED_CHECKS.get((model_id, method), ()):
+    if judged:
         return None
     return f"no check of {method} on {CHECK_MIN_EXAMPLES} or more examples has passed for this model yet"
 

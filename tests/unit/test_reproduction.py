@@ -202,17 +202,3 @@ def test_examples_that_fit_counts_what_the_corpus_asset_keeps(tiny_model_dir, tm
     counts = examples_that_fit(AutoTokenizer.from_pretrained(tiny_model_dir), 12)
     assert counts == {"xnli_de": 2}  # one short pair per file; English and Arabic are absent
 
-
-def test_a_check_measured_outside_a_run_counts_for_its_model_and_corpora(monkeypatch: pytest.MonkeyPatch) -> None:
-    from dagster_project.defs import reproduction
-
-    method = "hutchpp(16,8,bf16)"
-    monkeypatch.setattr(reproduction, "MEASURED_CHECKS", {("m", method): ("xnli_en", "xnli_de")})
-    instance = DagsterInstance.ephemeral()
-    assert expected_fallback(instance, "m", "xnli_de_hta_facts", method, []) is None
-    assert expected_fallback(instance, "m", "xnli_ar_hta_facts", method, []) is not None  # not measured there
-    assert expected_fallback(instance, "other", "xnli_de_hta_facts", method, []) is not None  # another model
-    assert expected_fallback(instance, "m", "xnli_de_hta_facts", "estimate(8)", []) is not None  # another method
-    # a run's own miss outweighs it
-    _record_hta(instance, "xnli_de_hta_facts", method, False, 16)
-    assert expected_fallback(instance, "m", "xnli_de_hta_facts", method, []) is not None

@@ -49,11 +49,6 @@ from dagster_project.compute.weightings import WEIGHTINGS, ModelWeightings, capt
 # estimate(32,bf16), the cheapest plain estimator that passes (hutchpp(12,8,bf16) is cheaper but passes by 0.001;
 # bench/bench_hta.py, docs/benchmarks.md).
 DEFAULT_HTA_METHOD = "hutchpp(16,8,bf16)"
-# Checks of an HTA method on a model measured outside a run: bench/bench_hta.py on each HTA corpus's own
-# check sample (16 examples, the run's seed), every published quantity within tolerance on every estimated
-# layer (docs/benchmarks.md). A plan counts on the method for that model before the model's own runs have
-# checked it (reproduction.expected_fallback); the run still checks it, and falls back to exact where it misses.
-MEASURED_CHECKS: dict[tuple[str, str], tuple[str, ...]] = {}  # (model id, method) -> the corpora it passed on
 CONTRIBUTION_KINDS = ("previous_layer", "input")
 CONTRIBUTION_CHECK = "Input contributions of every query row sum to 1; histogram pairs sum to n^2."
 

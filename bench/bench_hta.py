@@ -31,7 +31,9 @@ XNLI (--corpus: xnli_en, or another HTA corpus) is encoded as the corpus asset d
 the model's d_head.
 Usage: OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE python -m bench.bench_hta [--tokens 30] [--check-examples 16]
        [--suite-examples 24] [--chunk-examples 4] [--fixed-chunk 128] [--device cpu] [--quick]
-       [--methods M ...] [--max-tokens N] [--seed S] [--skip-chunking]
+       [--methods M ...] [--max-tokens N] [--seed S] [--skip-chunking] [--corpus xnli_de] [--draws R]
+--draws R: each method's probes drawn R times on the check's examples; prints each draw's gaps and those
+of the maps averaged over the draws (probe noise falls as 1/sqrt(R), a bias stays).
 --quick: no backward baselines, 2 examples for the chunking comparison, the check and the suite.
 --suite-examples 0 skips the suite.
 Targets: default >= 500x the backward loop; per estimated layer Pearson >= 0.99 at no more than
@@ -172,17 +174,32 @@ def _worst(gaps: dict[int, float], errors: dict[int, float]) -> tuple[int, float
     return layer, gaps[layer], errors[layer]
 
 
+DRAW_SEED_STRIDE = (
+    100_003  # draw r of an example seeds its probes with seed + example id + r * stride (r = 0: the run's)
+)
+
+
 def estimator_check(
-    encoder, tokens: pl.DataFrame, n_examples: int, min_pearson: float, methods: list[HtaMethod], seed: int = 0
+    encoder,
+    tokens: pl.DataFrame,
+    n_examples: int,
+    min_pearson: float,
+    methods: list[HtaMethod],
+    seed: int = 0,
+    draws: int = 1,
 ) -> HtaMethod | None:
     """Every method against exact HTA on held-apart examples, as the asset's check scores it: CPU
     seconds per example, the contributions' worst-layer Pearson and the worst layer's gap of each
     published quantity (hta.published_gaps on the aggregate over the examples) with its jackknife
-    standard error over them. Returns the cheapest method that meets every tolerance (None: none)."""
+    standard error over them. Returns the cheapest method that meets every tolerance (None: none).
+    With `draws` > 1, each method's probes are drawn that many times on the same examples: the gaps of
+    each draw, and those of the maps averaged over the draws, whose probe noise is sqrt(draws) times
+    smaller while a bias stays (what a gap on the check's few examples cannot tell apart)."""
     model = encoder.model
     chosen = check_sample(tokens, n_examples, seed)
     sample = tokens.filter(pl.col("example_id").is_in(chosen))
-    attention, exact, estimated = [], [], {method: [] for method in methods}
+    attention, exact = [], []
+    estimated = {method: [[] for _ in range(draws)] for method in methods}
     seconds = {method: 0.0 for method in [None, *methods]}
     for batch in length_batches(sample, encoder.tokenizer.pad_token_id or 0, 1, encoder.spec.takes_token_types):
         e0, maps = first_layer_input_and_attention(model, batch.inputs)
@@ -191,11 +208,14 @@ def estimator_check(
         seconds[None] += took
         exact.append(maps)
         for method in methods:
-            generator = torch.Generator().manual_seed(seed + int(batch.example_ids[0]))
-            took, maps = timed(contributions, model, e0, method, generator)
-            seconds[method] += took
-            estimated[method].append(maps)
+            for draw in range(draws):
+                generator = torch.Generator().manual_seed(seed + int(batch.example_ids[0]) + draw * DRAW_SEED_STRIDE)
+                took, maps = timed(contributions, model, e0, method, generator)
+                seconds[method] += took / draws
+                estimated[method][draw].append(maps)
         print(f"  example {int(batch.example_ids[0])} ({e0.shape[0]} tokens) done", flush=True)
+    if draws > 1:
+        draw_gaps(attention, exact, estimated)
     lengths = sorted(sample.group_by("example_id").len()["len"].to_list())
     count = len(exact)
     print(
@@ -208,12 +228,11 @@ def estimator_check(
     reference = next((method for method in methods if method == REFERENCE), methods[0])
     meeting = []
     for method in methods:
-        error = compare_contributions(exact, estimated[method])
+        first = estimated[method][0]  # the probes the run draws
+        error = compare_contributions(exact, first)
         worst = min(error.layer_pearson.values())
-        gaps = published_gaps(
-            published_quantities(attention, exact), published_quantities(attention, estimated[method])
-        )
-        errors = jackknife_gap_errors(attention, exact, estimated[method])
+        gaps = published_gaps(published_quantities(attention, exact), published_quantities(attention, first))
+        errors = jackknife_gap_errors(attention, exact, first)
         columns, misses = [], []
         for name, tolerance in PUBLISHED_TOLERANCES.items():
             layer, gap, spread = _worst(gaps[name], errors[name])
@@ -240,6 +259,31 @@ def estimator_check(
     return cheapest
 
 
+def draw_gaps(
+    attention: list[torch.Tensor], exact: list[torch.Tensor], estimated: dict[HtaMethod, list[list[torch.Tensor]]]
+) -> None:
+    """Per method, the worst estimated layer's gap of each published quantity for each probe draw, and for
+    the maps averaged over the draws (per layer for the center of mass)."""
+    exact_quantities = published_quantities(attention, exact)
+    for method, draws in estimated.items():
+        per_draw = [published_gaps(exact_quantities, published_quantities(attention, maps)) for maps in draws]
+        averaged = [torch.stack(maps).mean(0) for maps in zip(*draws, strict=True)]
+        mean_gaps = published_gaps(exact_quantities, published_quantities(attention, averaged))
+        columns = [
+            f"{name} "
+            + " ".join(f"{max(gaps[name].values()):.4f}" for gaps in per_draw)
+            + f" (averaged maps {max(mean_gaps[name].values()):.4f})"
+            for name in PUBLISHED_TOLERANCES
+        ]
+        layers = " ".join(f"L{layer} {gap:.4f}" for layer, gap in mean_gaps["center_of_mass"].items())
+        print(
+            f"{str(method):>20} over {len(draws)} probe draws: "
+            + "; ".join(columns)
+            + f"; averaged maps' center of mass per layer: {layers}",
+            flush=True,
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tokens", type=int, default=30, help="length of the single input (an XNLI pair)")
@@ -261,6 +305,9 @@ def main() -> None:
     parser.add_argument("--skip-chunking", action="store_true", help="skip the exact HTA chunking comparison")
     parser.add_argument("--seed", type=int, default=0, help="seeds the held-apart sample (check_sample), as a run's")
     parser.add_argument("--quick", action="store_true", help="no backward baselines; 2 examples per section")
+    parser.add_argument(
+        "--draws", type=int, default=1, help="probe draws per method and example (> 1: the gaps of each, and averaged)"
+    )
     parser.add_argument(
         "--corpus", default="xnli_en", choices=[name for name, spec in CORPORA.items() if spec.hta], help="HTA corpus"
     )
@@ -308,7 +355,9 @@ def main() -> None:
         held_apart = held_apart.filter(pl.col("example_id").is_in(short.implode()))
     if held_apart.is_empty():
         parser.error(f"--max-tokens {args.max_tokens}: no XNLI example is that short; raise it")
-    cheapest = estimator_check(encoder, held_apart, args.check_examples, args.min_pearson, methods, args.seed)
+    cheapest = estimator_check(
+        encoder, held_apart, args.check_examples, args.min_pearson, methods, args.seed, args.draws
+    )
     if not args.suite_examples:
         return
     sample = encoded.tokens.filter(

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from dagster_project.cli.common import UsageError
 from dagster_project.cli.run_in_process import (
-    checkpoint_plan_lines,
+    checkpoint_step_names,
     execute_run,
     plan_run,
     print_outputs,
@@ -145,11 +145,21 @@ def reproduce(sources: list[str], profile: str, dry_run: bool, verbose: bool, us
         ops = _profile_config(names, profile, user_config).get("ops", {})
         steps = [planned_step(name, profile, shape, ops.get(name, {}).get("config", {})) for name in names]
         steps = with_expected_fallbacks(steps, DagsterInstance.get(), planned.model_id, ops)
-        print_plan(source, planned.model_id, steps, planned.up_to_date, planned.skipped, device)
-        if checkpoints := checkpoint_plan_lines(planned):
-            for line in checkpoints:
-                print(f"  {line}")
+        total = print_plan(source, planned.model_id, steps, planned.up_to_date, planned.skipped, device)
+        if checkpoints := checkpoint_step_names(planned):
+            for whose, checkpoint_names in checkpoints:
+                print(f"  {whose} in a run of its own: {len(checkpoint_names)} steps: {', '.join(checkpoint_names)}")
             print("  and again the steps that compare models on those corpora, and the report")
+            # the checkpoints' runs, then what compares models on their corpora once more (the report, which
+            # waits for them, is in the total already)
+            after = [name for _, checkpoint_names in checkpoints for name in checkpoint_names]
+            after += sorted({name for name in after if name.endswith("head_matches")})
+            after_ops = _profile_config(after, profile, user_config).get("ops", {})
+            seconds = sum(
+                planned_step(name, profile, shape, after_ops.get(name, {}).get("config", {})).seconds
+                for name in after
+            )
+            print(f"  those runs: {_minutes(seconds)}; in all: {_minutes(total + seconds)}")
         plans.append((source, upgrade))
     if dry_run:
         return 0

@@ -212,6 +212,14 @@ def run_checkpoints(
 def checkpoint_plan_lines(prepared: "PreparedRun") -> list[str]:
     """For a dry run: what the own run of each checkpoint the planned run fine-tunes would run, a line
     each (a saved checkpoint planned as its run will be; one not fine-tuned yet, its first run whole)."""
+    return [
+        f"{whose} in a run of its own: {len(names)} steps: {', '.join(names)}"
+        for whose, names in checkpoint_step_names(prepared)
+    ]
+
+
+def checkpoint_step_names(prepared: "PreparedRun") -> list[tuple[str, list[str]]]:
+    """Per checkpoint the planned run fine-tunes, whose it is and the steps its own run would run."""
     from dagster_project.corpora import present_corpora
     from dagster_project.defs.resources import default_resources
     from dagster_project.defs.run_planning import checkpoint_keys, checkpoint_runs
@@ -219,15 +227,15 @@ def checkpoint_plan_lines(prepared: "PreparedRun") -> list[str]:
     tasks = prepared.fine_tuned_tasks
     saved = checkpoint_runs(prepared.model_id, tasks, register=False)
     present = present_corpora(default_resources()["data_dir"].root)
-    lines = []
+    plans = []
     for task in tasks:
         if task in saved:
             whose, names = f"then its {task} checkpoint ({saved[task].model_id})", saved[task].step_names
         else:
             whose = f"then, once fine-tuned, its {task} checkpoint"
             names = sorted(key.to_user_string() for key in checkpoint_keys(task, present))
-        lines.append(f"{whose} in a run of its own: {len(names)} steps: {', '.join(names)}")
-    return lines
+        plans.append((whose, names))
+    return plans
 
 
 def print_outputs(model_id: str) -> None:

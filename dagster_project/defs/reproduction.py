@@ -8,7 +8,8 @@ below says what is reduced, and the report labels such results.
 
 Estimates: each step family's seconds per unit (examples, training steps, ablation settings)
 measured for MiniLM (6 x 12 x 384) on 2 quiet CPU cores by `attn-warehouse reproduce --quick`
-(the console's step times, 2026-11-26: 16.8 minutes for 110 steps), scaled by the model's size
+(the console's step times, 2026-11-26: 16.8 minutes for 110 steps; exact HTA, the report and the
+weighting faithfulness again on 2026-11-29: 22.3 minutes in all), scaled by the model's size
 (layers x hidden^2, what a forward costs) and the unit count of the chosen profile. A corpus without
 a size counts as 2000 examples; one whose cap is the model's d_head (XNLI) counts the examples that
 fit it, tokenized by the model's tokenizer where the corpus is present (MiniLM keeps 1800 English pairs,
@@ -39,10 +40,10 @@ PROFILES = ("quick", "paper")
 MINILM_FORWARD = 6 * 384**2  # layers x hidden^2 of the model the rates were measured on
 QUICK_EXAMPLES = 200  # examples per corpus in a quick reproduction
 # HTA examples per language in a quick reproduction, taken by exact HTA outright. An estimator's check
-# needs CHECK_MIN_EXAMPLES exact examples to judge it, and on MiniLM those alone (about 45 s each on 2
-# cores) would take three times a quick run's 20 minutes; three exact examples per language fill every
-# Pascual result, from few examples, at about 2.5 minutes a language.
-QUICK_HTA_EXAMPLES = 3
+# needs CHECK_MIN_EXAMPLES exact examples to judge it, and on MiniLM those alone (about 55 s each on 2
+# cores) would take more than twice a quick run's 20 minutes; two exact examples per language fill every
+# Pascual result, from few examples, at 1.5-2.5 minutes a language.
+QUICK_HTA_EXAMPLES = 2
 QUICK_FINETUNE_STEPS = 12
 QUICK_TRAIN_EXAMPLES = 384
 QUICK_ABLATION_EXAMPLES = 32
@@ -186,7 +187,7 @@ RULES = (
         5.0,
         _examples_of("_hta_facts"),
         CheckedEstimate(
-            77.0,  # exact HTA, 25 pieces on average (busy cores): the check's examples, and where it misses
+            55.0,  # exact HTA, 25-28 pieces on average: the check's examples, and where it misses
             lambda config: config.get("check_examples", CHECK_MIN_EXAMPLES),
             lambda config: config.get("hta_method", DEFAULT_HTA_METHOD),
         ),
@@ -225,9 +226,10 @@ RULES = (
         _probe_sentences,
     ),
     StepRule(_CORPUS + "_head_matches", {"max_examples": 16}, "steps", 0.0, 10.0, _one),
-    # a fine-tuned classifier's forward and backward with every weighting's maps (docs/papers/compare.md)
-    StepRule(r"weighting_faithfulness", {}, "examples", 0.64, 5.0, _faithfulness_examples),
-    StepRule(r"paper_report", {}, "steps", 0.0, 45.0, _one),  # draws the named heads' example maps
+    # a fine-tuned classifier's forward and backward with every weighting's maps (docs/papers/compare.md):
+    # 28.4 s for 200 SST-2 examples in the quick reproduction of 2026-11-29
+    StepRule(r"weighting_faithfulness", {}, "examples", 0.12, 5.0, _faithfulness_examples),
+    StepRule(r"paper_report", {}, "steps", 0.0, 110.0, _one),  # draws the named heads' example maps
     StepRule(r".*", {}, "steps", 0.0, 2.0, _one),  # charts, views, models, baselines
 )
 

@@ -156,8 +156,7 @@ def reproduce(sources: list[str], profile: str, dry_run: bool, verbose: bool, us
             after += sorted({name for name in after if name.endswith("head_matches")})
             after_ops = _profile_config(after, profile, user_config).get("ops", {})
             seconds = sum(
-                planned_step(name, profile, shape, after_ops.get(name, {}).get("config", {})).seconds
-                for name in after
+                planned_step(name, profile, shape, after_ops.get(name, {}).get("config", {})).seconds for name in after
             )
             print(f"  those runs: {_minutes(seconds)}; in all: {_minutes(total + seconds)}")
         plans.append((source, upgrade))

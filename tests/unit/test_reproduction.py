@@ -201,4 +201,3 @@ def test_examples_that_fit_counts_what_the_corpus_asset_keeps(tiny_model_dir, tm
     monkeypatch.setenv("ATTN_DATA_DIR", str(tmp_path))
     counts = examples_that_fit(AutoTokenizer.from_pretrained(tiny_model_dir), 12)
     assert counts == {"xnli_de": 2}  # one short pair per file; English and Arabic are absent
-

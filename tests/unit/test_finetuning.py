@@ -244,19 +244,26 @@ class Killed(Exception):
     """Stands for a kill of the run after some step."""
 
 
-def test_a_killed_fine_tuning_resumes_from_its_last_saved_state(tiny_model_dir: Path, tmp_path: Path, caplog):
+def _killed_after(step_killed: int, tiny_model_dir: Path, tmp_path: Path) -> tuple[TaskData, TrainingCheckpoints]:
+    """A RESUMABLE fine-tune of 24 toy examples, its state saved every 3 steps, killed after `step_killed`:
+    its data and checkpoints."""
     data = _toy_task(24)
-    uninterrupted = build_classifier(str(tiny_model_dir), "sst2", "pretrained", seed=5)
-    expected = fine_tune(uninterrupted, data, RESUMABLE, 0, True)
     checkpoints = TrainingCheckpoints(tmp_path / "state", every=3)
 
-    def killed_after_step_7(step: int, steps: int, loss: float, seconds: float) -> None:
-        if step == 7:
+    def killed(step: int, steps: int, loss: float, seconds: float) -> None:
+        if step == step_killed:
             raise Killed
 
-    first = build_classifier(str(tiny_model_dir), "sst2", "pretrained", seed=5)
     with pytest.raises(Killed):
-        fine_tune(first, data, RESUMABLE, 0, True, killed_after_step_7, checkpoints=checkpoints)
+        model = build_classifier(str(tiny_model_dir), "sst2", "pretrained", seed=5)
+        fine_tune(model, data, RESUMABLE, 0, True, killed, checkpoints=checkpoints)
+    return data, checkpoints
+
+
+def test_a_killed_fine_tuning_resumes_from_its_last_saved_state(tiny_model_dir: Path, tmp_path: Path, caplog):
+    data, checkpoints = _killed_after(7, tiny_model_dir, tmp_path)
+    uninterrupted = build_classifier(str(tiny_model_dir), "sst2", "pretrained", seed=5)
+    expected = fine_tune(uninterrupted, data, RESUMABLE, 0, True)
     assert checkpoints.path.is_file()  # saved after steps 3 and 6
     resumed_model = build_classifier(str(tiny_model_dir), "sst2", "pretrained", seed=5)
     with caplog.at_level("INFO"):
@@ -274,16 +281,7 @@ def test_a_killed_fine_tuning_resumes_from_its_last_saved_state(tiny_model_dir: 
 
 
 def test_a_saved_state_of_another_recipe_is_not_resumed(tiny_model_dir: Path, tmp_path: Path, caplog):
-    data = _toy_task(24)
-    checkpoints = TrainingCheckpoints(tmp_path / "state", every=3)
-
-    def killed_after_step_4(step: int, steps: int, loss: float, seconds: float) -> None:
-        if step == 4:
-            raise Killed
-
-    with pytest.raises(Killed):
-        model = build_classifier(str(tiny_model_dir), "sst2", "pretrained", seed=5)
-        fine_tune(model, data, RESUMABLE, 0, True, killed_after_step_4, checkpoints=checkpoints)
+    data, checkpoints = _killed_after(4, tiny_model_dir, tmp_path)
     other = replace(RESUMABLE, learning_rate=5e-3)
     with caplog.at_level("WARNING"):
         log = fine_tune(
@@ -378,16 +376,7 @@ def test_auto_precision_is_recorded_as_the_precision_used(
 def test_a_saved_state_resumes_only_in_the_precision_it_was_trained_in(
     tiny_model_dir: Path, tmp_path: Path, caplog, monkeypatch: pytest.MonkeyPatch
 ):
-    data = _toy_task(24)
-    checkpoints = TrainingCheckpoints(tmp_path / "state", every=3)
-
-    def killed_after_step_4(step: int, steps: int, loss: float, seconds: float) -> None:
-        if step == 4:
-            raise Killed
-
-    with pytest.raises(Killed):
-        model = build_classifier(str(tiny_model_dir), "sst2", "pretrained", seed=5)
-        fine_tune(model, data, RESUMABLE, 0, True, killed_after_step_4, checkpoints=checkpoints)
+    data, checkpoints = _killed_after(4, tiny_model_dir, tmp_path)
     # auto on a device without bfloat16 units trains in float32, as the saved state was: resumed
     monkeypatch.setattr(finetuning, "bfloat16_units", lambda device: False)
     auto = replace(RESUMABLE, precision="auto")

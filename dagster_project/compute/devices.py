@@ -7,6 +7,7 @@ A low-precision dtype (bfloat16, float16) is for forward-only passes; the passes
 gradients (gradient importance, HTA, fine-tuning, probe training) always run in float32.
 """
 
+import platform
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -176,3 +177,19 @@ def float32_maps(attentions: Sequence[torch.Tensor]) -> torch.Tensor:
         return attn
     attn = attn.float()
     return attn / attn.sum(-1, keepdim=True)
+
+
+def bfloat16_units(device: torch.device) -> bool:
+    """Whether `device` runs bfloat16 matrix products natively: a CUDA device that supports bfloat16
+    without emulation (Ampere and later), or a CPU that oneDNN runs bfloat16 on with bfloat16
+    instructions (x86: AVX512_BF16 or AMX; Arm: its BF16 extension, which oneDNN requires)."""
+    if device.type == "cuda":
+        with torch.cuda.device(device):
+            return torch.cuda.is_bf16_supported(including_emulation=False)
+    if device.type == "cpu":
+        # oneDNN takes bfloat16 on any AVX-512 x86 too, converting to float32 there: no faster than float32.
+        native = platform.machine().lower() in ("aarch64", "arm64") or (
+            torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
+        )
+        return native and bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    return False

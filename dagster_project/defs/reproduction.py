@@ -30,7 +30,7 @@ from dagster import AssetKey, DagsterInstance
 from transformers import PreTrainedTokenizerBase
 
 from dagster_project.compute.checks import CHECK_MIN_EXAMPLES
-from dagster_project.compute.kovaleva.finetuning import bfloat16_units
+from dagster_project.compute.devices import bfloat16_units
 from dagster_project.compute.pascual.hta_facts import DEFAULT_HTA_METHOD
 from dagster_project.corpora import CORPORA, encode_corpus
 from dagster_project.defs.staleness import latest_materialization

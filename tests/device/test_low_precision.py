@@ -15,7 +15,8 @@ import torch
 
 from dagster_project.compute.attention_pass import extract_attention_facts
 from dagster_project.compute.devices import ComputeDevice
-from dagster_project.compute.kovaleva.finetuning import Recipe, TaskData, fine_tune, load_classifier
+from dagster_project.compute.kovaleva.finetuning import Recipe, fine_tune, load_classifier
+from dagster_project.compute.kovaleva.task_data import TaskData
 from dagster_project.compute.models import DEFAULT_MODEL, load_encoder
 from dagster_project.compute.pascual.hta import HtaMethod
 from dagster_project.compute.pascual.hta_facts import extract_hta_facts

@@ -52,14 +52,12 @@ from dagster_project.compute.kovaleva.ablation import ablation_settings, setting
 from dagster_project.compute.kovaleva.finetune_similarity import extract_finetune_cosines
 from dagster_project.compute.kovaleva.finetuning import (
     Recipe,
-    TaskData,
     build_classifier,
     fine_tune,
-    length_sorted_batches,
     load_classifier,
-    pad_inputs,
     predict_logits,
 )
+from dagster_project.compute.kovaleva.task_data import TaskData, length_sorted_batches, pad_inputs
 from dagster_project.compute.models import LoadedEncoder, load_encoder
 from dagster_project.compute.pascual.hta import HtaMethod
 from dagster_project.compute.pascual.hta_facts import (

@@ -15,7 +15,8 @@ from dagster_project.compute.kovaleva.ablation import (
     use_ablation_attention,
     validation_logits,
 )
-from dagster_project.compute.kovaleva.finetuning import TaskData, build_classifier
+from dagster_project.compute.kovaleva.finetuning import build_classifier
+from dagster_project.compute.kovaleva.task_data import TaskData
 from tests.out_of_memory import out_of_memory_above
 from tests.tiny_models import TINY_HEADS, TINY_LAYERS
 

@@ -14,7 +14,8 @@ from dagster_project.compute.attention_pass import extract_attention_facts
 from dagster_project.compute.batching import length_batches
 from dagster_project.compute.clark.probe_inputs import attention_features
 from dagster_project.compute.kovaleva.ablation import ablated_logits, disabling_heads, use_ablation_attention
-from dagster_project.compute.kovaleva.finetuning import build_classifier, encode_task, no_decay_parameters
+from dagster_project.compute.kovaleva.finetuning import build_classifier, no_decay_parameters
+from dagster_project.compute.kovaleva.task_data import encode_task
 from dagster_project.compute.metrics import head_summaries
 from dagster_project.compute.models import LoadedEncoder, ModelLoadError, inspect_model, load_encoder
 from dagster_project.corpora import CorpusData, encode_corpus

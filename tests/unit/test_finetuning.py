@@ -16,18 +16,20 @@ from dagster_project.compute.kovaleva import finetuning
 from dagster_project.compute.kovaleva.ablation import ablation_settings, settings_logits, use_ablation_attention
 from dagster_project.compute.kovaleva.finetuning import (
     Recipe,
-    TaskData,
     build_classifier,
-    encode_task,
     fine_tune,
     glue_metrics,
-    length_sorted_batches,
-    pad_inputs,
     predict_logits,
     recipe_record,
     save_checkpoint,
-    task_head,
     training_precision,
+)
+from dagster_project.compute.kovaleva.task_data import (
+    TaskData,
+    encode_task,
+    length_sorted_batches,
+    pad_inputs,
+    task_head,
 )
 from dagster_project.compute.kovaleva.training_state import TrainingCheckpoints
 from tests.out_of_memory import batch_rows, out_of_memory_above

@@ -29,14 +29,8 @@ from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, eager_mask
 from dagster_project.compute.attention_layouts import attention_blocks, attention_layout, unique_modules
 from dagster_project.compute.backoff import BackOff
 from dagster_project.compute.devices import ComputeDevice
-from dagster_project.compute.kovaleva.finetuning import (
-    TaskData,
-    glue_metrics,
-    length_sorted_batches,
-    load_classifier,
-    pad_inputs,
-    read_task_split,
-)
+from dagster_project.compute.kovaleva.finetuning import glue_metrics, load_classifier
+from dagster_project.compute.kovaleva.task_data import TaskData, length_sorted_batches, pad_inputs, read_task_split
 from dagster_project.compute.models import inspect_model
 
 ABLATION_ATTENTION = "uniform_head_ablation"

@@ -16,13 +16,7 @@ from pydantic import Field
 
 from dagster_project.compute.checks import ablation_settings_complete, scores_in_range
 from dagster_project.compute.kovaleva.ablation import score_ablations
-from dagster_project.compute.kovaleva.finetuning import (
-    SETTINGS,
-    Precision,
-    Recipe,
-    chosen_settings,
-    score_settings,
-)
+from dagster_project.compute.kovaleva.finetuning import SETTINGS, Precision, Recipe, chosen_settings, score_settings
 from dagster_project.compute.kovaleva.tasks import FINETUNE_TASKS
 from dagster_project.defs.assets.corpora import corpus_assets_by_name
 from dagster_project.defs.assets.writing import model_partition_asset, progress_logger, table_preview, write_partition

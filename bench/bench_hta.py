@@ -174,9 +174,8 @@ def _worst(gaps: dict[int, float], errors: dict[int, float]) -> tuple[int, float
     return layer, gaps[layer], errors[layer]
 
 
-DRAW_SEED_STRIDE = (
-    100_003  # draw r of an example seeds its probes with seed + example id + r * stride (r = 0: the run's)
-)
+# draw r of an example seeds its probes with seed + example id + r * stride (r = 0: the run's)
+DRAW_SEED_STRIDE = 100_003
 
 
 def estimator_check(

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from dagster_project.cli.common import UsageError
 from dagster_project.cli.run_in_process import (
+    checkpoint_plan_lines,
     checkpoint_step_names,
     execute_run,
     plan_run,
@@ -120,6 +121,28 @@ def _profile_config(step_names: list[str], profile: str, user_config: dict) -> d
     return with_user_config(profile_run_config(step_names, profile), user_config)
 
 
+def _planned_steps(names: list[str], profile: str, shape: "ModelShape", ops: dict) -> list:
+    """Each step of `names` planned under `profile` with its run config from `ops` (the run's, per asset)."""
+    from dagster_project.defs.reproduction import planned_step
+
+    return [planned_step(name, profile, shape, ops.get(name, {}).get("config", {})) for name in names]
+
+
+def _print_checkpoint_runs(
+    checkpoints: list[tuple[str, list[str]]], total: float, profile: str, shape: "ModelShape", user_config: dict
+) -> None:
+    """The runs after the model's own: each checkpoint's, then what compares models on their corpora once
+    more (the report, which waits for them, is in the model's total already); their time and the total."""
+    for line in checkpoint_plan_lines(checkpoints):
+        print(f"  {line}")
+    print("  and again the steps that compare models on those corpora, and the report")
+    after = [name for _, names in checkpoints for name in names]
+    after += sorted({name for name in after if name.endswith("head_matches")})
+    ops = _profile_config(after, profile, user_config).get("ops", {})
+    seconds = sum(step.seconds for step in _planned_steps(after, profile, shape, ops))
+    print(f"  those runs: {_minutes(seconds)}; in all: {_minutes(total + seconds)}")
+
+
 def reproduce(sources: list[str], profile: str, dry_run: bool, verbose: bool, user_config: dict | None = None) -> int:
     """Plan every model's reproduction, print the plans and, unless `dry_run`, run them in turn;
     `user_config` (run config in the launchpad's format) goes over the profile's."""
@@ -128,7 +151,7 @@ def reproduce(sources: list[str], profile: str, dry_run: bool, verbose: bool, us
     from dagster_project.compute.devices import resolve
     from dagster_project.corpora import PAPER_CORPORA
     from dagster_project.defs.jobs import ANALYSES
-    from dagster_project.defs.reproduction import planned_step, with_expected_fallbacks
+    from dagster_project.defs.reproduction import with_expected_fallbacks
     from dagster_project.settings import compute_device, compute_dtype
 
     user_config = user_config or {}
@@ -141,24 +164,13 @@ def reproduce(sources: list[str], profile: str, dry_run: bool, verbose: bool, us
         if upgrade:
             print(f"{source}: its last reproduction was quick; the paper profile recomputes every step")
         shape = _model_shape(source)
-        names = planned.step_names
-        ops = _profile_config(names, profile, user_config).get("ops", {})
-        steps = [planned_step(name, profile, shape, ops.get(name, {}).get("config", {})) for name in names]
-        steps = with_expected_fallbacks(steps, DagsterInstance.get(), planned.model_id, ops)
+        ops = _profile_config(planned.step_names, profile, user_config).get("ops", {})
+        steps = with_expected_fallbacks(
+            _planned_steps(planned.step_names, profile, shape, ops), DagsterInstance.get(), planned.model_id, ops
+        )
         total = print_plan(source, planned.model_id, steps, planned.up_to_date, planned.skipped, device)
         if checkpoints := checkpoint_step_names(planned):
-            for whose, checkpoint_names in checkpoints:
-                print(f"  {whose} in a run of its own: {len(checkpoint_names)} steps: {', '.join(checkpoint_names)}")
-            print("  and again the steps that compare models on those corpora, and the report")
-            # the checkpoints' runs, then what compares models on their corpora once more (the report, which
-            # waits for them, is in the total already)
-            after = [name for _, checkpoint_names in checkpoints for name in checkpoint_names]
-            after += sorted({name for name in after if name.endswith("head_matches")})
-            after_ops = _profile_config(after, profile, user_config).get("ops", {})
-            seconds = sum(
-                planned_step(name, profile, shape, after_ops.get(name, {}).get("config", {})).seconds for name in after
-            )
-            print(f"  those runs: {_minutes(seconds)}; in all: {_minutes(total + seconds)}")
+            _print_checkpoint_runs(checkpoints, total, profile, shape, user_config)
         plans.append((source, upgrade))
     if dry_run:
         return 0

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from dagster_project.cli.run_in_process import (
     checkpoint_plan_lines,
+    checkpoint_step_names,
     chosen_corpora,
     execute_run,
     plan_run,
@@ -44,7 +45,7 @@ def run(
         print(line)
     if dry_run:
         print(f"would run {len(prepared.keys)} steps: {', '.join(prepared.step_names)}")
-        for line in checkpoint_plan_lines(prepared):
+        for line in checkpoint_plan_lines(checkpoint_step_names(prepared)):
             print(line)
         return 0
     tasks = prepared.fine_tuned_tasks

@@ -209,17 +209,14 @@ def run_checkpoints(
     return 0
 
 
-def checkpoint_plan_lines(prepared: "PreparedRun") -> list[str]:
-    """For a dry run: what the own run of each checkpoint the planned run fine-tunes would run, a line
-    each (a saved checkpoint planned as its run will be; one not fine-tuned yet, its first run whole)."""
-    return [
-        f"{whose} in a run of its own: {len(names)} steps: {', '.join(names)}"
-        for whose, names in checkpoint_step_names(prepared)
-    ]
+def checkpoint_plan_lines(checkpoints: list[tuple[str, list[str]]]) -> list[str]:
+    """For a dry run: what the own run of each checkpoint (checkpoint_step_names) would run, a line each."""
+    return [f"{whose} in a run of its own: {len(names)} steps: {', '.join(names)}" for whose, names in checkpoints]
 
 
 def checkpoint_step_names(prepared: "PreparedRun") -> list[tuple[str, list[str]]]:
-    """Per checkpoint the planned run fine-tunes, whose it is and the steps its own run would run."""
+    """Per checkpoint the planned run fine-tunes, whose it is and the steps its own run would run (a saved
+    checkpoint planned as its run will be; one not fine-tuned yet, its first run whole)."""
     from dagster_project.corpora import present_corpora
     from dagster_project.defs.resources import default_resources
     from dagster_project.defs.run_planning import checkpoint_keys, checkpoint_runs

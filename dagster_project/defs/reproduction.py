@@ -30,7 +30,7 @@ from dagster import AssetKey, DagsterInstance
 from transformers import PreTrainedTokenizerBase
 
 from dagster_project.compute.checks import CHECK_MIN_EXAMPLES
-from dagster_project.compute.devices import bfloat16_units
+from dagster_project.compute.kovaleva.finetuning import training_precision
 from dagster_project.compute.pascual.hta_facts import DEFAULT_HTA_METHOD
 from dagster_project.corpora import CORPORA, encode_corpus
 from dagster_project.defs.staleness import latest_materialization
@@ -51,7 +51,7 @@ QUICK_PROBE_SENTENCES = 300
 # Fine-tuning's seconds per training step (every Table 1 setting's steps and evaluation): 3.0 in float32;
 # the finetuned assets' precision `auto` trains under bfloat16 autocast where the CPU has bfloat16 units,
 # measured at 0.55x float32's time per step on MiniLM and SST-2 with the same dev accuracy (docs/methods.md)
-FINETUNE_SECONDS_PER_STEP = 3.0 * (0.55 if bfloat16_units(torch.device("cpu")) else 1.0)
+FINETUNE_SECONDS_PER_STEP = 3.0 * (0.55 if training_precision("auto", torch.device("cpu")) == "bfloat16" else 1.0)
 _CORPUS = "(" + "|".join(sorted(map(re.escape, CORPORA), key=len, reverse=True)) + ")"  # any corpus name
 # the corpora a quick reproduction samples (the others are small: FrameNet's 47 sentences, OntoGUM's documents)
 _SAMPLED = r"(wiki_segments|xnli_[a-z]+|ud_[a-z]+_(dev|test)|gap_[a-z]+|glue_[a-z0-9]+)"

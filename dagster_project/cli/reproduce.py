@@ -228,8 +228,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--quick",
         action="store_true",
-        help="every result at reduced sizes (200 examples per corpus; 16 for HTA per language, every one also "
-        "computed by exact HTA for the estimator's check; 12 fine-tuning steps); the plan prints the time it expects",
+        help="every result at reduced sizes (200 examples per corpus; 2 for HTA per language, by exact HTA; "
+        "12 fine-tuning steps); the plan prints the time it expects",
     )
     parser.add_argument("--dry-run", action="store_true", help="print the plan and its estimates, run nothing")
     parser.add_argument(

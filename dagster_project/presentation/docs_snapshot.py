@@ -1,11 +1,13 @@
 """The docs' numbers from data: a committed snapshot of one model's scorecard (docs/snapshot/:
 scorecard.csv and snapshot.json saying which model, profile and code made it, and which steps ran on
-part of their corpus) and the generated blocks of the docs pages, rewritten from it; a block names the
+part of their corpus), of every registered model's verdicts side by side (matrix.csv, the rows of
+scorecard_matrix), and the generated blocks of the docs pages, rewritten from it; a block names the
 steps on part of a corpus that its claims read. A page marks a block with
 
     <!-- snapshot: clark -->            every claim of a paper
     <!-- snapshot: clark Table 1 -->    the claims of one result of a paper
     <!-- snapshot: view compare_weightings_value_norms mean_norm -->   a column of a view's rows, as a table
+    <!-- snapshot: matrix -->           every model's verdicts side by side, with the counts per model
     ...generated Markdown...
     <!-- /snapshot -->
 
@@ -13,7 +15,8 @@ tests/unit/test_docs_snapshot.py fails when a page's block differs from what the
 renders. For the views of VIEW_TABLES it holds the model's rows (views/<view>.csv), which a `view`
 block shows one column of; a view without rows in the snapshot is named with the run that fills it.
 The snapshot also holds the model's charts (charts/<chart>.png, small palette PNGs), which
-the result cards of the docs show (presentation/result_cards.py).
+the result cards of the docs show (presentation/result_cards.py), and the matrix's chart
+(charts/scorecard_matrix.png).
 
 `python -m dagster_project.presentation.docs_snapshot` rewrites the blocks and the cards; with
 `--model` it first exports that model's scorecard and charts from the configured warehouse into
@@ -36,8 +39,17 @@ import polars as pl
 from dagster_project.corpora import GLUE_TASKS
 from dagster_project.presentation.catalogue import fill_command
 from dagster_project.presentation.chart_registry import CHARTS, ChartSpec
+from dagster_project.presentation.charts.compare import scorecard_matrix_chart
 from dagster_project.presentation.result_cards import CHART_IMAGES, refresh_docs
-from dagster_project.presentation.scorecard import markdown_table, scorecard_rows, summary_line
+from dagster_project.presentation.scorecard import (
+    MATRIX_VIEW,
+    format_matrix,
+    markdown_table,
+    matrix_columns,
+    matrix_rows,
+    scorecard_rows,
+    summary_line,
+)
 from dagster_project.settings import PROJECT_ROOT
 from dagster_project.storage.backend import WarehouseConfig
 from dagster_project.storage.batches import partition_rows
@@ -48,6 +60,26 @@ DOCS_DIR = PROJECT_ROOT / "docs"
 SNAPSHOT_DIR = DOCS_DIR / "snapshot"
 SCORECARD_FILE = "scorecard.csv"
 META_FILE = "snapshot.json"
+MATRIX_FILE = "matrix.csv"
+# The columns of scorecard_matrix the snapshot keeps: what the matrix's table, counts and chart read.
+MATRIX_COLUMNS = {
+    "paper": pl.String,
+    "claim": pl.String,
+    "claim_order": pl.Int64,
+    "paper_text": pl.String,
+    "model": pl.String,
+    "model_id": pl.String,
+    "profile": pl.String,
+    "control_of": pl.String,
+    "base_model_id": pl.String,
+    "verdict": pl.String,
+    "control_verdict": pl.String,
+    "model_value": pl.Float64,
+    "n": pl.Int64,
+    "corpora": pl.String,
+    "reason": pl.String,
+}
+MATRIX_IMAGE = "scorecard_matrix.png"
 VIEWS_FOLDER = "views"
 REGENERATE = "python -m dagster_project.presentation.docs_snapshot"
 COLUMNS = ("paper", "result", "claim", "corpus", "paper_text", "model_value", "verdict", "reason", "n", "profile")
@@ -194,7 +226,17 @@ def write_snapshot(conn: duckdb.DuckDBPyConnection, model: str, folder: Path = S
     }
     (folder / META_FILE).write_text(json.dumps(meta, indent=2) + "\n")
     write_view_rows(conn, scored["model_id"][0], folder / VIEWS_FOLDER)
+    matrix_rows(conn).select(list(MATRIX_COLUMNS)).write_csv(folder / MATRIX_FILE)
     return folder / SCORECARD_FILE
+
+
+def write_matrix_image(matrix: pl.DataFrame, folder: Path = CHART_IMAGES) -> Path:
+    """The matrix's chart (claims x models, coloured by verdict) of the snapshot's `matrix` rows into
+    `folder` as MATRIX_IMAGE."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / MATRIX_IMAGE
+    path.write_bytes(palette_png(scorecard_matrix_chart(matrix, "Scorecard")))
+    return path
 
 
 def write_view_rows(conn: duckdb.DuckDBPyConnection, model_id: str, folder: Path) -> list[Path]:
@@ -214,6 +256,11 @@ def write_view_rows(conn: duckdb.DuckDBPyConnection, model_id: str, folder: Path
     return written
 
 
+def read_matrix(folder: Path = SNAPSHOT_DIR) -> pl.DataFrame:
+    """The snapshot's rows of scorecard_matrix (MATRIX_COLUMNS)."""
+    return pl.read_csv(folder / MATRIX_FILE, schema=MATRIX_COLUMNS)
+
+
 def read_snapshot(folder: Path = SNAPSHOT_DIR) -> tuple[pl.DataFrame, dict]:
     """The snapshot's rows for the claims of the registry, in the registry's order, with each claim's
     `needs` (the run that fills the views it reads). A claim the snapshot has no row for (added after it
@@ -223,6 +270,8 @@ def read_snapshot(folder: Path = SNAPSHOT_DIR) -> tuple[pl.DataFrame, dict]:
     meta = json.loads((folder / META_FILE).read_text())
     kept = {view: folder / VIEWS_FOLDER / f"{view}.csv" for view in VIEW_TABLES}
     meta["view_rows"] = {view: pl.read_csv(path) for view, path in kept.items() if path.exists()}
+    if (folder / MATRIX_FILE).exists():
+        meta["matrix_rows"] = read_matrix(folder)
     claims = load_claims()
     newer = [claim for claim in claims if claim.claim not in set(judged["claim"])]
     reason = f"not in the snapshot: the claim came after it was made (SQL {meta['sql_code_version']})"
@@ -260,6 +309,8 @@ def render_block(key: str, rows: pl.DataFrame, meta: dict) -> str:
     paper, _, result = key.partition(" ")
     if paper == "view":
         return render_view_table(*result.split(" "), meta)
+    if paper == "matrix":
+        return render_matrix(meta)
     chosen = rows.filter(pl.col("paper") == paper)
     if result:
         chosen = chosen.filter(pl.col("result") == result)
@@ -309,6 +360,23 @@ def render_view_table(view: str, value: str, meta: dict) -> str:
         return f"{item:,}" if isinstance(item, int) else str(item or "")
 
     return f"{meta['model']}, `{view}.{value}` per {across} ({source}):\n\n{markdown_table(table, cell)}\n"
+
+
+def render_matrix(meta: dict) -> str:
+    """The snapshot's matrix (`scorecard --matrix --format markdown`): which models, a claims x models table
+    of verdicts, and per model the count of each verdict and of the claims that hold for its random
+    control too; or, where the snapshot has no matrix, a line saying how to export one."""
+    rows = meta.get("matrix_rows")
+    if rows is None or rows.is_empty():
+        return (
+            f"*The docs snapshot ({meta['model']}, {meta['made_at']}) has no matrix: "
+            f"`{REGENERATE} --model {meta['model']}` exports `{MATRIX_VIEW}` with the model's scorecard.*\n"
+        )
+    lead = (
+        f"{rows['claim'].n_unique()} claims x {len(matrix_columns(rows))} models, {meta['made_at']} "
+        f"(generated from docs/snapshot/ by `{REGENERATE}`):"
+    )
+    return f"{lead}\n\n{format_matrix(rows, 'markdown')}"
 
 
 def verdict_table(rows: pl.DataFrame) -> str:
@@ -366,6 +434,7 @@ def main(argv: list[str] | None = None) -> int:
         with WarehouseConfig.from_env().connect_read_only() as conn:
             print(f"wrote {write_snapshot(conn, args.model)}")
             print(f"wrote {len(write_chart_images(conn, args.model))} charts into {CHART_IMAGES}")
+        print(f"wrote {write_matrix_image(read_matrix())}")
     for page in dict.fromkeys([*refresh_pages(), *refresh_docs()]):
         print(f"rewrote {page.relative_to(PROJECT_ROOT)}")
     return 0

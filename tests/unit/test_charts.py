@@ -729,3 +729,7 @@ def test_a_chart_drawn_again_from_the_same_rows_is_rendered_once(tmp_path) -> No
     unscaled = io.BytesIO()
     drawn([0.25, 0.5]).save(unscaled, format="png")
     assert png_width(again) == pytest.approx(png_width(unscaled.getvalue()) * CHART_SCALE, abs=1)
+    # the very bytes Altair's own save writes at that scale
+    saved = io.BytesIO()
+    drawn([0.25, 0.75]).save(saved, format="png", scale_factor=CHART_SCALE)
+    assert other == saved.getvalue()

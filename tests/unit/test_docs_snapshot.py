@@ -1,7 +1,8 @@
 """The docs' MiniLM numbers come from the committed snapshot (presentation/docs_snapshot.py): every
 generated block of every page is what the snapshot renders, the snapshot covers every claim of the
-registry, a block renders the rows it names and the steps on part of a corpus its claims read; a chart
-image keeps its size in few colours, and the snapshot has the image of every chart with rows and no other."""
+registry, a block renders the rows it names and the steps on part of a corpus its claims read; the
+matrix block renders every model's verdicts as exported; a chart image keeps its size in few colours,
+and the snapshot has the image of every chart with rows and no other."""
 
 import io
 import json
@@ -25,6 +26,8 @@ from dagster_project.presentation.docs_snapshot import (
     render_block,
     render_page,
     write_chart_images,
+    write_matrix_image,
+    write_snapshot,
 )
 from dagster_project.settings import PROJECT_ROOT
 from dagster_project.storage.claims import PAPERS, load_claims
@@ -32,6 +35,7 @@ from dagster_project.storage.model_rows import upsert_model
 from dagster_project.storage.partition_writes import replace_partition
 from dagster_project.storage.views import apply_views
 from tests.unit.test_report import _summaries
+from tests.views.test_scorecard_matrix import CLAIMS, TWO_TASKS, write_matrix_warehouse
 
 FIX = "python -m dagster_project.presentation.docs_snapshot"
 META = {"model": "org/m", "profile": "quick", "made_at": "2026-11-27"}
@@ -247,3 +251,31 @@ def test_the_snapshot_draws_the_charts_with_rows_and_drops_the_others(tmp_path: 
     assert "clark_fig4_entropy.png" in written
     assert {"clark_table3_probes.png", "clark_fig1_head_maps.png"}.isdisjoint(written)
     assert {path.name for path in tmp_path.iterdir()} == written
+
+
+def test_the_matrix_block_shows_every_model_as_exported_with_its_counts(tmp_path: Path) -> None:
+    """The hand-made matrix warehouse (org/alpha, its two random-init controls, org/beta) exported with
+    org/alpha's scorecard: the block is `scorecard --matrix --format markdown` of the exported rows."""
+    conn = duckdb.connect(":memory:")
+    apply_views(conn)
+    write_matrix_warehouse(conn)
+    write_snapshot(conn, "org/alpha", tmp_path)
+    rows, meta = read_snapshot(tmp_path)
+    block = render_block("matrix", rows, meta)
+    assert block.startswith(f"{CLAIMS} claims x 4 models, {meta['made_at']} (generated from docs/snapshot/ by `{FIX}`):")
+    assert "- **1r alpha (random init)**: random-init control of 1 (org/alpha), run profile\n" in block
+    assert "| paper | claim | 1 alpha | 1r alpha (random init) | 1r3 alpha (random init, seed 3) | 2 beta |" in block
+    assert "| clark | clark_sep_to_sep | inconclusive | fails | missing | holds |" in block
+    assert f"| kovaleva | {TWO_TASKS} | mixed | holds | missing | holds |" in block
+    assert "| inconclusive | 1 | 0 | 0 | 0 |" in block
+    assert "| holds for its random control too | 1 |  |  |  |" in block
+    image = pytest.importorskip("PIL.Image")
+    drawn = image.open(write_matrix_image(meta["matrix_rows"], tmp_path))
+    assert drawn.mode == "P" and drawn.size[1] > 14 * CLAIMS  # a row of 14 pixels per claim
+
+
+def test_a_snapshot_without_a_matrix_says_how_to_export_one() -> None:
+    assert render_block("matrix", ROWS, META | {"made_at": "2026-11-27"}) == (
+        "*The docs snapshot (org/m, 2026-11-27) has no matrix: "
+        f"`{FIX} --model org/m` exports `scorecard_matrix` with the model's scorecard.*\n"
+    )

@@ -1,7 +1,7 @@
 """What the per-paper chart modules share: map and heatmap marks, category order, model names, saving,
 and the layer that draws the papers' numbers (presentation/paper_marks.py) on a chart."""
 
-import io
+import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import altair as alt
 import polars as pl
+import vl_convert
 
 from dagster_project.compute.controls import PREFIX, SEED_SUFFIX
 
@@ -89,19 +90,22 @@ CHART_SCALE = 1.5
 # chart assets just drew, and rendering (vl-convert) is most of what a chart costs.
 RENDERED_CHARTS = 128
 _rendered: dict[str, bytes] = {}
+# altair's Vega-Lite version as vl-convert names it ("v6_4"), which chart.save passes too
+VEGA_LITE_VERSION = "v" + "_".join(alt.SCHEMA_VERSION.removeprefix("v").split(".")[:2])
 
 
 def chart_png(chart: alt.TopLevelMixin) -> bytes:
-    """`chart` as PNG bytes at CHART_SCALE; a chart equal to one rendered before in this process (the
-    same Vega-Lite spec, data included) is not rendered again."""
+    """`chart` as PNG bytes at CHART_SCALE, the bytes chart.save writes; a chart equal to one rendered
+    before in this process (the same Vega-Lite spec, data included) is not rendered again."""
     with alt.data_transformers.disable_max_rows():  # as chart.save does: maps of many examples have many rows
-        key = chart.to_json()
+        spec = chart.to_dict()
+    # The spec is built once, for the key and the drawing. Compact JSON is the C encoder's; the indented
+    # JSON of chart.to_json is pure Python, and took as long as the drawing for maps of many examples.
+    key = json.dumps(spec, separators=(",", ":"))
     if key not in _rendered:
-        buffer = io.BytesIO()
-        chart.save(buffer, format="png", scale_factor=CHART_SCALE)
         if len(_rendered) >= RENDERED_CHARTS:
             del _rendered[next(iter(_rendered))]  # the oldest
-        _rendered[key] = buffer.getvalue()
+        _rendered[key] = vl_convert.vegalite_to_png(spec, vl_version=VEGA_LITE_VERSION, scale=CHART_SCALE)
     return _rendered[key]
 
 

@@ -240,12 +240,15 @@ def write_matrix_image(matrix: pl.DataFrame, folder: Path = CHART_IMAGES) -> Pat
 
 
 def write_view_rows(conn: duckdb.DuckDBPyConnection, model_id: str, folder: Path) -> list[Path]:
-    """Export the rows of each view of VIEW_TABLES for `model_id` and the models fine-tuned from it into
-    `folder` as <view>.csv, removing the files of views without rows; returns the files written."""
-    models = [model_id, *(tuned for (tuned,) in conn.execute(TUNED_MODELS, [model_id]).fetchall())]
+    """Export the rows of each view of VIEW_TABLES for `model_id` into `folder` as <view>.csv, and those of
+    the models fine-tuned from it where the view's table has a row per model (a checkpoint's rows on its
+    task's corpus would share the model's rows' labels), removing the files of views without rows;
+    returns the files written."""
+    tuned = [tuned for (tuned,) in conn.execute(TUNED_MODELS, [model_id]).fetchall()]
     folder.mkdir(parents=True, exist_ok=True)
     written = []
-    for view in VIEW_TABLES:
+    for view, table in VIEW_TABLES.items():
+        models = [model_id, *(tuned if "model" in table.index else [])]
         rows = pl.concat([partition_rows(conn, view, model) for model in models], how="vertical_relaxed")
         path = folder / f"{view}.csv"
         if rows.is_empty():

@@ -262,7 +262,8 @@ def test_the_matrix_block_shows_every_model_as_exported_with_its_counts(tmp_path
     write_snapshot(conn, "org/alpha", tmp_path)
     rows, meta = read_snapshot(tmp_path)
     block = render_block("matrix", rows, meta)
-    assert block.startswith(f"{CLAIMS} claims x 4 models, {meta['made_at']} (generated from docs/snapshot/ by `{FIX}`):")
+    lead = f"{CLAIMS} claims x 4 models, {meta['made_at']} (generated from docs/snapshot/ by `{FIX}`):"
+    assert block.startswith(lead)
     assert "- **1r alpha (random init)**: random-init control of 1 (org/alpha), run profile\n" in block
     assert "| paper | claim | 1 alpha | 1r alpha (random init) | 1r3 alpha (random init, seed 3) | 2 beta |" in block
     assert "| clark | clark_sep_to_sep | inconclusive | fails | missing | holds |" in block

@@ -43,9 +43,9 @@ from dagster_project.presentation.charts.compare import scorecard_matrix_chart
 from dagster_project.presentation.result_cards import CHART_IMAGES, refresh_docs
 from dagster_project.presentation.scorecard import (
     MATRIX_VIEW,
-    format_matrix,
     markdown_table,
     matrix_columns,
+    matrix_markdown,
     matrix_rows,
     scorecard_rows,
     summary_line,
@@ -366,9 +366,10 @@ def render_view_table(view: str, value: str, meta: dict) -> str:
 
 
 def render_matrix(meta: dict) -> str:
-    """The snapshot's matrix (`scorecard --matrix --format markdown`): which models, a claims x models table
-    of verdicts, and per model the count of each verdict and of the claims that hold for its random
-    control too; or, where the snapshot has no matrix, a line saying how to export one."""
+    """The snapshot's matrix (`scorecard --matrix --format markdown`, compact for the content column):
+    which models, a claims x models table of verdicts, and per model the count of each verdict and of
+    the claims that hold for its random control too; or, where the snapshot has no matrix, a line
+    saying how to export one."""
     rows = meta.get("matrix_rows")
     if rows is None or rows.is_empty():
         return (
@@ -379,7 +380,7 @@ def render_matrix(meta: dict) -> str:
         f"{rows['claim'].n_unique()} claims x {len(matrix_columns(rows))} models, {meta['made_at']} "
         f"(generated from docs/snapshot/ by `{REGENERATE}`):"
     )
-    return f"{lead}\n\n{format_matrix(rows, 'markdown')}"
+    return f"{lead}\n\n{matrix_markdown(rows, compact=True)}"
 
 
 def verdict_table(rows: pl.DataFrame) -> str:

@@ -66,7 +66,10 @@ def summary_line(rows: pl.DataFrame) -> str:
     """How many claims, how many judgments have each verdict and, for a model with a random-weights
     control, how many of its findings hold for the control too."""
     counts = verdict_counts(rows)
-    line = f"{rows['claim'].n_unique()} claims: " + ", ".join(f"{n} {verdict}" for verdict, n in counts.items())
+    claims = rows["claim"].n_unique()
+    # a claim judged on several corpora (one per GLUE task, per language) is several judgments
+    judged = f"{claims} claims" if rows.height == claims else f"{claims} claims in {rows.height} judgments"
+    line = f"{judged}: " + ", ".join(f"{n} {verdict}" for verdict, n in counts.items())
     if "control_verdict" in rows.columns and rows["control_verdict"].is_not_null().any():
         line += f"; {rows['holds_for_control'].sum()} hold for its random-init control too"
     return line
@@ -324,17 +327,32 @@ def format_matrix(rows: pl.DataFrame, output: str) -> str:
         return rows.drop("claim_order").write_csv()
     if output == "table":
         return matrix_text(rows)
+    return matrix_markdown(rows)
+
+
+def matrix_markdown(rows: pl.DataFrame, compact: bool = False) -> str:
+    """The matrix in Markdown: which model each column is, a claims x models table of verdicts, then the
+    per-model counts. compact, for a page's content column: the columns headed by their keys (1, 1r),
+    the cells by their marks (incon, n/c, -) with a line saying what each means, no paper column (a
+    claim id starts with its paper)."""
     columns = matrix_columns(rows)
     counts = matrix_counts(rows, columns)
+    header = "key" if compact else "heading"
     about = "\n".join(f"- **{column.heading}**: {column.about}" for column in columns)
+    table = matrix_table(rows, columns, header)
+    if compact:
+        keys = [column.key for column in columns]
+        table = table.drop("paper").with_columns(pl.col(key).replace_strict(VERDICT_MARKS) for key in keys)
+        marks = ", ".join(mark if mark == verdict else f"{mark} = {verdict}" for verdict, mark in VERDICT_MARKS.items())
+        about += f"\n\nVerdicts: {marks}."
     per_model = pl.DataFrame(
         {"": [*MATRIX_VERDICTS, HOLDS_FOR_CONTROL]}
         | {
-            column.heading: [counts[column.model_id][what] for what in (*MATRIX_VERDICTS, HOLDS_FOR_CONTROL)]
+            getattr(column, header): [counts[column.model_id][what] for what in (*MATRIX_VERDICTS, HOLDS_FOR_CONTROL)]
             for column in columns
         }
     )
-    return f"{about}\n\n{markdown_table(matrix_table(rows, columns, 'heading'))}\n\n{markdown_table(per_model)}\n"
+    return f"{about}\n\n{markdown_table(table)}\n\n{markdown_table(per_model)}\n"
 
 
 def matrix_html(rows: pl.DataFrame) -> str:

@@ -334,7 +334,7 @@ def matrix_markdown(rows: pl.DataFrame, compact: bool = False) -> str:
     """The matrix in Markdown: which model each column is, a claims x models table of verdicts, then the
     per-model counts. compact, for a page's content column: the columns headed by their keys (1, 1r),
     the cells by their marks (incon, n/c, -) with a line saying what each means, no paper column (a
-    claim id starts with its paper)."""
+    claim id starts with its paper), claim ids that may break after an underscore (HTML <wbr>)."""
     columns = matrix_columns(rows)
     counts = matrix_counts(rows, columns)
     header = "key" if compact else "heading"
@@ -342,7 +342,10 @@ def matrix_markdown(rows: pl.DataFrame, compact: bool = False) -> str:
     table = matrix_table(rows, columns, header)
     if compact:
         keys = [column.key for column in columns]
-        table = table.drop("paper").with_columns(pl.col(key).replace_strict(VERDICT_MARKS) for key in keys)
+        table = table.drop("paper").with_columns(
+            pl.col("claim").str.replace_all("_", "_<wbr>", literal=True),  # a long id may break after an underscore
+            *(pl.col(key).replace_strict(VERDICT_MARKS) for key in keys),
+        )
         marks = ", ".join(mark if mark == verdict else f"{mark} = {verdict}" for verdict, mark in VERDICT_MARKS.items())
         about += f"\n\nVerdicts: {marks}."
     per_model = pl.DataFrame(

@@ -16,7 +16,7 @@ renders. For the views of VIEW_TABLES it holds the model's rows (views/<view>.cs
 block shows one column of; a view without rows in the snapshot is named with the run that fills it.
 The snapshot also holds the model's charts (charts/<chart>.png, small palette PNGs), which
 the result cards of the docs show (presentation/result_cards.py), and the matrix's chart
-(charts/scorecard_matrix.png).
+(scorecard_matrix.png, beside the CSVs: charts/ holds the registry's charts alone).
 
 `python -m dagster_project.presentation.docs_snapshot` rewrites the blocks and the cards; with
 `--model` it first exports that model's scorecard and charts from the configured warehouse into
@@ -230,7 +230,7 @@ def write_snapshot(conn: duckdb.DuckDBPyConnection, model: str, folder: Path = S
     return folder / SCORECARD_FILE
 
 
-def write_matrix_image(matrix: pl.DataFrame, folder: Path = CHART_IMAGES) -> Path:
+def write_matrix_image(matrix: pl.DataFrame, folder: Path = SNAPSHOT_DIR) -> Path:
     """The matrix's chart (claims x models, coloured by verdict) of the snapshot's `matrix` rows into
     `folder` as MATRIX_IMAGE."""
     folder.mkdir(parents=True, exist_ok=True)

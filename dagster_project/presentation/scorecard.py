@@ -164,6 +164,8 @@ VERDICT_MARKS = {
     "mixed": "mixed",
     "missing": "-",
 }
+# Each mark as a legend says it: "incon = inconclusive", a mark that is its verdict alone.
+MARK_LEGEND = {verdict: mark if mark == verdict else f"{mark} = {verdict}" for verdict, mark in VERDICT_MARKS.items()}
 VERDICT_MEANINGS = {
     "holds": "the model shows the finding",
     "fails": "it does not",
@@ -287,7 +289,7 @@ def matrix_text(rows: pl.DataFrame, width: int = MATRIX_WIDTH) -> str:
     title = f"{table.height} claims x {len(columns)} models (scorecard_matrix): one verdict per claim and model"
     lines = [_wrapped(title, width, "  ")]
     lines += [_wrapped(f"  {column.key:<4}{column.label}: {column.about}", width, " " * 6) for column in columns]
-    marks = {verdict: verdict if mark == verdict else f"{mark} = {verdict}" for verdict, mark in VERDICT_MARKS.items()}
+    marks = dict(MARK_LEGEND)
     marks["mixed"] += f" ({VERDICT_MEANINGS['mixed']}, listed below)"
     lines += [_wrapped("verdicts: " + " | ".join(marks[verdict] for verdict in MATRIX_VERDICTS), width, "  ")]
     lines += ["", line("claim", (column.key for column in columns))]
@@ -346,8 +348,7 @@ def matrix_markdown(rows: pl.DataFrame, compact: bool = False) -> str:
             pl.col("claim").str.replace_all("_", "_<wbr>", literal=True),  # a long id may break after an underscore
             *(pl.col(key).replace_strict(VERDICT_MARKS) for key in keys),
         )
-        marks = ", ".join(mark if mark == verdict else f"{mark} = {verdict}" for verdict, mark in VERDICT_MARKS.items())
-        about += f"\n\nVerdicts: {marks}."
+        about += f"\n\nVerdicts: {', '.join(MARK_LEGEND.values())}."
     per_model = pl.DataFrame(
         {"": [*MATRIX_VERDICTS, HOLDS_FOR_CONTROL]}
         | {
